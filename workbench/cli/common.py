@@ -1,0 +1,53 @@
+"""Options and helpers several subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config import ATTENTIONS, ENGINES, EXPORTERS, ExportConfig
+
+
+def add_model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", default="bert-base",
+                   help="preset (bert-base, bert-tiny, bert-3layer, bert-large), model folder, hub id or .onnx file "
+                        "(default: bert-base, random weights)")
+
+
+def add_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exporter", choices=EXPORTERS, default="torchscript", help="torch.onnx exporter (default: torchscript)")
+    p.add_argument("--opset", type=int, default=None, help="ai.onnx opset (default: 17 torchscript, 18 dynamo)")
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager", help="transformers attention implementation")
+    p.add_argument("--no-cache", action="store_true", help="export again even if the cache has this export")
+
+
+def add_engine_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="auto", help="fusion engine (default: auto = both, keep the better)")
+
+
+def export_config(args) -> ExportConfig:
+    return ExportConfig(exporter=args.exporter, opset=args.opset, attention=args.attention)
+
+
+class StageBar:
+    """A tqdm progress bar on stderr driven by ``progress(stage, fraction)`` callbacks."""
+
+    def __init__(self, desc: str, enabled: bool = True):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=100, desc=desc, file=sys.stderr, disable=not enabled or not sys.stderr.isatty(),
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}", leave=False)
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        self.bar.set_postfix_str(stage)
+        self.bar.n = int(100 * max(0.0, min(1.0, fraction)))
+        self.bar.refresh()
+
+    def close(self):
+        self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

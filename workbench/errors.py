@@ -1,0 +1,43 @@
+"""The project's own errors: each carries one line a person can act on.
+
+The CLI turns any :class:`WorkbenchError` into that line on stderr and exit
+status 2; the notebook app shows it inside the app. Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """An expected failure with a one-line, user-facing message."""
+
+    def __init__(self, message: str):
+        # Keep it one line: multi-line native messages are folded.
+        super().__init__(" ".join(str(message).split()))
+
+
+class ModelSourceError(WorkbenchError):
+    """The model name, folder or hub id cannot be turned into a model."""
+
+
+class ExportError(WorkbenchError):
+    """torch.onnx could not export the model with the asked settings."""
+
+
+class ModelIOError(WorkbenchError):
+    """An ONNX file cannot be read or written safely."""
+
+
+class FusionError(WorkbenchError):
+    """A fusion engine could not run on the model."""
+
+
+class RuntimeUnavailableError(WorkbenchError):
+    """An execution provider (e.g. CUDA) was asked for but cannot be used."""
+
+
+class BenchmarkError(WorkbenchError):
+    """A benchmark could not run (bad shape, out of memory, worker died)."""
+
+
+class ConfigError(WorkbenchError, ValueError):
+    """A setting is out of range or not one of the allowed values."""

@@ -1,0 +1,282 @@
+"""PyTorch → ONNX with either torch exporter, cached on disk.
+
+Exports are keyed by everything that changes the result: the model's
+identity (preset config and seed, or a hash of the folder's files), exporter,
+opset, attention implementation, dynamic axes and the versions of torch,
+transformers, onnx and onnxscript. A second request for the same export is a
+file lookup and never imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from .config import ExportConfig
+from .errors import ExportError
+from .models import ModelSource, resolve
+from .paths import atomic_write_text, cache_root
+
+#: Bump when the export recipe changes in a way the key would not see.
+RECIPE_VERSION = 3
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class ExportResult:
+    """An exported model on disk and what is known about it."""
+
+    path: Path
+    source: ModelSource
+    config: ExportConfig
+    cached: bool
+    export_s: float
+    nodes: int
+    opset: int
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def parity(self) -> dict | None:
+        return self.meta.get("parity")
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "model": self.source.describe(), "export": self.config.to_dict(),
+                "cached": self.cached, "export_s": round(self.export_s, 3), "nodes": self.nodes,
+                "opset": self.opset, "parity": self.parity}
+
+
+def _version(pkg: str) -> str:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def cache_key(source: ModelSource, cfg: ExportConfig) -> str:
+    payload = {
+        "recipe": RECIPE_VERSION, "model": source.identity, "export": cfg.to_dict(),
+        "versions": {p: _version(p) for p in ("torch", "transformers", "onnx", "onnxscript")},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost exception's first line, without terminal colour codes."""
+    import re
+
+    while e.__cause__ is not None:
+        e = e.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _noop(stage: str, fraction: float) -> None:
+    pass
+
+
+def _wrap(model, input_names: tuple[str, ...]):
+    """transformers 5 models take keyword inputs; torch.onnx passes positionals."""
+    import torch
+
+    class KeywordInputs(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids, return_dict=True)
+            return out.last_hidden_state
+
+    class KeywordInputsNoTypes(KeywordInputs):
+        def forward(self, input_ids, attention_mask):  # DistilBERT has no token types
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              return_dict=True).last_hidden_state
+
+    if tuple(input_names) == ("input_ids", "attention_mask"):
+        return KeywordInputsNoTypes(model).eval()
+    return KeywordInputs(model).eval()
+
+
+def _example_inputs(source: ModelSource, batch: int = 2, seq: int = 16, seed: int = 0):
+    import torch
+    from .runtime.inputs import InputSpec, make_inputs
+
+    spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
+                     type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
+                     max_positions=source.max_positions)
+    feeds = make_inputs(spec, batch, seq, seed=seed, padded=True)
+    return tuple(torch.from_numpy(feeds[n]) for n in source.input_names)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """torch.onnx prints banners and warnings; the workbench shows its own progress."""
+    buf = io.StringIO()
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch.export", "torch._dynamo")]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(buf):
+            warnings.simplefilter("ignore")
+            yield buf
+    finally:
+        for lg, lvl in zip(loggers, old):
+            lg.setLevel(lvl)
+
+
+def torch_export(model, source: ModelSource, cfg: ExportConfig, path: Path) -> None:
+    """Call torch.onnx.export with the settings in ``cfg`` (no caching)."""
+    import torch
+
+    names = list(source.input_names)
+    wrapped = _wrap(model, source.input_names)
+    args = _example_inputs(source, seed=cfg.seed)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    kwargs = dict(input_names=names, output_names=["last_hidden_state"], opset_version=cfg.resolved_opset)
+    if cfg.exporter == "torchscript":
+        if cfg.dynamic_axes:
+            axes = {n: {0: "batch", 1: "sequence"} for n in names}
+            axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
+            kwargs["dynamic_axes"] = axes
+        kwargs["dynamo"] = False
+        kwargs["do_constant_folding"] = True
+    else:
+        if cfg.dynamic_axes:
+            batch, seq = torch.export.Dim("batch", min=1, max=4096), torch.export.Dim("sequence", min=1, max=source.max_positions)
+            kwargs["dynamic_shapes"] = {n: {0: batch, 1: seq} for n in names}
+        kwargs["dynamo"] = True
+        kwargs["external_data"] = params > 1_800_000_000
+        kwargs["verbose"] = False
+    with torch.no_grad(), _quiet():
+        torch.onnx.export(wrapped, args, str(path), **kwargs)
+
+
+def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = None, *,
+           use_cache: bool = True, progress: Progress | None = None, check_parity: bool = True) -> ExportResult:
+    """Export ``source`` to ONNX, or return the cached export.
+
+    Args:
+        source: a ModelSource, or a name/path for :func:`workbench.models.resolve`.
+        cfg: export settings (default: TorchScript, opset 17, eager attention).
+        use_cache: look up and store the export in the cache folder.
+        progress: ``progress(stage, fraction)`` called as work advances.
+        check_parity: compare with PyTorch on the parity cases after export.
+
+    Raises:
+        ExportError: the exporter failed or could not honour the settings.
+    """
+    src = source if isinstance(source, ModelSource) else resolve(source)
+    cfg = cfg or ExportConfig()
+    progress = progress or _noop
+    if src.kind == "onnx":
+        from .modelio import load_model
+        m = load_model(src.path, load_external_data=False)
+        opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+        return ExportResult(src.path, src, cfg, cached=True, export_s=0.0, nodes=len(m.graph.node),
+                            opset=opset, meta={"source": "onnx file"})
+    key = cache_key(src, cfg)
+    final = cache_root() / "exports" / key
+    meta_file = final / "meta.json"
+    if use_cache and meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+            if (final / "model.onnx").is_file() and (meta.get("parity") or not check_parity):
+                progress("cached", 1.0)
+                return ExportResult(final / "model.onnx", src, cfg, cached=True, export_s=0.0,
+                                    nodes=meta["nodes"], opset=meta["opset"], meta=meta)
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged entry is rebuilt below
+    progress("building model", 0.05)
+    model = src.build(cfg.attention)
+    (cache_root() / "exports").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache_root() / "exports", prefix=f".{key}.tmp-"))
+    try:
+        progress(f"exporting with {cfg.exporter}", 0.15)
+        t0 = time.perf_counter()
+        try:
+            torch_export(model, src, cfg, tmp / "model.onnx")
+        except Exception as e:
+            msg = _root_cause(e)
+            raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
+        export_s = time.perf_counter() - t0
+        progress("checking", 0.7)
+        import onnx
+        from .modelio import load_model
+        m = load_model(tmp / "model.onnx", load_external_data=False)
+        opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+        if opset != cfg.resolved_opset:
+            raise ExportError(
+                f"the {cfg.exporter} exporter could not produce opset {cfg.resolved_opset} (it emitted opset {opset}; "
+                f"it writes LayerNormalization, which needs opset 17 or newer): choose opset 17 or 18, "
+                f"or the torchscript exporter")
+        meta = {"key": key, "model": src.describe(), "export": cfg.to_dict(), "nodes": len(m.graph.node),
+                "opset": opset, "ir_version": m.ir_version, "export_s": export_s,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "versions": {p: _version(p) for p in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime-gpu")}}
+        del m
+        if check_parity:
+            progress("parity against PyTorch", 0.8)
+            meta["parity"] = export_parity(model, src, tmp / "model.onnx").to_dict()
+        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
+        if use_cache:
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.replace(tmp, final)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
+            path = final / "model.onnx"
+        else:
+            path = tmp / "model.onnx"
+        progress("done", 1.0)
+        return ExportResult(path, src, cfg, cached=False, export_s=export_s, nodes=meta["nodes"],
+                            opset=opset, meta=meta)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def export_parity(model, source: ModelSource, onnx_path: Path):
+    """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
+    import torch
+    from .runtime.inputs import InputSpec, PARITY_CASES, make_inputs
+    from .runtime.parity import compare, merge
+    from .runtime.session import create_session, run_session
+
+    spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
+                     type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
+                     max_positions=source.max_positions)
+    sess = create_session(onnx_path, "cpu", level="disable")
+    results = []
+    for i, (b, s, padded) in enumerate(PARITY_CASES):
+        if s > spec.max_positions:
+            continue
+        feeds = make_inputs(spec, b, s, seed=100 + i, padded=padded)
+        with torch.no_grad():
+            ref = model(**{k: torch.from_numpy(v) for k, v in feeds.items()}).last_hidden_state.numpy()
+        got = run_session(sess, feeds)[0]
+        results.append(compare(ref, got))
+    return merge(results)
+
+
+def copy_export(result: ExportResult, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write an export into a user folder through the safe save path."""
+    from .modelio import load_model, save_model
+
+    name = f"{result.source.name}-{result.config.exporter}-{result.config.attention}-opset{result.opset}.onnx"
+    model = load_model(result.path, full_check=False)
+    return save_model(model, Path(out_dir) / name, overwrite=overwrite, protect=[result.path])

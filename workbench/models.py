@@ -1,0 +1,256 @@
+"""Model sources: one name or path in, one :class:`ModelSource` out.
+
+Accepted:
+  * presets (``bert-base`` default, ``bert-tiny``, ``bert-3layer``,
+    ``bert-large``): built from a config with seeded random weights, offline;
+  * a local Hugging Face folder (``config.json`` + ``*.safetensors``);
+  * a hub id (needs the network or the local Hugging Face cache);
+  * an existing ``.onnx`` file (nothing to export).
+
+Loading from a folder or the hub uses safetensors only and never runs code
+shipped with a model (``trust_remote_code=False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelSourceError
+
+#: Preset configs. bert-base is bert-base-uncased's architecture.
+PRESETS: dict[str, dict[str, Any]] = {
+    "bert-base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                      intermediate_size=3072, vocab_size=30522, max_position_embeddings=512),
+    "bert-tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
+                      intermediate_size=512, vocab_size=30522, max_position_embeddings=512),
+    "bert-3layer": dict(num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
+                        intermediate_size=3072, vocab_size=30522, max_position_embeddings=512),
+    "bert-large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16,
+                       intermediate_size=4096, vocab_size=30522, max_position_embeddings=512),
+}
+PRESET_NOTES = {
+    "bert-base": "bert-base-uncased architecture: 12 layers, hidden 768, 12 heads",
+    "bert-tiny": "2 layers, hidden 128, 2 heads: for tests and quick demos",
+    "bert-3layer": "3 layers, hidden 768: the distilled model of the ONNX Runtime BERT article",
+    "bert-large": "24 layers, hidden 1024, 16 heads",
+}
+DEFAULT_SEED = 42
+
+#: Encoder families that transformers exports like BERT, and their inputs.
+SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
+    "bert": ("input_ids", "attention_mask", "token_type_ids"),
+    "roberta": ("input_ids", "attention_mask", "token_type_ids"),
+    "xlm-roberta": ("input_ids", "attention_mask", "token_type_ids"),
+    "distilbert": ("input_ids", "attention_mask"),
+}
+
+
+@dataclass
+class ModelSource:
+    """Where a model comes from, plus what the rest of the tool needs to know.
+
+    ``build(attention)`` materialises the PyTorch module lazily, so opening a
+    cached export never touches torch.
+    """
+
+    name: str
+    kind: str  # "preset" | "folder" | "hub" | "onnx"
+    identity: str
+    model_type: str | None = None
+    config_dict: dict[str, Any] = field(default_factory=dict)
+    random_weights: bool = False
+    path: Path | None = None
+    seed: int = DEFAULT_SEED
+
+    @property
+    def label(self) -> str:
+        """Display name; says "random weights" wherever the weights are random."""
+        return f"{self.name} (random weights)" if self.random_weights else self.name
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return SUPPORTED_TYPES.get(self.model_type or "bert", SUPPORTED_TYPES["bert"])
+
+    @property
+    def num_layers(self) -> int | None:
+        c = self.config_dict
+        return c.get("num_hidden_layers", c.get("n_layers"))
+
+    @property
+    def hidden_size(self) -> int | None:
+        c = self.config_dict
+        return c.get("hidden_size", c.get("dim"))
+
+    @property
+    def num_heads(self) -> int | None:
+        c = self.config_dict
+        return c.get("num_attention_heads", c.get("n_heads"))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.config_dict.get("vocab_size", 30522))
+
+    @property
+    def max_positions(self) -> int:
+        """Longest sequence the position embeddings allow (RoBERTa reserves 2)."""
+        n = int(self.config_dict.get("max_position_embeddings", 512))
+        if self.model_type in ("roberta", "xlm-roberta"):
+            n -= int(self.config_dict.get("pad_token_id", 1)) + 1
+        return n
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "label": self.label, "kind": self.kind,
+            "model_type": self.model_type, "random_weights": self.random_weights,
+            "layers": self.num_layers, "hidden": self.hidden_size, "heads": self.num_heads,
+            "path": str(self.path) if self.path else None,
+        }
+
+    def build(self, attention: str = "eager"):
+        """Return the PyTorch model in eval mode with the asked attention."""
+        if self.kind == "onnx":
+            raise ModelSourceError(f"{self.name} is an ONNX file: there is no PyTorch model to build")
+        import torch
+        import transformers
+
+        if self.kind == "preset":
+            cfg = transformers.BertConfig(**self.config_dict)
+            cfg._attn_implementation = attention
+            # Seeded, and without disturbing the caller's global RNG.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.seed)
+                model = transformers.BertModel(cfg, add_pooling_layer=False)
+            return model.eval()
+        kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation=attention)
+        target = str(self.path) if self.kind == "folder" else self.name
+        try:
+            model = transformers.AutoModel.from_pretrained(target, **kwargs)
+        except (OSError, ValueError) as e:
+            raise ModelSourceError(f"cannot load {self.name}: {_first_line(e)}") from e
+        return model.eval()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_identity(path: Path) -> str:
+    """Content hash of a file, memoised on (path, size, mtime) in the cache."""
+    from .paths import cache_root
+
+    st = path.stat()
+    memo = cache_root() / "hashes" / hashlib.sha256(
+        f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+    try:
+        return memo.read_text().strip()
+    except OSError:
+        pass
+    digest = _sha256_file(path)
+    try:
+        from .paths import atomic_write_text
+        atomic_write_text(memo, digest)
+    except OSError:
+        pass  # a read-only cache only costs speed
+    return digest
+
+
+def _check_type(model_type: str | None, where: str) -> str:
+    if model_type not in SUPPORTED_TYPES:
+        raise ModelSourceError(
+            f"{where} is a {model_type or 'unknown'!s} model; the workbench supports the BERT family "
+            f"({', '.join(sorted(SUPPORTED_TYPES))})")
+    return model_type
+
+
+def _from_folder(path: Path) -> ModelSource:
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise ModelSourceError(f"{path} has no config.json: not a Hugging Face model folder")
+    try:
+        config = json.loads(cfg_file.read_text())
+    except (OSError, ValueError) as e:
+        raise ModelSourceError(f"{cfg_file} is not readable JSON: {_first_line(e)}") from e
+    if not isinstance(config, dict):
+        raise ModelSourceError(f"{cfg_file} does not hold a JSON object")
+    model_type = _check_type(config.get("model_type"), str(path))
+    if config.get("auto_map"):
+        raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights:
+        pickled = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
+        why = f" (found {', '.join(pickled)}: pickle files are refused)" if pickled else ""
+        raise ModelSourceError(f"{path} has no .safetensors weights{why}")
+    h = hashlib.sha256(cfg_file.read_bytes())
+    for w in weights:
+        h.update(w.name.encode())
+        h.update(file_identity(w).encode())
+    return ModelSource(name=path.name, kind="folder", identity=h.hexdigest(),
+                       model_type=model_type, config_dict=config, path=path.resolve())
+
+
+def _from_hub(name: str) -> ModelSource:
+    try:
+        import transformers
+        cfg = transformers.AutoConfig.from_pretrained(name, trust_remote_code=False)
+    except Exception as e:  # network errors surface as many types
+        raise ModelSourceError(
+            f"'{name}' is not a preset, a local folder or an .onnx file, and it could not be fetched "
+            f"from the Hugging Face hub (no network, and not in the local cache?): {_first_line(e)}") from e
+    model_type = _check_type(getattr(cfg, "model_type", None), name)
+    config = cfg.to_dict()
+    ident = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode() + name.encode())
+    return ModelSource(name=name, kind="hub", identity=ident.hexdigest(),
+                       model_type=model_type, config_dict=config)
+
+
+def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAULT_SEED) -> ModelSource:
+    """Turn a preset name, folder, hub id or .onnx path into a ModelSource.
+
+    Raises:
+        ModelSourceError: with one line saying what was wrong.
+    """
+    if name_or_path is None:
+        from .config import DEFAULT_MODEL
+        name_or_path = DEFAULT_MODEL
+    text = os.fspath(name_or_path)
+    if not text.strip():
+        raise ModelSourceError("no model given")
+    if text in PRESETS:
+        cfg = dict(PRESETS[text])
+        ident = hashlib.sha256(json.dumps({"preset": text, "config": cfg, "seed": seed},
+                                          sort_keys=True).encode()).hexdigest()
+        return ModelSource(name=text, kind="preset", identity=ident, model_type="bert",
+                           config_dict=cfg, random_weights=True, seed=seed)
+    path = Path(text).expanduser()
+    if path.suffix == ".onnx" or path.is_file():
+        if not path.exists():
+            raise ModelSourceError(f"{path}: no such file")
+        if path.is_dir():
+            raise ModelSourceError(f"{path} is a directory, not an .onnx file")
+        try:
+            ident = file_identity(path)
+        except PermissionError as e:
+            raise ModelSourceError(f"{path}: permission denied") from e
+        return ModelSource(name=path.name, kind="onnx", identity=ident, path=path.resolve())
+    if path.is_dir():
+        return _from_folder(path)
+    if path.exists():
+        raise ModelSourceError(f"{path} is neither a model folder nor an .onnx file")
+    looks_like_path = text.startswith((".", "/", "~")) or os.sep in text and text.count("/") > 1
+    if looks_like_path:
+        raise ModelSourceError(f"{path}: no such file or folder")
+    return _from_hub(text)

@@ -1,0 +1,42 @@
+"""Where the workbench keeps its caches, and the atomic-write primitive."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """The cache folder: $WORKBENCH_CACHE, else ~/.cache/bert-fusion-workbench."""
+    env = os.environ.get("WORKBENCH_CACHE")
+    root = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bert-fusion-workbench"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    A crash mid-write leaves the old file (or nothing), never half a file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,1 @@
+"""Running ONNX models: sessions, inputs, parity, and (in the worker) timing."""

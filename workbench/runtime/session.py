@@ -1,0 +1,122 @@
+"""ONNX Runtime sessions with explicit providers, levels and threads.
+
+The provider list a session really got is checked after creation: if CUDA
+was asked for and the session fell back to CPU, that is an error, never a
+number.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import RuntimeUnavailableError
+
+LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+
+
+def cuda_status() -> tuple[bool, str]:
+    """Whether the CUDA execution provider can run here, and why not.
+
+    The check is honest: onnxruntime-gpu lists CUDAExecutionProvider as
+    available even on machines with no GPU, so a real session is opened.
+    """
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False, "this onnxruntime build has no CUDAExecutionProvider (install onnxruntime-gpu)"
+    try:
+        from onnx import helper as h, TensorProto
+        g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "probe",
+                         [h.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                         [h.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+        m.ir_version = 8
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CUDAExecutionProvider"])
+        if "CUDAExecutionProvider" not in s.get_providers():
+            return False, _cuda_missing_reason()
+    except Exception as e:
+        return False, f"the CUDA execution provider failed to load: {str(e).splitlines()[0] if str(e) else e!r}"
+    return True, "CUDA execution provider available"
+
+
+def _cuda_missing_reason() -> str:
+    if not Path("/dev/nvidiactl").exists() and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return "no NVIDIA GPU on this machine (no /dev/nvidiactl); the CUDA execution provider fell back to CPU"
+    return ("the CUDA execution provider could not start (missing CUDA or cuDNN libraries, or no usable GPU); "
+            "ONNX Runtime fell back to CPU")
+
+
+def session_options(level: str = "all", threads: int | None = None, *, spinning: bool = False,
+                    optimized_model_path: str | os.PathLike | None = None, profile_prefix: str | None = None):
+    import onnxruntime as ort
+
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {sorted(LEVELS)}")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
+    so.log_severity_level = 3
+    if threads:
+        so.intra_op_num_threads = int(threads)
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Spinning threads steal cores from other variants measured in turn (MEASURING.md).
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
+    if optimized_model_path:
+        so.optimized_model_filepath = str(optimized_model_path)
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(profile_prefix)
+    return so
+
+
+def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, level: str = "all",
+                   threads: int | None = None, spinning: bool = False,
+                   optimized_model_path: str | os.PathLike | None = None,
+                   profile_prefix: str | None = None, cuda_options: dict | None = None):
+    """Open an InferenceSession and verify it runs on the asked provider.
+
+    Raises:
+        RuntimeUnavailableError: CUDA asked for but unavailable, or the
+            session silently fell back to CPU.
+    """
+    import onnxruntime as ort
+
+    if provider not in PROVIDERS:
+        raise ValueError(f"provider must be one of {sorted(PROVIDERS)}")
+    so = session_options(level, threads, spinning=spinning,
+                         optimized_model_path=optimized_model_path, profile_prefix=profile_prefix)
+    if provider == "cuda":
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise RuntimeUnavailableError(
+                "GPU asked for, but this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)")
+        providers = [("CUDAExecutionProvider", dict(cuda_options or {})), "CPUExecutionProvider"]
+    else:
+        providers = ["CPUExecutionProvider"]
+    src = model if isinstance(model, bytes) else str(model)
+    try:
+        sess = ort.InferenceSession(src, so, providers=providers)
+    except Exception as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if provider == "cuda":
+            raise RuntimeUnavailableError(f"the CUDA execution provider failed to start: {msg}") from e
+        raise
+    got = sess.get_providers()
+    if provider == "cuda" and got[0] != "CUDAExecutionProvider":
+        raise RuntimeUnavailableError(f"GPU asked for, but {_cuda_missing_reason()} (session providers: {got})")
+    return sess
+
+
+def run_session(sess, feeds: dict) -> list:
+    """Run with only the inputs the graph declares (DistilBERT has no token types)."""
+    names = {i.name for i in sess.get_inputs()}
+    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
