@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -188,11 +189,17 @@ def load_model(path: str | os.PathLike, *, full_check: bool = True,
         ModelIOError: one line saying what is wrong with the file.
     """
     p = Path(path).expanduser()
-    if not p.exists():
-        raise ModelIOError(f"{p}: no such file")
-    if p.is_dir():
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise ModelIOError(f"{p}: no such file") from None
+    except PermissionError:
+        raise ModelIOError(f"{p}: permission denied (cannot reach the file)") from None
+    except OSError as e:
+        raise ModelIOError(f"{p}: cannot read: {_first_line(e)}") from e
+    if stat.S_ISDIR(st.st_mode):
         raise ModelIOError(f"{p} is a directory, not an ONNX file")
-    if not p.is_file():
+    if not stat.S_ISREG(st.st_mode):
         raise ModelIOError(f"{p} is not a regular file")
     try:
         with open(p, "rb") as f:
