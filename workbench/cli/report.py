@@ -1,0 +1,45 @@
+"""``workbench report``: the main job end to end, written as one HTML file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import common
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="export, fuse and benchmark a model; write an HTML report",
+                       description="Run the whole workbench headless (no browser needed): export the model, run the "
+                                   "fusion timeline, measure latency, and write one self-contained HTML report.")
+    common.add_model_arg(p)
+    common.add_export_args(p)
+    common.add_engine_arg(p)
+    p.add_argument("-o", "--output", metavar="DIR", default="workbench-reports",
+                   help="folder for the report (default: ./workbench-reports)")
+    p.add_argument("--no-bench", action="store_true", help="skip the latency measurements")
+    p.add_argument("--runs", type=int, default=20, help="timed runs per variant (default 20)")
+    p.add_argument("--seq", type=int, default=128, help="sequence length for the benchmark (default 128)")
+    p.add_argument("--threads", type=int, default=None, help="threads for every variant (default: all cores)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import os
+
+    from ..config import BenchConfig, FusionPlan
+    from ..models import resolve
+    from ..report import collect
+    from ..viz.report import write_report
+
+    source = resolve(args.model)
+    bench_cfg = BenchConfig(seq=args.seq, runs=args.runs, threads=args.threads or os.cpu_count() or 1)
+    with common.StageBar(f"report {source.label}") as bar:
+        data = collect(source, common.export_config(args), FusionPlan(engine=args.engine), bench_cfg,
+                       bench=not args.no_bench, progress=bar)
+    out = Path(args.output) / f"report-{source.name}-{time.strftime('%Y%m%d-%H%M%S')}.html"
+    path = write_report(data, out)
+    for err in data["errors"]:
+        print(f"warning: {err}")
+    print(path)
+    return 0

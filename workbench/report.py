@@ -1,0 +1,68 @@
+"""The main job, headless: export → fusion timeline → benchmark → report data.
+
+Plain data out; :mod:`workbench.viz.report` renders it. Each stage that
+fails adds its one-line error to ``errors`` and the report still gets
+written with what succeeded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from . import __version__
+from .config import BenchConfig, ExportConfig, FusionPlan
+from .errors import WorkbenchError
+from .models import ModelSource, resolve
+
+Progress = Callable[[str, float], None]
+
+
+def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | None = None,
+            plan: FusionPlan | None = None, bench_cfg: BenchConfig | None = None, *,
+            bench: bool = True, progress: Progress | None = None) -> dict:
+    """Run the main job and return the report's data."""
+    progress = progress or (lambda stage, f: None)
+    src = source if isinstance(source, ModelSource) else resolve(source)
+    export_cfg = export_cfg or ExportConfig()
+    plan = plan or FusionPlan()
+    data: dict = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+                  "model": src.describe(), "errors": []}
+
+    from .export import export
+
+    progress("export", 0.0)
+    result = export(src, export_cfg, progress=lambda s, f: progress(f"export: {s}", 0.3 * f))
+    data["export"] = result.to_dict()
+
+    progress("fusion", 0.3)
+    fused_path = None
+    try:
+        from .fusion import run_fusion
+
+        tl = run_fusion(result.path, plan, num_layers=src.num_layers, num_heads=src.num_heads,
+                        hidden_size=src.hidden_size)
+        final = tl.snapshots[-1]
+        data["fusion"] = {"engine": tl.engine_used, "engine_note": tl.engine_note,
+                          "steps": [s.to_dict() for s in tl.snapshots],
+                          "final": {"nodes": final.nodes, "fused": final.fused}}
+        fused_path = tl.save_final_to_cache() if hasattr(tl, "save_final_to_cache") else None
+    except WorkbenchError as e:
+        data["errors"].append(f"fusion: {e}")
+
+    if bench:
+        progress("benchmark", 0.6)
+        try:
+            from .runtime.bench import standard_variants, benchmark
+
+            cfg = bench_cfg or BenchConfig(runs=20)
+            variants = standard_variants(src, result, fused_path=fused_path, provider=cfg.provider,
+                                         names=("torch", "unfused", "fused", "int8"))
+            res = benchmark(variants, cfg)
+            data["bench"] = {**res.to_dict(), "config": {"provider": cfg.provider, "batch": cfg.batch,
+                                                         "sequence": cfg.seq, "threads": cfg.threads,
+                                                         "runs": cfg.runs}}
+        except WorkbenchError as e:
+            data["errors"].append(f"benchmark: {e}")
+    progress("done", 1.0)
+    return data

@@ -1,0 +1,144 @@
+"""The HTML report: one self-contained file a person can open offline.
+
+Pure rendering: a plain dict in (see :func:`workbench.report.collect`), an
+HTML file out, written atomically and never over an existing file.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+from ..paths import atomic_write_text
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
+h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.85rem}
+.ok{color:#1a7f37;font-weight:600}.bad{color:#cf222e;font-weight:600}.warn{background:#fff8c5;padding:.4rem .6rem}
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _table(rows: list[dict], columns: list[str] | None = None) -> str:
+    if not rows:
+        return "<p class='note'>(nothing)</p>"
+    cols = columns or list(rows[0].keys())
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    body = []
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c, "")
+            if isinstance(v, bool):
+                cells.append(f"<td class='{'ok' if v else 'bad'}'>{'ok' if v else 'NOT OK'}</td>")
+            elif isinstance(v, float):
+                cells.append(f"<td>{v:.4g}</td>")
+            else:
+                cells.append(f"<td>{_e(v if v is not None else '')}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _kv(d: dict) -> str:
+    return _table([{"field": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in d.items()])
+
+
+def _figures(data: dict) -> str:
+    """Latency and node-count charts, inline (no network needed to view)."""
+    try:
+        import plotly.graph_objects as go
+        import plotly.io as pio
+    except ImportError:
+        return ""
+    parts = []
+    steps = (data.get("fusion") or {}).get("steps") or []
+    if steps:
+        fig = go.Figure(go.Bar(x=[s["name"] for s in steps], y=[s["nodes"] for s in steps], marker_color="#4C72B0"))
+        fig.update_layout(title="Node count after each fusion step", height=340, margin=dict(l=40, r=10, t=40, b=90))
+        parts.append(fig)
+    variants = (data.get("bench") or {}).get("variants") or []
+    if variants:
+        fig = go.Figure()
+        for key, color in (("p50_ms", "#4C72B0"), ("p90_ms", "#DD8452"), ("p99_ms", "#C44E52")):
+            fig.add_bar(name=key.split("_")[0], x=[v["name"] for v in variants], y=[v.get(key) for v in variants],
+                        marker_color=color)
+        floor = data["bench"].get("floor_ms")
+        if floor:
+            fig.add_hline(y=floor, line_dash="dash", annotation_text=f"hardware floor {floor:.1f} ms")
+        fig.update_layout(title="Latency per variant (ms, lower is better)", barmode="group", height=380,
+                          margin=dict(l=40, r=10, t=40, b=40))
+        parts.append(fig)
+    out = []
+    for i, fig in enumerate(parts):
+        out.append(pio.to_html(fig, full_html=False, include_plotlyjs="inline" if i == 0 else False))
+    return "\n".join(out)
+
+
+def render(data: dict) -> str:
+    model = data.get("model", {})
+    title = f"BERT Fusion Workbench report: {model.get('label', model.get('name', 'model'))}"
+    s = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+         f"<h1>{_e(title)}</h1>", f"<p class='note'>generated {_e(data.get('created', ''))}"
+         f" by workbench {_e(data.get('version', ''))}</p>"]
+    if model.get("random_weights"):
+        s.append("<p class='warn'>This model has <b>random weights</b> (built from its config, seeded): "
+                 "latency and fusions are those of the real architecture; its outputs mean nothing.</p>")
+    s.append("<h2>Model</h2>" + _kv(model))
+    if data.get("export"):
+        s.append("<h2>Export</h2>" + _kv(data["export"]))
+    fusion = data.get("fusion")
+    if fusion:
+        s.append(f"<h2>Fusion timeline ({_e(fusion.get('engine'))})</h2>")
+        if fusion.get("engine_note"):
+            s.append(f"<p>{_e(fusion['engine_note'])}</p>")
+        rows = []
+        for st in fusion.get("steps", []):
+            par = st.get("parity") or {}
+            rows.append({"step": st["name"], "nodes": st["nodes"],
+                         "fused": ", ".join(f"{k} {v}" for k, v in (st.get("fused") or {}).items() if v),
+                         "elapsed s": st.get("elapsed_s"),
+                         "parity": par.get("ok") if par else "",
+                         "why not fused": st.get("diagnostic") or ""})
+        s.append(_table(rows))
+    bench = data.get("bench")
+    if bench:
+        s.append("<h2>Latency</h2>")
+        cfg = bench.get("config", {})
+        if cfg:
+            s.append(f"<p>{_e(', '.join(f'{k} {v}' for k, v in cfg.items()))}; variants measured interleaved in one "
+                     "worker process, thread spinning off.</p>")
+        rows = []
+        for v in bench.get("variants", []):
+            par = v.get("parity") or {}
+            rows.append({"variant": v["name"], "provider": v.get("provider"), "p50 ms": v.get("p50_ms"),
+                         "p90 ms": v.get("p90_ms"), "p99 ms": v.get("p99_ms"), "runs": v.get("runs"),
+                         "x floor": v.get("floor_ratio"),
+                         "max abs diff": par.get("max_abs_diff", ""), "cosine": par.get("cosine", "")})
+        s.append(_table(rows))
+        if bench.get("floor_ms"):
+            s.append(f"<p class='note'>hardware floor: {bench['floor_ms']:.2f} ms (model FLOPs / measured "
+                     f"matrix-multiply rate of this machine)</p>")
+        if bench.get("machine"):
+            s.append("<h2>Machine</h2>" + _kv(bench["machine"]))
+    for err in data.get("errors", []):
+        s.append(f"<p class='bad'>{_e(err)}</p>")
+    s.append(_figures(data))
+    s.append("</body></html>")
+    return "\n".join(s)
+
+
+def write_report(data: dict, path: str | os.PathLike) -> Path:
+    """Render ``data`` and write it to ``path`` (atomic; refuses to overwrite)."""
+    from ..errors import WorkbenchError
+
+    dest = Path(path).expanduser()
+    if dest.exists():
+        raise WorkbenchError(f"{dest} already exists; the workbench never overwrites a file")
+    return atomic_write_text(dest, render(data))
