@@ -172,7 +172,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     Args:
         source: a ModelSource, or a name/path for :func:`workbench.models.resolve`.
         cfg: export settings (default: TorchScript, opset 17, eager attention).
-        use_cache: look up and store the export in the cache folder.
+        use_cache: return a cached export when there is one (a new export is always stored).
         progress: ``progress(stage, fraction)`` called as work advances.
         check_parity: compare with PyTorch on the parity cases after export.
 
@@ -232,16 +232,14 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
             progress("parity against PyTorch", 0.8)
             meta["parity"] = export_parity(model, src, tmp / "model.onnx").to_dict()
         atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
-        if use_cache:
-            if final.exists():
-                shutil.rmtree(final, ignore_errors=True)
-            try:
-                os.replace(tmp, final)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
-            path = final / "model.onnx"
-        else:
-            path = tmp / "model.onnx"
+        # Always store: use_cache=False means "export again", and the fresh export replaces the old one.
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
+        path = final / "model.onnx"
         progress("done", 1.0)
         return ExportResult(path, src, cfg, cached=False, export_s=export_s, nodes=meta["nodes"],
                             opset=opset, meta=meta)
