@@ -236,6 +236,13 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
         return ModelSource(name=text, kind="preset", identity=ident, model_type="bert",
                            config_dict=cfg, random_weights=True, seed=seed)
     path = Path(text).expanduser()
+    try:
+        return _from_path(text, path)
+    except PermissionError as e:
+        raise ModelSourceError(f"{path}: permission denied") from e
+
+
+def _from_path(text: str, path: Path) -> ModelSource:
     if path.suffix == ".onnx" or path.is_file():
         if not path.exists():
             raise ModelSourceError(f"{path}: no such file")
