@@ -1,0 +1,75 @@
+"""Fusion timeline on bert-base: first run, the engine's one-shot call, toggle latency.
+
+Usage: python benchmarks/toggle_latency.py [--exporter torchscript|dynamo] [--engine ort|onnxscript|auto]
+
+Exports bert-base (cached under $WORKBENCH_CACHE), then measures:
+first full timeline run, the engine's own one-shot call on the same input,
+and the latency of switching late steps off and on again (and of one
+early step, which must recompute everything after it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="bert-base")
+    ap.add_argument("--exporter", default="torchscript", choices=("torchscript", "dynamo"))
+    ap.add_argument("--attention", default="eager", choices=("eager", "sdpa"))
+    ap.add_argument("--engine", default=None, choices=("ort", "onnxscript", "auto"))
+    args = ap.parse_args()
+    engine = args.engine or ("ort" if args.exporter == "torchscript" else "onnxscript")
+
+    import onnx
+    import onnxruntime
+    import onnxscript
+
+    from workbench.config import ExportConfig, FusionPlan
+    from workbench.export import export
+    from workbench.fusion import Timeline
+    from workbench.fusion.engines import one_shot
+    from workbench.models import resolve
+
+    src = resolve(args.model)
+    res = export(src, ExportConfig(exporter=args.exporter, attention=args.attention))
+    print(f"machine: {platform.processor() or platform.machine()}, onnxruntime {onnxruntime.__version__}, "
+          f"onnxscript {onnxscript.__version__}")
+    print(f"model: {src.label}, {args.exporter} export, {args.attention} attention, {res.nodes} nodes; engine {engine}")
+
+    tl = Timeline(res.path, FusionPlan(engine=engine), num_heads=src.num_heads, hidden_size=src.hidden_size,
+                  num_layers=src.num_layers)
+    t = time.perf_counter()
+    tl.run()
+    first = time.perf_counter() - t
+    print(f"first timeline run: {first:.2f} s ({len(tl.snapshots) - 1} steps; final {tl.final.nodes} nodes, "
+          f"{tl.final.fused})")
+
+    engines = ("ort", "onnxscript") if engine == "auto" else (engine,)
+    for e in engines:
+        m = onnx.load(str(res.path))
+        t = time.perf_counter()
+        out = one_shot(e, m, num_heads=src.num_heads, hidden_size=src.hidden_size)
+        print(f"one-shot {e}: {time.perf_counter() - t:.2f} s ({len(out.graph.node)} nodes)")
+
+    steps = [s.step for s in tl.snapshots[1:]]
+    late = [s for s in ("bias_skip_layer_norm", "bias_gelu", "fast_gelu") if s in steps]
+    for step in late + ["attention"]:
+        t = time.perf_counter()
+        tl.toggle(step, False)
+        off = time.perf_counter() - t
+        t = time.perf_counter()
+        tl.toggle(step, True)
+        on = time.perf_counter() - t
+        t = time.perf_counter()
+        tl.toggle(step, False)
+        off2 = time.perf_counter() - t
+        tl.toggle(step, True)
+        print(f"toggle {step:22s} off (first time) {off:6.3f} s   on (cached) {on:6.3f} s   off again (cached) {off2:6.3f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""``workbench fuse``: run the fusion timeline and write the fused model."""
+
+from __future__ import annotations
+
+from . import common
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fuse", help="run the fusion steps one by one and write the fused model",
+                       description="Export (or open) a model, run a fusion engine step by step, print what each "
+                                   "step fused and why a step fused less than it could, and write the result.")
+    common.add_model_arg(p)
+    common.add_export_args(p)
+    common.add_engine_arg(p)
+    p.add_argument("--disable", default="", metavar="STEP,...", help="comma-separated catalog steps to switch off")
+    p.add_argument("--enable", default="", metavar="STEP,...",
+                   help="comma-separated steps the engine leaves off by default (gelu_approximation, gemm_fast_gelu)")
+    p.add_argument("-o", "--output", metavar="OUT.onnx", help="write the fused model here (never overwrites)")
+    p.add_argument("--parity", action="store_true", help="check every snapshot against the unfused model")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _steps(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def run(args) -> int:
+    from ..config import FusionPlan
+    from ..export import export
+    from ..fusion import Timeline, get_step
+    from ..models import resolve
+    from . import print_json
+
+    disabled = _steps(args.disable)
+    enabled = _steps(args.enable)
+    for name in disabled + enabled:
+        get_step(name)  # unknown names: one-line FusionError
+    source = resolve(args.model)
+    with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
+        result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)
+    plan = FusionPlan(engine=args.engine, disabled=frozenset(disabled))
+    tl = Timeline(result.path, plan, num_heads=source.num_heads, hidden_size=source.hidden_size,
+                  num_layers=source.num_layers)
+    for name in enabled:
+        tl.opted_in.add(name)
+    snaps = tl.run()
+    ok = True
+    if args.parity:
+        for i in range(1, len(snaps)):
+            ok = tl.check_parity(i).ok and ok
+    out_path = None
+    if args.output:
+        from ..modelio import save_model
+        out_path = save_model(tl.final.model, args.output, protect=[result.path])
+    if args.json:
+        d = tl.to_dict()
+        d["model"] = source.describe()
+        d["export"] = result.config.to_dict()
+        d["output"] = str(out_path) if out_path else None
+        print_json(d)
+    else:
+        print(f"{source.label}, {result.config.exporter} export, {result.config.attention} attention, "
+              f"opset {result.opset}: {tl.input.nodes} nodes")
+        print(tl.engine_note)
+        print(f"{'step':28s} {'nodes':>6s} {'time':>7s}  {'fused here':30s} parity")
+        for s in snaps[1:]:
+            here = ", ".join(f"{op} {n}" for op, n in s.fused_here.items() if n) or "-"
+            par = "" if s.parity is None else (f"ok {s.parity.max_abs_diff:.1e}" if s.parity.ok
+                                               else f"MISMATCH {s.parity.max_abs_diff:.1e}")
+            print(f"{s.step:28s} {s.nodes:6d} {s.elapsed_s:6.2f}s  {here[:30]:30s} {par}")
+            if s.diagnostic and get_step(s.step).in_bert:
+                print(f"    why: {s.diagnostic}")
+        f = tl.final
+        print("final: " + f"{f.nodes} nodes; " + ", ".join(f"{op} {n}" for op, n in f.fused.items()))
+        if out_path:
+            print(out_path)
+    return 0 if ok else 1

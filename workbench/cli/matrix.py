@@ -1,0 +1,46 @@
+"""``workbench matrix``: which engine fuses what, per exporter, attention and opset."""
+
+from __future__ import annotations
+
+from . import common
+
+
+def register(sub) -> None:
+    p = sub.add_parser("matrix", help="tabulate fused counts per engine for every export setting",
+                       description="Export the model with each exporter (torchscript, dynamo), attention "
+                                   "(eager, sdpa) and opset, run both fusion engines, and print what each fused.")
+    common.add_model_arg(p)
+    p.add_argument("--opsets", default="14,17,18", help="comma-separated opsets (default: 14,17,18)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..errors import ConfigError
+    from ..fusion import exporter_matrix
+    from ..models import resolve
+    from . import print_json
+
+    try:
+        opsets = tuple(int(x) for x in args.opsets.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--opsets must be comma-separated integers, not {args.opsets!r}") from None
+    source = resolve(args.model)
+    with common.StageBar(f"matrix {source.label}", enabled=not args.json) as bar:
+        rows = exporter_matrix(source, opsets, progress=bar)
+    if args.json:
+        print_json({"model": source.describe(), "rows": rows})
+        return 0
+    print(f"{source.label}: fused ops per engine (Attn = Attention + MultiHeadAttention, SLN = "
+          f"SkipLayerNormalization)")
+    print(f"{'exporter':12s} {'attention':9s} {'opset':>5s}  {'ort Attn/SLN/BiasGelu':22s} "
+          f"{'onnxscript Attn/SLN/BiasGelu':28s} best")
+    for r in rows:
+        if r["error"]:
+            print(f"{r['exporter']:12s} {r['attention']:9s} {r['opset']:5d}  export failed: {r['error']}")
+            continue
+        def cell(c):
+            return f"{c['Attention'] + c['MultiHeadAttention']}/{c['SkipLayerNormalization']}/{c['BiasGelu']}"
+        print(f"{r['exporter']:12s} {r['attention']:9s} {r['opset']:5d}  {cell(r['ort']):22s} "
+              f"{cell(r['onnxscript']):28s} {r['best']}")
+    return 0

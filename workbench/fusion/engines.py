@@ -1,0 +1,401 @@
+"""One adapter per fusion engine, each a list of steps run in the engine's order.
+
+* ``ort``: ONNX Runtime's transformers optimizer. Each step makes a fresh
+  ``BertOnnxModel`` over the working model and calls the same ``fuse_*``
+  methods, in the same order and with the same options, as
+  ``BertOnnxModel.optimize()`` after ``optimize_model``'s ORT_ENABLE_BASIC
+  pass (its default for model_type "bert").
+* ``onnxscript``: onnxscript's ORT fusion rules, rule group by rule group,
+  in the order of ``onnxscript.rewriter.ort_fusions._core.optimize_for_ort``.
+
+A step function takes an :class:`EngineContext` and the working model
+(ModelProto for ort, ``onnx_ir.Model`` for onnxscript), edits it or returns
+a new one, and reports what it did as data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import onnx
+
+from ..errors import FusionError
+
+
+@dataclass
+class EngineContext:
+    """What every step of a run may need."""
+
+    num_heads: int = 0
+    hidden_size: int = 0
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # step → engine counts in this chain
+
+
+@dataclass
+class StepOutcome:
+    """What one engine step did: the model after it, the engine's counts and messages."""
+
+    model: Any
+    counts: dict[str, int] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EngineStep:
+    name: str
+    run: Callable[[EngineContext, Any], StepOutcome]
+
+
+# ---------------------------------------------------------------- logging capture
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        try:
+            msg = record.getMessage().strip()
+        except Exception:
+            return
+        if msg:
+            self.lines.append(f"{record.name}: {msg.splitlines()[0]}")
+
+
+_ORT_LOGGER_PREFIXES = ("fusion_", "onnx_model", "onnxruntime.transformers", "shape_infer", "symbolic_shape")
+
+
+@contextlib.contextmanager
+def capture_ort_logs():
+    """Collect the ORT transformers optimizer's own debug log lines, silently."""
+    handler = _Collect()
+    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith(_ORT_LOGGER_PREFIXES)]
+    saved = []
+    for n in names:
+        lg = logging.getLogger(n)
+        saved.append((lg, lg.level, lg.propagate))
+        lg.setLevel(logging.DEBUG)
+        lg.propagate = False
+        lg.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        for lg, level, prop in saved:
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = prop
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    import io
+    import warnings
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+# ---------------------------------------------------------------- ORT engine
+def _bert(ctx: EngineContext, model: onnx.ModelProto):
+    from onnxruntime.transformers.onnx_model_bert import BertOnnxModel
+
+    heads, hidden = ctx.num_heads, ctx.hidden_size
+    if not (heads > 0 and hidden > 0 and hidden % heads == 0):
+        heads, hidden = 0, 0
+    return BertOnnxModel(model, heads, hidden)
+
+
+def _ort_method(*calls: str | tuple) -> Callable:
+    """A step that calls ``BertOnnxModel`` methods (by dotted name, with args) in order."""
+
+    def run(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+        bert = _bert(ctx, model)
+        with capture_ort_logs() as lines:
+            for call in calls:
+                name, args = (call, ()) if isinstance(call, str) else (call[0], call[1:])
+                obj = bert
+                for part in name.split("."):
+                    obj = getattr(obj, part)
+                obj(*args)
+        return StepOutcome(bert.model, messages=lines)
+
+    return run
+
+
+def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+    """``optimize_model``'s default pre-pass for bert: an ORT session at ORT_ENABLE_BASIC."""
+    from onnxruntime.transformers.optimizer import optimize_by_onnxruntime
+
+    with tempfile.TemporaryDirectory(prefix="workbench-ortbasic-") as tmp:
+        src = os.path.join(tmp, "in.onnx")
+        dst = os.path.join(tmp, "model_o1_cpu.onnx")
+        with open(src, "wb") as f:
+            f.write(model.SerializeToString())
+        with capture_ort_logs() as lines:
+            try:
+                optimize_by_onnxruntime(src, use_gpu=False, optimized_model_path=dst, opt_level=1,
+                                        disabled_optimizers=["ConstantSharing"])
+            except Exception as e:
+                raise FusionError(f"ONNX Runtime could not load the model for its basic optimizations: "
+                                  f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
+        out = onnx.load(dst)
+    return StepOutcome(out, messages=lines)
+
+
+def _ort_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+    from onnxruntime.transformers.fusion_options import AttentionMaskFormat
+
+    bert = _bert(ctx, model)
+    with capture_ort_logs() as lines:
+        bert.attention_mask.set_mask_format(AttentionMaskFormat.MaskIndexEnd)  # FusionOptions("bert") default
+        bert.fuse_attention()
+        bert.fuse_qordered_mamtul()
+    # Later clean-ups (postprocess) need the head count the fusion detected.
+    for n in bert.model.graph.node:
+        if n.op_type == "Attention" and not ctx.num_heads:
+            for a in n.attribute:
+                if a.name == "num_heads":
+                    ctx.num_heads = int(a.i)
+    return StepOutcome(bert.model, messages=lines)
+
+
+def _ort_finalize(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+    import onnxruntime
+
+    bert = _bert(ctx, model)
+    with capture_ort_logs() as lines:
+        bert.remove_unused_constant()
+        bert.topological_sort()  # optimize_by_fusion does this after optimize()
+    bert.model.producer_name = "onnxruntime.transformers"
+    bert.model.producer_version = onnxruntime.__version__
+    return StepOutcome(bert.model, messages=lines)
+
+
+ORT_STEPS: tuple[EngineStep, ...] = (
+    EngineStep("ort_basic", _ort_basic),
+    EngineStep("identity_cast", _ort_method("utils.remove_identity_nodes", "utils.remove_useless_cast_nodes",
+                                            "fuse_constant_fold")),
+    EngineStep("layer_norm", _ort_method("fuse_layer_norm")),
+    EngineStep("simplified_layer_norm", _ort_method("fuse_simplified_layer_norm")),
+    EngineStep("gelu", _ort_method("fuse_gelu")),
+    EngineStep("reshape", _ort_method("preprocess", "fuse_reshape")),
+    EngineStep("skip_layer_norm", _ort_method(("fuse_skip_layer_norm", True))),
+    EngineStep("skip_simplified_layer_norm", _ort_method("fuse_skip_simplified_layer_norm")),
+    EngineStep("rotary_embedding", _ort_method("fuse_rotary_embeddings")),
+    EngineStep("attention", _ort_attention),
+    EngineStep("shape", _ort_method("fuse_shape")),
+    EngineStep("embed_layer_norm", _ort_method(("fuse_embed_layer", True))),
+    EngineStep("postprocess", _ort_method("utils.remove_useless_reshape_nodes", "postprocess")),
+    EngineStep("bias_gelu", _ort_method(("fuse_bias_gelu", True), ("fuse_bias_gelu", False))),
+    EngineStep("bias_skip_layer_norm", _ort_method("fuse_add_bias_skip_layer_norm")),
+    EngineStep("gelu_approximation", _ort_method("gelu_approximation")),
+    EngineStep("gemm_fast_gelu", _ort_method("fuse_gemm_fast_gelu")),
+    EngineStep("finalize", _ort_finalize),
+)
+
+
+# ---------------------------------------------------------------- onnxscript engine
+def rules_of(func) -> Any:
+    """The RewriteRule/RewriteRuleSet an ``apply_fusion_rules`` function closes over."""
+    from onnxscript.rewriter._rewrite_rule import RewriteRule, RewriteRuleSet
+
+    for cell in getattr(func, "__closure__", None) or ():
+        obj = cell.cell_contents
+        if isinstance(obj, (RewriteRule, RewriteRuleSet)):
+            return obj
+    return None
+
+
+def trace_rules(model, rules) -> list[str]:
+    """Why ``rules`` did not match: onnxscript's MatchingTracer best partial matches, as lines."""
+    from onnxscript.rewriter._basics import MatchingTracer, MatchStatus
+
+    if rules is None:
+        return []
+    tracer = MatchingTracer()
+    try:
+        with _quiet_stdout():
+            rules.apply_to_model(model, tracer=tracer)
+    except Exception as e:  # a tracer run must never break the timeline
+        return [f"(tracing failed: {type(e).__name__})"]
+    best = []
+    for rule, matches in tracer.best_matches_map.items():
+        if matches:
+            best.append((matches[0].score(), rule, matches))
+    best.sort(key=lambda x: -x[0])
+    lines = []
+    for score, rule, matches in best[:2]:
+        m = matches[0]
+        status = m.status
+        reason = m.match_result.reason or "no reason given"
+        nodes = len(m.match_result.nodes)
+        where = []
+        for cause in (m.match_result.failure_nodes_and_values or [])[:2]:
+            nm = getattr(cause, "name", None)
+            if nm:
+                where.append(str(nm))
+        what = "its condition check failed" if status == MatchStatus.CONDITION_FAILED else "matching stopped"
+        lines.append(f"rule {getattr(rule, 'name', None) or rule!s}: matched {nodes} node(s) on {len(matches)} "
+                     f"site(s), then {what}: {reason}" + (f" (at {', '.join(where)})" if where else ""))
+    return lines
+
+
+def _os_fuse(*funcs: tuple[str, Callable] | tuple[str, Callable, dict]) -> Callable:
+    """A step that applies onnxscript fusion functions in order and counts each."""
+
+    def run(ctx: EngineContext, model) -> StepOutcome:
+        counts, msgs = {}, []
+        for item in funcs:
+            label, func, kwargs = (item + ({},))[:3]
+            with _quiet_stdout():
+                counts[label] = int(func(model, **kwargs))
+            if counts[label] == 0:
+                msgs.extend(trace_rules(model, rules_of(func)))
+        return StepOutcome(model, counts=counts, messages=msgs)
+
+    return run
+
+
+def _os_gemm(ctx, model) -> StepOutcome:
+    from onnxscript.rewriter import rewrite
+    from onnxscript.rewriter.rules.common import _gemm_to_matmul_add
+
+    with _quiet_stdout():
+        rewrite(model, [_gemm_to_matmul_add.gemm_to_matmul_add_rule])
+    return StepOutcome(model)
+
+
+def _os_pre(ctx, model) -> StepOutcome:
+    from onnxscript.rewriter.ort_fusions import _core
+
+    try:
+        with _quiet_stdout():
+            model = _core._pre_optimize(model)
+    except Exception as e:
+        raise FusionError(f"onnxscript's pre-optimization (shape inference, constant folding) failed: "
+                          f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
+    return StepOutcome(model)
+
+
+def _os_cse(ctx, model) -> StepOutcome:
+    import onnx_ir.passes.common as common_passes
+
+    common_passes.CommonSubexpressionEliminationPass()(model)
+    return StepOutcome(model)
+
+
+def _os_attention(ctx, model) -> StepOutcome:
+    from onnxscript.rewriter.ort_fusions.attention import fuse_attention
+    from onnxscript.rewriter.ort_fusions.mha_bias import fuse_mha_bias
+
+    mha = ctx.counts.get("multi_head_attention", {})
+    if mha.get("mha1", 0) == 0 and mha.get("mha2", 0) == 0:
+        # fuse_xformers skips these when no MultiHeadAttention was formed.
+        return StepOutcome(model, counts={"mha_bias": 0, "attention": 0},
+                           notes=["skipped: the multi_head_attention step formed no MultiHeadAttention, "
+                                  "and Attention is built from MultiHeadAttention in this engine"])
+    return _os_fuse(("mha_bias", fuse_mha_bias), ("attention", fuse_attention))(ctx, model)
+
+
+def _os_final(ctx, model) -> StepOutcome:
+    from onnxscript.optimizer import optimize
+
+    with _quiet_stdout():
+        optimize(model)
+    return StepOutcome(model)
+
+
+def _os_patterns(ctx, model) -> StepOutcome:
+    from onnxscript.rewriter import rewrite
+    from onnxscript.rewriter.ort_fusions._core import ORT_PATTERN_REWRITE_RULES
+
+    with _quiet_stdout():
+        rewrite(model, ORT_PATTERN_REWRITE_RULES)
+    return StepOutcome(model)
+
+
+def _os_finalize(ctx, model) -> StepOutcome:
+    import onnx_ir as ir
+    import onnx_ir.passes.common as common_passes
+
+    passes = ir.passes.Sequential(
+        common_passes.LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=1),
+        common_passes.RemoveInitializersFromInputsPass(),
+        common_passes.ShapeInferencePass(),
+    )
+    passes(model)
+    return StepOutcome(model)
+
+
+def _os_steps() -> tuple[EngineStep, ...]:
+    from onnxscript.rewriter.ort_fusions import _core as c
+
+    return (
+        EngineStep("gemm_to_matmul_add", _os_gemm),
+        EngineStep("pre_optimize", _os_pre),
+        EngineStep("gelu", _os_fuse(("erf_gelu", c.fuse_erfgelu))),
+        EngineStep("simplified_layer_norm", _os_fuse(("rms_normalization", c.fuse_rms_normalization))),
+        EngineStep("skip_layer_norm", _os_fuse(("skip_layer_normalization", c.fuse_skip_layer_normalization))),
+        EngineStep("skip_simplified_layer_norm", _os_fuse(("skip_rms_normalization", c.fuse_skip_rms_normalization))),
+        EngineStep("rotary_embedding", _os_fuse(("rotary_embedding", c.fuse_rotary_embedding),
+                                                ("cos_sin_cache", c.fuse_cos_sin_cache))),
+        EngineStep("cse", _os_cse),
+        EngineStep("partial_rotary_embedding", _os_fuse(("partial_rotary_embedding", c.fuse_partial_rotary_embedding))),
+        EngineStep("sdpa", _os_fuse(("sdpa", c.fuse_sdpa, {"apply_shape_inference": True}))),
+        EngineStep("group_query_attention", _os_fuse(("gqa", c.fuse_gqa), ("packed_qkv_for_gqa", c.fuse_qkv_gqa))),
+        EngineStep("multi_head_attention", _os_fuse(("mha1", c.fuse_mha1), ("mha2", c.fuse_mha2),
+                                                    ("mha_scale", c.fuse_mha_scale))),
+        EngineStep("attention", _os_attention),
+        EngineStep("fast_gelu", _os_fuse(("gelu", c.fuse_gelu))),
+        EngineStep("bias_gelu", _os_fuse(("bias_gelu", c.fuse_bias_gelu))),
+        EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", c.replace_sdpa_by_mha))),
+        EngineStep("final_optimize", _os_final),
+        EngineStep("ort_patterns", _os_patterns),
+        EngineStep("finalize", _os_finalize),
+    )
+
+
+_STEPS_CACHE: dict[str, tuple[EngineStep, ...]] = {}
+
+
+def engine_steps(engine: str) -> tuple[EngineStep, ...]:
+    """The ordered steps of ``engine`` ("ort" or "onnxscript")."""
+    if engine == "ort":
+        return ORT_STEPS
+    if engine == "onnxscript":
+        if "onnxscript" not in _STEPS_CACHE:
+            _STEPS_CACHE["onnxscript"] = _os_steps()
+        return _STEPS_CACHE["onnxscript"]
+    raise FusionError(f"engine must be 'ort' or 'onnxscript', not {engine!r}")
+
+
+# ---------------------------------------------------------------- one-shot calls (for comparison)
+def one_shot(engine: str, model: onnx.ModelProto, *, num_heads: int = 0, hidden_size: int = 0) -> onnx.ModelProto:
+    """The engine's own single call on a copy of ``model``, for faithfulness checks and timing."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    if engine == "ort":
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        if not (num_heads > 0 and hidden_size > 0 and hidden_size % num_heads == 0):
+            num_heads, hidden_size = 0, 0
+        with tempfile.TemporaryDirectory(prefix="workbench-oneshot-") as tmp:
+            path = os.path.join(tmp, "in.onnx")
+            with open(path, "wb") as f:
+                f.write(copy.SerializeToString())
+            with capture_ort_logs():
+                opt = optimize_model(path, model_type="bert", num_heads=num_heads, hidden_size=hidden_size)
+        return opt.model
+    if engine == "onnxscript":
+        import onnx_ir as ir
+        from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+        with _quiet_stdout():
+            m, _ = optimize_for_ort(ir.serde.deserialize_model(copy))
+        return ir.serde.serialize_model(m)
+    raise FusionError(f"engine must be 'ort' or 'onnxscript', not {engine!r}")

@@ -1,0 +1,63 @@
+"""The exporter matrix: exporter x attention x opset, fused counts per engine.
+
+This is the table a user needs to choose an export: which engine fuses
+Attention on which export.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from ..config import ATTENTIONS, EXPORTERS, ExportConfig, FusionPlan
+from ..errors import WorkbenchError
+
+MATRIX_OPS = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization")
+
+
+def exporter_matrix(source, opsets: Iterable[int] = (14, 17, 18), *, exporters: Iterable[str] = EXPORTERS,
+                    attentions: Iterable[str] = ATTENTIONS,
+                    progress: Callable[[str, float], None] | None = None) -> list[dict]:
+    """Export ``source`` every way and count what each engine fuses.
+
+    Args:
+        source: a ModelSource or name/path for :func:`workbench.models.resolve`.
+        opsets: ai.onnx opsets to try.
+        exporters: torch exporters to try.
+        attentions: attention implementations to try.
+        progress: ``progress(stage, fraction)`` callback.
+
+    Returns:
+        One dict per cell: exporter, attention, opset, nodes, ``ort`` and
+        ``onnxscript`` (fused counts, node count), ``best`` engine, and
+        ``error`` (one line) when the export itself failed.
+    """
+    from ..export import export
+    from ..models import ModelSource, resolve
+    from .timeline import Timeline
+
+    src = source if isinstance(source, ModelSource) else resolve(source)
+    cells = [(e, a, o) for e in exporters for a in attentions for o in opsets]
+    rows = []
+    for i, (exp, att, opset) in enumerate(cells):
+        if progress:
+            progress(f"{exp} {att} opset {opset}", i / max(1, len(cells)))
+        row = {"exporter": exp, "attention": att, "opset": opset, "nodes": None, "ort": None, "onnxscript": None,
+               "best": None, "error": None}
+        try:
+            res = export(src, ExportConfig(exporter=exp, attention=att, opset=opset), check_parity=False)
+            tl = Timeline(res.path, FusionPlan(engine="auto"), num_heads=src.num_heads, hidden_size=src.hidden_size,
+                          num_layers=src.num_layers)
+            tl.run()
+        except WorkbenchError as e:
+            row["error"] = str(e)
+            rows.append(row)
+            continue
+        row["nodes"] = tl.input.nodes
+        for eng, snaps in tl.runs.items():
+            f = snaps[-1].fused
+            row[eng] = {**{op: f.get(op, 0) for op in MATRIX_OPS}, "nodes": snaps[-1].nodes}
+        row["best"] = tl.engine_used
+        rows.append(row)
+    if progress:
+        progress("done", 1.0)
+    return rows

@@ -1,0 +1,161 @@
+"""Snapshots without copies of the weights.
+
+A bert-base model is about 440 MB of weights and a timeline keeps a snapshot
+after every step of two engines; full copies would need several GB. A
+snapshot keeps a *skeleton* (the model with each large initializer replaced
+by a stub that names an entry of a shared :class:`WeightStore`), and the
+full model is assembled on demand.
+
+Weights are keyed by name, type, shape and size. Neither engine rewrites an
+existing initializer in place under its old name (they add new ones, e.g.
+the packed QKV weight), so equal keys mean equal data.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+#: Initializers at least this large are shared, not copied, between snapshots.
+THRESHOLD = 4096
+_MARK = "workbench-weight-store"
+
+
+def _key(t: onnx.TensorProto, size: int) -> str:
+    return f"{t.name}|{t.data_type}|{','.join(map(str, t.dims))}|{size}"
+
+
+class WeightStore:
+    """Large initializers shared by all snapshots of one timeline."""
+
+    def __init__(self):
+        self.tensors: dict[str, onnx.TensorProto] = {}
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    # ------------------------------------------------------------ protobuf
+    def strip(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        """Return a skeleton of ``model``; its large weights go into the store."""
+        skel = onnx.ModelProto()
+        g_src = model.graph
+        graph = model.graph
+        # Copy everything but the initializers, then add them one by one.
+        inits = list(graph.initializer)
+        skel.ir_version = model.ir_version
+        skel.producer_name = model.producer_name
+        skel.producer_version = model.producer_version
+        skel.domain = model.domain
+        skel.model_version = model.model_version
+        skel.doc_string = model.doc_string
+        skel.opset_import.extend(model.opset_import)
+        skel.metadata_props.extend(model.metadata_props)
+        skel.functions.extend(model.functions)
+        g = skel.graph
+        g.name = g_src.name
+        g.node.extend(g_src.node)
+        g.input.extend(g_src.input)
+        g.output.extend(g_src.output)
+        g.value_info.extend(g_src.value_info)
+        g.sparse_initializer.extend(g_src.sparse_initializer)
+        for t in inits:
+            size = t.ByteSize()
+            if size < THRESHOLD or t.data_location == onnx.TensorProto.EXTERNAL:
+                g.initializer.add().CopyFrom(t)
+                continue
+            key = _key(t, size)
+            if key not in self.tensors:
+                own = onnx.TensorProto()
+                own.CopyFrom(t)
+                self.tensors[key] = own
+            g.initializer.append(self._stub(t, key))
+        return skel
+
+    @staticmethod
+    def _stub(t: onnx.TensorProto, key: str) -> onnx.TensorProto:
+        stub = onnx.TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims))
+        stub.data_location = onnx.TensorProto.EXTERNAL
+        e = stub.external_data.add()
+        e.key, e.value = "location", _MARK
+        e = stub.external_data.add()
+        e.key, e.value = "checksum", key
+        return stub
+
+    @staticmethod
+    def stub_key(t: onnx.TensorProto) -> str | None:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            return None
+        info = {e.key: e.value for e in t.external_data}
+        return info.get("checksum") if info.get("location") == _MARK else None
+
+    def assemble(self, skeleton: onnx.ModelProto) -> onnx.ModelProto:
+        """A full, independent ModelProto built from a skeleton."""
+        full = onnx.ModelProto()
+        full.CopyFrom(skeleton)
+        for t in full.graph.initializer:
+            key = self.stub_key(t)
+            if key is not None:
+                t.CopyFrom(self.tensors[key])
+        return full
+
+    # ------------------------------------------------------------ onnx_ir
+    def strip_ir(self, model) -> onnx.ModelProto:
+        """Skeleton of an ``onnx_ir.Model`` without serializing its large weights."""
+        import onnx_ir as ir
+
+        swapped = []
+        try:
+            for value in list(model.graph.initializers.values()):
+                tensor = value.const_value
+                if tensor is None or tensor.nbytes < THRESHOLD or isinstance(tensor, ir.ExternalTensor):
+                    continue
+                shape = tuple(int(d) for d in tensor.shape)
+                key = f"{value.name}|{int(tensor.dtype)}|{','.join(map(str, shape))}|{tensor.nbytes}"
+                if key not in self.tensors:
+                    proto = ir.serde.serialize_tensor(tensor)
+                    proto.name = value.name
+                    self.tensors[key] = proto
+                stub = ir.ExternalTensor(location=_MARK, offset=0, length=tensor.nbytes, dtype=tensor.dtype,
+                                         shape=ir.Shape(shape), name=key, base_dir="")
+                swapped.append((value, tensor))
+                value.const_value = stub
+            skel = ir.serde.serialize_model(model)
+        finally:
+            for value, tensor in swapped:
+                value.const_value = tensor
+        for t in skel.graph.initializer:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                info = {e.key: e.value for e in t.external_data}
+                if info.get("location") == _MARK:
+                    # The stub's tensor name carried the key; restore the real name.
+                    key = self._ir_key(t, info)
+                    if key is not None:
+                        del t.external_data[:]
+                        e = t.external_data.add()
+                        e.key, e.value = "location", _MARK
+                        e = t.external_data.add()
+                        e.key, e.value = "checksum", key
+        return skel
+
+    def _ir_key(self, t: onnx.TensorProto, info: dict) -> str | None:
+        size = int(info.get("length", -1))
+        key = f"{t.name}|{t.data_type}|{','.join(map(str, t.dims))}|{size}"
+        return key if key in self.tensors else None
+
+    def load_ir(self, skeleton: onnx.ModelProto):
+        """An ``onnx_ir.Model`` from a skeleton, weights shared with the store (no copy)."""
+        import onnx_ir as ir
+
+        model = ir.serde.deserialize_model(skeleton)
+        for value in model.graph.initializers.values():
+            t = value.const_value
+            if isinstance(t, ir.ExternalTensor) and t.location == _MARK:
+                key = self._key_from_value(skeleton, value.name)
+                value.const_value = ir.serde.TensorProtoTensor(self.tensors[key])
+        return model
+
+    def _key_from_value(self, skeleton: onnx.ModelProto, name: str) -> str:
+        cache = getattr(self, "_name_cache", None)
+        if cache is None or cache[0] is not skeleton:
+            cache = (skeleton, {t.name: self.stub_key(t) for t in skeleton.graph.initializer})
+            self._name_cache = cache
+        return cache[1][name]

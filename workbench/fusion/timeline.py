@@ -1,0 +1,419 @@
+"""The fusion timeline: run an engine's steps in order, keep a snapshot after each.
+
+Snapshots are cached by the plan prefix that produced them, so a toggle
+recomputes only from the first step whose on/off state changed, and
+switching back is a lookup. Weights are shared between snapshots through a
+:class:`~workbench.fusion.store.WeightStore`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..config import FusionPlan
+from ..errors import FusionError
+from ..graph.diff import Diff, diff_models
+from ..graph.summary import count_layers, fused_counts, histogram
+from ..runtime.parity import Parity
+from . import diagnostics
+from .catalog import BY_NAME, CATALOG, get_step
+from .engines import EngineContext, engine_steps
+from .store import WeightStore
+
+ENGINE_NAMES = ("ort", "onnxscript")
+
+
+@dataclass
+class Snapshot:
+    """The model after one step, and what that step did.
+
+    Attributes:
+        step: catalog step name ("export" for the input).
+        engine: "ort", "onnxscript" or "" for the input.
+        nodes: node count.
+        histogram: op type → count.
+        fused: fused op type → count (whole model).
+        elapsed_s: time the engine spent in this step.
+        diff: nodes removed and added since the previous snapshot, with provenance.
+        diagnostic: why the step fused less than it could, or None.
+        parity: filled by :meth:`check_parity` / ``Timeline.check_parity``.
+        counts: the engine's own counters for this step (onnxscript rule counts).
+        messages: the engine's raw log / matcher lines for this step.
+    """
+
+    step: str
+    engine: str
+    skeleton: onnx.ModelProto
+    nodes: int
+    histogram: dict[str, int]
+    fused: dict[str, int]
+    elapsed_s: float
+    diff: Diff
+    diagnostic: str | None = None
+    parity: Parity | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    key: tuple = ()
+    store: WeightStore | None = field(default=None, repr=False)
+    chain: dict = field(default_factory=dict, repr=False)
+    base_diagnostic: str | None = field(default=None, repr=False)
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The full model (weights included), assembled on each access."""
+        if self.store is None:
+            return self.skeleton
+        return self.store.assemble(self.skeleton)
+
+    @property
+    def fused_here(self) -> dict[str, int]:
+        """Op types of the nodes this step added, counted (what it fused)."""
+        ops = {n.name: n.op_type for n in self.skeleton.graph.node}
+        out: dict[str, int] = {}
+        for a in self.diff.added:
+            op = ops.get(a)
+            if op:
+                out[op] = out.get(op, 0) + 1
+        return out
+
+    def check_parity(self, reference_model: onnx.ModelProto | None = None, *, reference=None) -> Parity:
+        """Compare this snapshot with ``reference_model`` on the seeded parity cases."""
+        if reference is None:
+            if reference_model is None:
+                raise FusionError("check_parity needs the reference (unfused) model")
+            reference = ParityReference(reference_model)
+        self.parity = reference.compare(self.model)
+        return self.parity
+
+    def to_dict(self, *, provenance: bool = True) -> dict:
+        d = {"name": self.step, "step": self.step, "engine": self.engine, "nodes": self.nodes,
+             "fused": dict(self.fused), "fused_here": self.fused_here, "elapsed_s": round(self.elapsed_s, 4),
+             "removed": len(self.diff.removed), "added": len(self.diff.added),
+             "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
+                        if self.parity else None),
+             "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
+        if provenance:
+            ops = {n.name: n.op_type for n in self.skeleton.graph.node}
+            d["provenance"] = {k: v for k, v in self.diff.provenance.items() if ops.get(k) in fused_op_types()}
+        return d
+
+
+def fused_op_types() -> set[str]:
+    from ..graph.summary import FUSED_OPS
+    return set(FUSED_OPS)
+
+
+class ParityReference:
+    """Outputs of the unfused model on the parity cases, computed once."""
+
+    def __init__(self, model: onnx.ModelProto):
+        from ..runtime.inputs import PARITY_CASES, make_inputs, spec_from_onnx
+        from ..runtime.session import create_session, run_session
+
+        self.spec = spec_from_onnx(model)
+        self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
+                      for i, (b, s, p) in enumerate(PARITY_CASES) if s <= self.spec.max_positions]
+        sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
+        self.outputs = [run_session(sess, f) for f in self.feeds]
+
+    def compare(self, model: onnx.ModelProto) -> Parity:
+        from ..runtime.parity import compare, merge
+        from ..runtime.session import create_session, run_session
+
+        try:
+            sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
+        except Exception as e:
+            raise FusionError(f"ONNX Runtime cannot load this snapshot: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
+        return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
+
+
+def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    from ..modelio import load_model
+    return load_model(model, full_check=False)
+
+
+def _name_ir_nodes(model) -> None:
+    """Give unnamed onnx_ir nodes unique names, so diffs can key by name."""
+    seen = set()
+    for i, node in enumerate(model.graph):
+        if not node.name or node.name in seen:
+            base = f"{node.op_type}_wb{i}"
+            name, k = base, 0
+            while name in seen:
+                k += 1
+                name = f"{base}_{k}"
+            node.name = name
+        seen.add(node.name)
+
+
+def _name_proto_nodes(model: onnx.ModelProto) -> None:
+    from ..graph.summary import ensure_node_names
+    ensure_node_names(model)
+
+
+def _score(snaps: list[Snapshot]) -> tuple:
+    f = snaps[-1].fused
+    attn = f.get("Attention", 0) + f.get("MultiHeadAttention", 0)
+    key_ops = sum(f.get(op, 0) for op in ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
+                                          "EmbedLayerNormalization", "Gelu", "FastGelu"))
+    return (attn, key_ops, -snaps[-1].nodes)
+
+
+class Timeline:
+    """Every fusion step of an engine as a snapshot you can switch on and off.
+
+    Args:
+        model: the exported model (ModelProto or path). It is not modified.
+        plan: engine and disabled steps.
+        num_layers: encoder layers (default: read from node names/scopes).
+        num_heads: attention heads (default: detected; ORT's own detection
+            fails on current TorchScript exports, so pass it when known).
+        hidden_size: hidden size (default: from the embedding table).
+    """
+
+    def __init__(self, model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), *,
+                 num_layers: int | None = None, num_heads: int | None = None, hidden_size: int | None = None):
+        src = _load(model)
+        self.store = WeightStore()
+        skel = self.store.strip(src)
+        _name_proto_nodes(skel)
+        self.hidden_size = int(hidden_size or diagnostics.detect_hidden_size(skel) or 0)
+        heads = num_heads or diagnostics.detect_num_heads(src, self.hidden_size)
+        self.num_heads = int(heads or 0)
+        self.num_layers = int(num_layers if num_layers is not None else count_layers(skel))
+        self.input = Snapshot(step="export", engine="", skeleton=skel, nodes=len(skel.graph.node),
+                              histogram=histogram(skel), fused=fused_counts(skel), elapsed_s=0.0, diff=Diff(),
+                              key=(), store=self.store, chain={"counts": {}, "heads": self.num_heads})
+        self.plan = plan
+        self.opted_in: set[str] = set(getattr(plan, "opted_in", ()) or ())
+        self._cache: dict[tuple, Snapshot] = {}
+        self.runs: dict[str, list[Snapshot]] = {}
+        self.engine_used = ""
+        self.engine_note = ""
+        self.snapshots: list[Snapshot] = []
+        self._reference: ParityReference | None = None
+        self.last_run_s = 0.0
+        self._check_plan(plan)
+
+    # ------------------------------------------------------------ plan
+    def _check_plan(self, plan: FusionPlan) -> None:
+        unknown = [s for s in plan.disabled if s not in BY_NAME]
+        if unknown:
+            raise FusionError(f"unknown fusion step(s) {', '.join(sorted(unknown))}; steps are: {', '.join(BY_NAME)}")
+
+    def enabled(self, step: str) -> bool:
+        """Whether ``step`` runs under the current plan."""
+        s = BY_NAME[step]
+        if s.default_on:
+            return self.plan.enabled(step)
+        return step in self.opted_in and self.plan.enabled(step)
+
+    def steps(self, engine: str | None = None) -> list[str]:
+        """Step names of ``engine`` (default: the engine used) in run order."""
+        return [s.name for s in engine_steps(engine or self.engine_used or "ort")]
+
+    def set_plan(self, plan: FusionPlan) -> list[Snapshot]:
+        """Switch to ``plan`` and recompute from the first changed step."""
+        self._check_plan(plan)
+        self.plan = plan
+        self.opted_in |= set(getattr(plan, "opted_in", ()) or ())
+        return self.run()
+
+    def toggle(self, step: str, on: bool) -> list[Snapshot]:
+        """Switch one step on or off and recompute from it."""
+        s = get_step(step)
+        if not s.default_on:
+            (self.opted_in.add if on else self.opted_in.discard)(step)
+            if on:
+                self.plan = self.plan.with_step(step, True)
+        else:
+            self.plan = self.plan.with_step(step, on)
+        return self.run()
+
+    # ------------------------------------------------------------ running
+    def run(self) -> list[Snapshot]:
+        """Run (or fetch from cache) every enabled step; return the chosen engine's snapshots."""
+        t0 = time.perf_counter()
+        engines = ENGINE_NAMES if self.plan.engine == "auto" else (self.plan.engine,)
+        self.runs = {e: self._run_engine(e) for e in engines}
+        if len(engines) == 1:
+            self.engine_used = engines[0]
+            self.engine_note = f"{engines[0]} engine, as asked"
+        else:
+            scores = {e: _score(s) for e, s in self.runs.items()}
+            self.engine_used = max(engines, key=lambda e: scores[e])
+            other = next(e for e in engines if e != self.engine_used)
+            def desc(e):
+                f = self.runs[e][-1].fused
+                return (f"{e} fused {f.get('Attention', 0) + f.get('MultiHeadAttention', 0)} attention, "
+                        f"{f.get('SkipLayerNormalization', 0)} SkipLayerNormalization, {f.get('BiasGelu', 0)} BiasGelu "
+                        f"({self.runs[e][-1].nodes} nodes)")
+            self.engine_note = f"auto: kept {self.engine_used}: {desc(self.engine_used)}; {desc(other)}"
+        self._cross_notes()
+        self.snapshots = [self.input] + self.runs[self.engine_used]
+        self.last_run_s = time.perf_counter() - t0
+        return self.snapshots
+
+    def _run_engine(self, engine: str) -> list[Snapshot]:
+        snaps: list[Snapshot] = []
+        prev = self.input
+        key: tuple = (engine,)
+        live: tuple[tuple, Any] | None = None
+        for es in engine_steps(engine):
+            on = self.enabled(es.name)
+            key = key + ((es.name, on),)
+            if not on:
+                continue
+            cached = self._cache.get(key)
+            if cached is not None:
+                snaps.append(cached)
+                prev = cached
+                continue
+            if live is not None and live[0] == prev.key:
+                state = live[1]
+            else:
+                state = (self.store.assemble(prev.skeleton) if engine == "ort"
+                         else self.store.load_ir(prev.skeleton))
+            ctx = EngineContext(num_heads=prev.chain.get("heads", 0) or self.num_heads, hidden_size=self.hidden_size,
+                                counts=dict(prev.chain.get("counts", {})))
+            t = time.perf_counter()
+            try:
+                out = es.run(ctx, state)
+            except FusionError:
+                raise
+            except Exception as e:
+                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise FusionError(f"{engine} step {es.name} failed: {msg}") from e
+            elapsed = time.perf_counter() - t
+            model = out.model
+            if engine == "ort":
+                _name_proto_nodes(model)
+                skel = self.store.strip(model)
+            else:
+                _name_ir_nodes(model)
+                skel = self.store.strip_ir(model)
+            snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
+                                  chain={"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads})
+            self._cache[key] = snap
+            snaps.append(snap)
+            prev = snap
+            live = (key, model)
+        return snaps
+
+    def _snapshot(self, name, engine, skel, prev: Snapshot, elapsed, out, key, chain) -> Snapshot:
+        step = BY_NAME[name]
+        d = diff_models(prev.skeleton, skel)
+        fused = fused_counts(skel)
+        snap = Snapshot(step=name, engine=engine, skeleton=skel, nodes=len(skel.graph.node), histogram=histogram(skel),
+                        fused=fused, elapsed_s=elapsed, diff=d, counts=dict(out.counts), messages=list(out.messages),
+                        key=key, store=self.store, chain=chain)
+        added = snap.fused_here
+        here = added.get(step.emits, 0) if step.emits else 0
+        if not here:  # some rule groups emit more than one op type (onnxscript's gelu rules)
+            here = sum(n for op, n in added.items() if op in fused_op_types())
+        prereq_off = [p for p in step.prerequisites if p in BY_NAME and not self.enabled(p)
+                      and engine in BY_NAME[p].engines]
+        snap.base_diagnostic = diagnostics.explain(
+            step, fused_here=here, already=prev.fused.get(step.emits, 0) if step.emits else 0,
+            num_layers=self.num_layers, prerequisites_off=prereq_off, messages=out.messages, notes=out.notes,
+            engine=engine)
+        snap.diagnostic = snap.base_diagnostic
+        return snap
+
+    def _cross_notes(self) -> None:
+        """Where one engine fused less of an op than the other, say how many the other fused."""
+        for e, snaps in self.runs.items():
+            others = {o: s for o, s in self.runs.items() if o != e}
+            for snap in snaps:
+                snap.diagnostic = snap.base_diagnostic
+                step = BY_NAME[snap.step]
+                if (step.kind != "fusion" or snap.diagnostic is None
+                        or step.emits not in ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
+                                              "EmbedLayerNormalization", "Gelu")):
+                    continue
+                for o, osnaps in others.items():
+                    mine = snaps[-1].fused.get(step.emits, 0)
+                    theirs = osnaps[-1].fused.get(step.emits, 0) if osnaps else 0
+                    if theirs > mine:
+                        snap.diagnostic += (f" The {o} engine fuses {theirs} {step.emits} on this export "
+                                            f"(this engine ends with {mine}).")
+
+    # ------------------------------------------------------------ checks
+    @property
+    def final(self) -> Snapshot:
+        if not self.snapshots:
+            self.run()
+        return self.snapshots[-1]
+
+    def reference(self) -> ParityReference:
+        if self._reference is None:
+            self._reference = ParityReference(self.input.model)
+        return self._reference
+
+    def check_parity(self, i: int) -> Parity:
+        """Compare snapshot ``i`` with the unfused input on the seeded parity cases."""
+        if not self.snapshots:
+            self.run()
+        snap = self.snapshots[i]
+        return snap.check_parity(reference=self.reference())
+
+    def session_layer(self, i: int, level: str = "all") -> dict:
+        """What ONNX Runtime's own session-time fusion adds on top of snapshot ``i``.
+
+        Returns:
+            ``{"level", "nodes", "histogram", "fused", "diff", "added_ops", "model"}``; ``diff``
+            is against snapshot ``i``.
+        """
+        from ..runtime.session import create_session
+
+        if not self.snapshots:
+            self.run()
+        snap = self.snapshots[i]
+        with tempfile.TemporaryDirectory(prefix="workbench-session-") as tmp:
+            out = Path(tmp) / "session_optimized.onnx"
+            try:
+                create_session(snap.model.SerializeToString(), "cpu", level=level, threads=1,
+                               optimized_model_path=out)
+            except ValueError as e:
+                raise FusionError(str(e)) from e
+            optimized = onnx.load(str(out))
+        sk = WeightStore().strip(optimized)
+        d = diff_models(snap.skeleton, sk)
+        added = {}
+        ops = {n.name: n.op_type for n in sk.graph.node}
+        for a in d.added:
+            added[ops[a]] = added.get(ops[a], 0) + 1
+        return {"level": level, "nodes": len(sk.graph.node), "histogram": histogram(sk), "fused": fused_counts(sk),
+                "diff": d, "added_ops": added, "model": optimized}
+
+    def to_dict(self) -> dict:
+        """The JSON shape of ``workbench fuse --json``."""
+        if not self.snapshots:
+            self.run()
+        f = self.final
+        final_fused = {op: f.fused.get(op, 0) for op in ("Attention", "MultiHeadAttention", "SkipLayerNormalization",
+                                                         "BiasGelu", "EmbedLayerNormalization")}
+        final_fused.update(f.fused)
+        return {"engine": self.engine_used, "engine_note": self.engine_note, "plan_engine": self.plan.engine,
+                "num_layers": self.num_layers, "num_heads": self.num_heads, "hidden_size": self.hidden_size,
+                "input": {"nodes": self.input.nodes, "fused": dict(self.input.fused)},
+                "steps": [s.to_dict(provenance=False) for s in self.snapshots[1:]],
+                "final": {"nodes": f.nodes, "fused": final_fused,
+                          "parity": ({"max_abs_diff": f.parity.max_abs_diff, "ok": f.parity.ok} if f.parity else None)}}
+
+
+def run_fusion(model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), **kwargs) -> Timeline:
+    """Build a :class:`Timeline` and run it."""
+    tl = Timeline(model, plan, **kwargs)
+    tl.run()
+    return tl
