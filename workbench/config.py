@@ -71,24 +71,36 @@ class FusionPlan:
         engine: "ort" (ONNX Runtime transformers optimizer), "onnxscript"
             (onnxscript's ORT fusion rules) or "auto" (both; keep the better).
         disabled: names of catalog steps switched off. Empty means every
-            step the engine has is on.
+            step the engine runs by default is on.
+        opted_in: steps that are off by default (e.g. the gelu
+            approximation, which changes results) switched on.
     """
 
     engine: Engine = "auto"
     disabled: frozenset[str] = field(default_factory=frozenset)
+    opted_in: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self):
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {ENGINES}, not {self.engine!r}")
         object.__setattr__(self, "disabled", frozenset(self.disabled))
+        object.__setattr__(self, "opted_in", frozenset(self.opted_in))
 
-    def enabled(self, step: str) -> bool:
-        return step not in self.disabled
+    def enabled(self, step: str, default_on: bool = True) -> bool:
+        """Whether ``step`` runs: off if disabled; steps off by default run only when opted in."""
+        if step in self.disabled:
+            return False
+        return default_on or step in self.opted_in
 
     def with_step(self, step: str, on: bool) -> "FusionPlan":
-        disabled = set(self.disabled)
-        (disabled.discard if on else disabled.add)(step)
-        return replace(self, disabled=frozenset(disabled))
+        disabled, opted = set(self.disabled), set(self.opted_in)
+        if on:
+            disabled.discard(step)
+            opted.add(step)
+        else:
+            disabled.add(step)
+            opted.discard(step)
+        return replace(self, disabled=frozenset(disabled), opted_in=frozenset(opted))
 
 
 @dataclass(frozen=True)

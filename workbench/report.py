@@ -36,32 +36,30 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     data["export"] = result.to_dict()
 
     progress("fusion", 0.3)
-    fused_path = None
     try:
         from .fusion import run_fusion
 
         tl = run_fusion(result.path, plan, num_layers=src.num_layers, num_heads=src.num_heads,
                         hidden_size=src.hidden_size)
-        final = tl.snapshots[-1]
-        data["fusion"] = {"engine": tl.engine_used, "engine_note": tl.engine_note,
-                          "steps": [s.to_dict() for s in tl.snapshots],
-                          "final": {"nodes": final.nodes, "fused": final.fused}}
-        fused_path = tl.save_final_to_cache() if hasattr(tl, "save_final_to_cache") else None
+        tl.check_parity(len(tl.snapshots) - 1)
+        data["fusion"] = {**tl.to_dict(), "engine_note": tl.engine_note}
     except WorkbenchError as e:
         data["errors"].append(f"fusion: {e}")
 
     if bench:
         progress("benchmark", 0.6)
         try:
-            from .runtime.bench import standard_variants, benchmark
+            from .runtime.bench import benchmark
+            from .runtime.recipes import standard_variants
 
             cfg = bench_cfg or BenchConfig(runs=20)
-            variants = standard_variants(src, result, fused_path=fused_path, provider=cfg.provider,
-                                         names=("torch", "unfused", "fused", "int8"))
+            names = ("torch", "unfused", "fused", "int8") if src.kind != "onnx" else ("unfused", "fused", "int8")
+            variants = standard_variants(src, names, provider=cfg.provider, attention=export_cfg.attention,
+                                         progress=lambda s, f: progress(f"benchmark: {s}", 0.6 + 0.1 * f))
             res = benchmark(variants, cfg)
-            data["bench"] = {**res.to_dict(), "config": {"provider": cfg.provider, "batch": cfg.batch,
-                                                         "sequence": cfg.seq, "threads": cfg.threads,
-                                                         "runs": cfg.runs}}
+            data["bench"] = {**res.to_dict(samples=False),
+                             "config": {"provider": cfg.provider, "batch": cfg.batch, "sequence": cfg.seq,
+                                        "threads": cfg.threads, "runs": cfg.runs}}
         except WorkbenchError as e:
             data["errors"].append(f"benchmark: {e}")
     progress("done", 1.0)

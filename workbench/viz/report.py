@@ -36,8 +36,10 @@ def _table(rows: list[dict], columns: list[str] | None = None) -> str:
         cells = []
         for c in cols:
             v = r.get(c, "")
-            if isinstance(v, bool):
+            if isinstance(v, bool) and c == "parity":
                 cells.append(f"<td class='{'ok' if v else 'bad'}'>{'ok' if v else 'NOT OK'}</td>")
+            elif isinstance(v, bool):
+                cells.append(f"<td>{'yes' if v else 'no'}</td>")
             elif isinstance(v, float):
                 cells.append(f"<td>{v:.4g}</td>")
             else:
