@@ -22,7 +22,7 @@ CELLS = [("torchscript", "eager"), ("torchscript", "sdpa"), ("dynamo", "eager"),
 @pytest.mark.parametrize("exporter,attention", CELLS)
 def test_bert_tiny_exports_match_pytorch(tiny_export, exporter, attention):
     r = tiny_export(exporter, attention)
-    assert r.parity["ok"] and r.parity["max_abs_diff"] < 1e-4 and r.parity["cases"] == 4
+    assert r.parity["ok"] and r.parity["max_abs_diff"] < 1e-4 and r.parity["cases"] == 2
     assert r.opset == (17 if exporter == "torchscript" else 18)
     assert r.nodes > 50
 
