@@ -65,4 +65,19 @@ def spec_from_onnx(model) -> InputSpec:
                 vocab = dims[0]
             elif len(dims) == 2 and node.input[1] == "token_type_ids":
                 types = dims[0]
+    positions = _max_positions(model, types, positions)
     return InputSpec(names=names, vocab_size=vocab, type_vocab_size=types, max_positions=positions)
+
+
+def _max_positions(model, type_vocab: int, default: int) -> int:
+    """Rows of the position-embedding table, found by initializer name.
+
+    Fused graphs (EmbedLayerNormalization) keep the exporter's initializer
+    names, so the name is a steadier clue than the graph's shape. RoBERTa-style
+    tables (one token type) reserve two rows for the padding offset.
+    """
+    for init in model.graph.initializer:
+        if "position_embeddings" in init.name and len(init.dims) == 2:
+            rows = int(init.dims[0])
+            return rows - 2 if type_vocab == 1 and rows > 2 else rows
+    return default

@@ -1,0 +1,82 @@
+"""Check issue 4's figures: bert-base, sequence 128, batch 1, 2 threads, side by side.
+
+Targets: fused fp32 >= 1.4x faster than PyTorch eager and within 1.3x of the
+hardware floor; int8 >= 3.5x faster than PyTorch eager with cosine >= 0.99;
+two runs of the same comparison give p50 ratios within 5% of each other.
+Prints each figure with PASS/MISS and writes benchmarks/results/targets.json::
+
+    python benchmarks/targets.py [--model bert-base] [--runs 30] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from workbench.config import BenchConfig
+from workbench.paths import atomic_write_text
+from workbench.runtime.bench import benchmark
+from workbench.runtime.machine import machine_line
+from workbench.runtime.recipes import standard_variants
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="bert-base")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    variants = standard_variants(args.model, ("torch", "unfused", "fused", "int8"))
+    cfg = BenchConfig(seq=args.seq, batch=1, threads=args.threads, runs=args.runs, warmup=5)
+    runs = []
+    for i in range(2):
+        t0 = time.perf_counter()
+        res = benchmark(variants, cfg)
+        print(f"run {i + 1}: {time.perf_counter() - t0:.0f} s; p50 " + ", ".join(
+            f"{v.name} {v.p50_ms:.1f} ms" for v in res.variants), file=sys.stderr, flush=True)
+        runs.append(res)
+    a, b = runs
+    figures = {
+        "fused_vs_torch": a.ratio("torch", "fused"),
+        "fused_vs_floor": a["fused"].floor_ratio,
+        "int8_vs_torch": a.ratio("torch", "int8"),
+        "int8_cosine": a["int8"].parity["cosine"],
+        "unfused_vs_torch": a.ratio("torch", "unfused"),
+    }
+    repeat = {}
+    for name in ("unfused", "fused", "int8"):
+        r1, r2 = a.ratio("torch", name), b.ratio("torch", name)
+        repeat[name] = abs(r1 - r2) / r1
+    figures["repeatability_worst"] = max(repeat.values())
+    checks = {
+        "fused_vs_torch": figures["fused_vs_torch"] >= 1.4,
+        "fused_vs_floor": figures["fused_vs_floor"] <= 1.3,
+        "int8_vs_torch": figures["int8_vs_torch"] >= 3.5,
+        "int8_cosine": figures["int8_cosine"] >= 0.99,
+        "repeatability_worst": figures["repeatability_worst"] <= 0.05,
+    }
+    print(machine_line(a.machine))
+    print(f"{args.model}, batch 1, sequence {args.seq}, {args.threads} threads, {args.runs} runs, floor "
+          f"{a.floor_ms:.1f} ms ({a.floor.get('gflops', 0):.0f} GFLOP/s fp32 MatMul)")
+    for v in a.variants:
+        print(f"  {v.name:<8} p50 {v.p50_ms:8.2f} ms  p90 {v.p90_ms:8.2f}  p99 {v.p99_ms:8.2f}  "
+              f"x floor {v.floor_ratio:.2f}  second run p50 {b[v.name].p50_ms:8.2f}")
+    for k, v in figures.items():
+        mark = "" if k not in checks else ("PASS" if checks[k] else "MISS")
+        print(f"  {k:<22} {v:8.3f} {mark}")
+    doc = {"measured": time.strftime("%Y-%m-%d %H:%M"), "model": args.model, "figures": figures, "checks": checks,
+           "repeatability": repeat, "runs": [r.to_dict(samples=False) for r in runs]}
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out / "targets.json", json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""``workbench bench`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-c", "import sys; from workbench.cli import main; sys.exit(main())", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_bench_json_has_the_documented_shape():
+    p = _cli("bench", "bert-tiny", "--seq", "16", "--runs", "3", "--warmup", "1", "--threads", "1",
+             "--variants", "torch,unfused,fused,int8", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["machine"]["cpu"] and doc["machine"]["threads"] == 1 and doc["floor_ms"] > 0
+    assert [v["name"] for v in doc["variants"]] == ["torch", "unfused", "fused", "int8"]
+    for v in doc["variants"]:
+        assert {"name", "provider", "p50_ms", "p90_ms", "p99_ms", "runs", "parity"} <= set(v)
+        assert v["runs"] == 3 and v["provider"] == "cpu" and "samples_ms" not in v
+    assert doc["variants"][0]["parity"] is None
+    assert doc["variants"][3]["parity"]["cosine"] >= 0.99
+    assert doc["variants"][2]["parity"]["max_abs_diff"] < 1e-3
+
+
+def test_bench_table_output():
+    p = _cli("bench", "bert-tiny", "--seq", "8", "--runs", "2", "--warmup", "1", "--threads", "1",
+             "--variants", "unfused,fused")
+    assert p.returncode == 0, p.stderr
+    assert "hardware floor" in p.stdout and "fused" in p.stdout and "vs unfused" in p.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--seq", "600", "--variants", "fused"), "sequence 600 is longer than fused's 512 positions"),
+    (("--variants", "fused,nope"), "unknown variant(s) nope"),
+    (("--seq", "0",), "seq must be at least 1"),
+])
+def test_bench_bad_input_exit_2_one_line(args, message):
+    p = _cli("bench", "bert-tiny", "--runs", "1", "--warmup", "1", *args)
+    assert p.returncode == 2
+    lines = [line for line in p.stderr.splitlines() if line.startswith("workbench: error:")]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in p.stderr
+
+
+def test_bench_cuda_without_gpu_exit_2():
+    from workbench.runtime.session import cuda_status
+
+    if cuda_status()[0]:
+        pytest.skip("a GPU is present here")
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--variants", "fused,fp16", "--runs", "1")
+    assert p.returncode == 2 and "workbench: error: GPU asked for, but" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_int8_on_cuda_is_refused():
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--variants", "int8", "--runs", "1")
+    assert p.returncode == 2 and "int8 dynamic quantization runs on the CPU" in p.stderr

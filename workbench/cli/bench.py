@@ -1,0 +1,81 @@
+"""``workbench bench``: time PyTorch eager, unfused, fused, int8 and fp16 side by side."""
+
+from __future__ import annotations
+
+import sys
+
+from . import common
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="measure latency of the standard variants side by side",
+                       description="Time the standard variants of a model in one worker process, interleaved "
+                                   "round robin with thread spinning off: torch (PyTorch eager), unfused (ONNX "
+                                   "Runtime, optimizations off), fused (ONNX Runtime's BERT fusions), int8 (fused, "
+                                   "dynamic quantization), fp16 (fused, float16). Reports p50/p90/p99, parity "
+                                   "against the first variant and the distance to the hardware floor.")
+    common.add_model_arg(p)
+    p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
+    p.add_argument("--seq", type=int, default=128, help="sequence length (default: 128)")
+    p.add_argument("--threads", type=int, default=2, help="intra-op threads, equal for every variant (default: 2)")
+    p.add_argument("--variants", default=None,
+                   help="comma-separated subset of torch,unfused,fused,int8,fp16 "
+                        "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
+    p.add_argument("--runs", type=int, default=30, help="timed runs per variant (default: 30)")
+    p.add_argument("--warmup", type=int, default=5, help="warm-up runs per variant (default: 5)")
+    p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
+                   help="transformers attention for the export and PyTorch (default: eager)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from ..config import BenchConfig
+    from ..runtime.bench import stream_benchmark
+    from ..runtime.machine import machine_line
+    from ..runtime.recipes import standard_variants
+    from . import print_json
+
+    default = "torch,unfused,fused,int8" if args.provider == "cpu" else "torch,unfused,fused,fp16"
+    names = (args.variants or default).split(",")
+    cfg = BenchConfig(provider=args.provider, batch=args.batch, seq=args.seq, threads=args.threads,
+                      runs=args.runs, warmup=args.warmup)
+    with common.StageBar(f"prepare {args.model}") as bar:
+        variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
+                                     progress=bar)
+    show = sys.stderr.isatty()
+    pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr, disable=not show,
+                leave=False)
+
+    def on_event(msg: dict) -> None:
+        if msg.get("type") == "status":
+            pbar.set_postfix_str(f"{msg['stage']} {msg.get('variant') or ''}".strip())
+
+    handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event)
+    try:
+        with handle:
+            res = handle.result()
+    finally:
+        pbar.close()
+    if args.json:
+        doc = res.to_dict(samples=args.samples)
+        print_json(doc)
+        return 0
+    print(machine_line(res.machine))
+    floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
+    print(f"batch {cfg.batch}, sequence {cfg.seq}, {cfg.threads} threads, {cfg.runs} runs each, interleaved; "
+          f"hardware floor {floor}")
+    first = res.variants[0]
+    print(f"{'variant':<10}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'x floor':>9}"
+          f"{'vs ' + first.name:>12}{'cosine':>10}")
+    for v in res.variants:
+        speed = first.p50_ms / v.p50_ms if v.p50_ms and first.p50_ms else None
+        cos = f"{v.parity['cosine']:.5f}" if v.parity else "ref"
+        ratio = f"{v.floor_ratio:.2f}" if v.floor_ratio else "-"
+        print(f"{v.name:<10}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}{ratio:>9}"
+              f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}")
+    return 0

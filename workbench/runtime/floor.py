@@ -1,0 +1,215 @@
+"""The hardware floor: a model's FLOPs at a shape over this machine's matmul rate.
+
+No schedule of kernels can beat the time the multiply-adds themselves take,
+so ``floor_ms = model_flops / matmul_rate`` tells how much any further fusion
+could still buy. The rate is measured once per machine (CPU model, threads,
+provider, precision, onnxruntime version) with a large MatMul through ONNX
+Runtime and cached in :func:`workbench.paths.cache_root`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+#: MatMul shape of the rate probe: BERT's feed-forward at sequence 128.
+PROBE_SHAPE = (128, 768, 3072)
+#: Ops whose second input, when a 2-D initializer, is a dense weight every token meets.
+_WEIGHT_OPS = {"MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "FusedMatMul",
+               "QAttention", "Attention", "QGemm", "QLinearMatMul"}
+_ATTENTION_OPS = {"Attention", "QAttention", "MultiHeadAttention"}
+
+
+def bert_flops(layers: int, hidden: int, intermediate: int, batch: int = 1, seq: int = 128) -> float:
+    """FLOPs of a BERT encoder (multiply-add counted as 2), per MEASURING.md.
+
+    Per layer: Q, K, V and output projections ``4*S*H*H*2``, the feed-forward
+    ``2*S*H*I*2`` and attention scores plus context ``2*S*S*H*2``.
+    """
+    s, h, i = seq, hidden, intermediate
+    per_layer = 4 * s * h * h * 2 + 2 * s * h * i * 2 + 2 * s * s * h * 2
+    return float(batch * layers * per_layer)
+
+
+def _flops_from_config(cfg: dict, batch: int, seq: int) -> float:
+    layers = cfg.get("num_hidden_layers", cfg.get("n_layers"))
+    hidden = cfg.get("hidden_size", cfg.get("dim"))
+    inter = cfg.get("intermediate_size", cfg.get("hidden_dim", 4 * (hidden or 0)))
+    if not layers or not hidden:
+        from ..errors import BenchmarkError
+        raise BenchmarkError("cannot count FLOPs: the config has no layer count or hidden size")
+    return bert_flops(int(layers), int(hidden), int(inter), batch, seq)
+
+
+def onnx_flops(model, batch: int = 1, seq: int = 128) -> float:
+    """Count the dense FLOPs of a BERT-like ONNX graph at ``batch x seq``.
+
+    Every MatMul-like node whose weight is a 2-D initializer ``K x N`` costs
+    ``2*B*S*K*N`` (each token meets each weight once, fused or not, fp32 or
+    int8). Attention scores and context add ``4*B*S*S*H`` per layer, where
+    layers are counted as Softmax or fused attention nodes and H is the most
+    common weight input size.
+    """
+    import onnx
+
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model), load_external_data=False)
+    inits = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    total, ks, layers = 0.0, Counter(), 0
+    for node in model.graph.node:
+        if node.op_type in _ATTENTION_OPS:
+            layers += 1
+        elif node.op_type == "Softmax":
+            layers += 1
+        if node.op_type in _WEIGHT_OPS and len(node.input) > 1:
+            dims = inits.get(node.input[1])
+            if node.op_type == "QLinearMatMul" and len(node.input) > 3:
+                dims = inits.get(node.input[3])
+            if dims and len(dims) == 2:
+                k, n = dims
+                if node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute):
+                    k, n = n, k
+                total += 2.0 * batch * seq * k * n
+                ks[k] += 1
+    if ks:
+        hidden = ks.most_common(1)[0][0]
+        total += layers * 4.0 * batch * seq * seq * hidden
+    return total
+
+
+def model_flops(model, batch: int = 1, seq: int = 128) -> float:
+    """FLOPs of one forward pass at ``batch x seq``.
+
+    Args:
+        model: a config dict (``num_hidden_layers``, ``hidden_size``,
+            ``intermediate_size``), a :class:`workbench.models.ModelSource`,
+            a preset name, or an ONNX path / ModelProto (counted from the graph).
+    """
+    from ..models import ModelSource, PRESETS
+
+    if isinstance(model, dict):
+        return _flops_from_config(model, batch, seq)
+    if isinstance(model, ModelSource):
+        if model.kind == "onnx":
+            return onnx_flops(model.path, batch, seq)
+        return _flops_from_config(model.config_dict, batch, seq)
+    if isinstance(model, str) and model in PRESETS:
+        return _flops_from_config(PRESETS[model], batch, seq)
+    return onnx_flops(model, batch, seq)
+
+
+def _cache_file(threads: int, provider: str, dtype: str) -> Path:
+    from ..paths import cache_root
+    from .machine import _cpuinfo, _gpus, _version
+
+    cpu = _cpuinfo()[0] if provider == "cpu" else ",".join(_gpus())
+    ort_v = _version("onnxruntime-gpu") or _version("onnxruntime")
+    key = json.dumps([cpu, threads, provider, dtype, ort_v, PROBE_SHAPE])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    safe = re.sub(r"[^A-Za-z0-9]+", "-", f"{provider}-{dtype}-{threads}t")
+    return cache_root() / "floor" / f"matmul-{safe}-{digest}.json"
+
+
+def _matmul_model(m: int, k: int, n: int, dtype: str):
+    from onnx import TensorProto, helper as h, numpy_helper
+
+    np_dt = np.float16 if dtype == "fp16" else np.float32
+    pt = TensorProto.FLOAT16 if dtype == "fp16" else TensorProto.FLOAT
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((k, n)) * 0.02).astype(np_dt), "W")
+    g = h.make_graph([h.make_node("MatMul", ["A", "W"], ["Y"])], "matmul_rate",
+                     [h.make_tensor_value_info("A", pt, [m, k])], [h.make_tensor_value_info("Y", pt, [m, n])], [w])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, np_dt
+
+
+def measure_matmul_gflops(threads: int, provider: str = "cpu", dtype: str = "fp32", *,
+                          seconds: float = 1.5, shape: tuple[int, int, int] = PROBE_SHAPE) -> dict:
+    """Measure the matmul rate now (no cache): the fastest of repeated runs.
+
+    The fastest run, because noise from other processes only ever slows a
+    run down: the best run is the closest to what the hardware can do, and
+    a rate measured on a busy moment would otherwise stay cached too low.
+    """
+    from .session import create_session
+
+    m, k, n = shape
+    model, np_dt = _matmul_model(m, k, n, dtype)
+    sess = create_session(model.SerializeToString(), provider, level="all", threads=threads)
+    a = np.random.default_rng(1).standard_normal((m, k)).astype(np_dt)
+    if provider == "cuda":
+        import onnxruntime as ort
+        binding = sess.io_binding()
+        binding.bind_ortvalue_input("A", ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0))
+        binding.bind_output("Y", "cuda")
+
+        def once():
+            sess.run_with_iobinding(binding)
+            binding.synchronize_outputs()
+    else:
+        def once():
+            sess.run(None, {"A": a})
+    for _ in range(5):
+        once()
+    times, deadline = [], time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(times) < 10:
+        t0 = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - t0)
+    best, med = float(np.min(times)), float(np.median(times))
+    return {"gflops": 2.0 * m * k * n / best / 1e9, "best_ms": best * 1e3, "median_ms": med * 1e3,
+            "median_gflops": 2.0 * m * k * n / med / 1e9, "runs": len(times),
+            "shape": list(shape), "threads": threads, "provider": provider, "dtype": dtype,
+            "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def machine_matmul_gflops(threads: int = 2, provider: str = "cpu", dtype: str = "fp32", *,
+                          refresh: bool = False) -> float:
+    """This machine's matmul rate in GFLOP/s, measured once and cached.
+
+    Args:
+        threads: intra-op threads, the same the benchmarks use.
+        provider: "cpu" or "cuda".
+        dtype: "fp32" or "fp16".
+        refresh: measure again even when a cached figure exists.
+    """
+    from ..paths import atomic_write_text
+
+    path = _cache_file(threads, provider, dtype)
+    if not refresh:
+        try:
+            return float(json.loads(path.read_text())["gflops"])
+        except (OSError, ValueError, KeyError):
+            pass
+    info = measure_matmul_gflops(threads, provider, dtype)
+    try:
+        atomic_write_text(path, json.dumps(info, indent=1))
+    except OSError:
+        pass  # a read-only cache only costs a re-measurement
+    return float(info["gflops"])
+
+
+def floor_ms(model, batch: int = 1, seq: int = 128, *, threads: int = 2, provider: str = "cpu",
+             dtype: str = "fp32", gflops: float | None = None) -> float:
+    """The fastest ``model`` could run at this shape here, in milliseconds."""
+    rate = gflops if gflops else machine_matmul_gflops(threads, provider, dtype)
+    return model_flops(model, batch, seq) / (rate * 1e9) * 1e3
+
+
+def cached_rate(threads: int, provider: str = "cpu", dtype: str = "fp32") -> float | None:
+    """The cached rate if one exists, without measuring."""
+    try:
+        return float(json.loads(_cache_file(threads, provider, dtype).read_text())["gflops"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+__all__ = ["bert_flops", "onnx_flops", "model_flops", "machine_matmul_gflops", "measure_matmul_gflops",
+           "floor_ms", "cached_rate", "PROBE_SHAPE"]

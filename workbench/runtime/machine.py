@@ -1,0 +1,119 @@
+"""What machine a figure came from: CPU, cores, memory, GPU, providers, versions.
+
+Every benchmark result carries this description, because a latency without
+its machine is not a fact anyone can check (MEASURING.md, rule 6).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from importlib import metadata
+
+#: Packages whose versions change what a benchmark measures.
+PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnx", "torch", "transformers", "onnxscript", "numpy")
+#: CPU features that decide which kernels run (fp32 AVX-512, int8 VNNI, AMX).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8")
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpuinfo() -> tuple[str, list[str]]:
+    model, flags = platform.processor() or platform.machine(), []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and value.strip():
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = value.split()
+    except OSError:
+        pass
+    return model, flags
+
+
+def _memory_gb() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 1024 ** 2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _gpus() -> list[str]:
+    """GPU names from nvidia-smi, without importing a CUDA library."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> dict:
+    """A plain-dict description of this machine for results and reports.
+
+    Args:
+        threads: the thread count a benchmark used, recorded alongside.
+        check_cuda: open a probe CUDA session to say honestly whether the
+            GPU path works here (costs a fraction of a second).
+
+    Returns:
+        ``{"cpu", "cores", "usable_cores", "memory_gb", "cpu_flags", "gpus",
+        "providers", "cuda": {"available", "reason"}, "os", "python",
+        "packages", "threads"}``.
+    """
+    cpu, flags = _cpuinfo()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count()
+    try:
+        import onnxruntime as ort
+        providers = list(ort.get_available_providers())
+    except ImportError:
+        providers = []
+    cuda = {"available": False, "reason": "not checked"}
+    if check_cuda:
+        from .session import cuda_status
+        ok, reason = cuda_status()
+        cuda = {"available": ok, "reason": reason}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "memory_gb": _memory_gb(),
+        "cpu_flags": [f for f in CPU_FLAGS if f in flags],
+        "gpus": _gpus(),
+        "providers": providers,
+        "cuda": cuda,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "packages": {p: v for p in PACKAGES if (v := _version(p))},
+        "threads": threads,
+    }
+
+
+def machine_line(machine: dict) -> str:
+    """One line for tables and the CLI: CPU, cores, threads, GPU, onnxruntime."""
+    pk = machine.get("packages", {})
+    ort_v = pk.get("onnxruntime-gpu") or pk.get("onnxruntime") or "?"
+    gpu = "; GPU " + ", ".join(machine["gpus"]) if machine.get("gpus") else "; no GPU"
+    thr = f", {machine['threads']} threads" if machine.get("threads") else ""
+    return (f"{machine.get('cpu', '?')}, {machine.get('usable_cores', '?')} cores{thr}{gpu}; "
+            f"onnxruntime {ort_v}, torch {pk.get('torch', '?')}")

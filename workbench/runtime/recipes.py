@@ -1,0 +1,170 @@
+"""The standard comparison: PyTorch eager, unfused, fused, int8 and fp16 variants of one model.
+
+One place builds these so the CLI, the article script and the notebook
+compare the same things:
+
+``torch``    PyTorch eager on the same weights (the "before" users know);
+``unfused``  the TorchScript export with every ONNX Runtime optimization off;
+``fused``    that export after ONNX Runtime's transformers optimizer (BERT
+             fusions), session level "all";
+``int8``     ``fused`` after dynamic int8 quantization;
+``fp16``     ``fused`` (GPU fusions) in float16 with fp32 inputs/outputs.
+
+Derived models are cached beside the export, keyed by the export's content,
+the recipe and the onnxruntime version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+from ..errors import BenchmarkError, ConfigError, RuntimeUnavailableError
+from .bench import Variant
+
+STANDARD = ("torch", "unfused", "fused", "int8", "fp16")
+RECIPE_VERSION = 1
+Progress = Callable[[str, float], None]
+
+
+def _noop(stage: str, fraction: float) -> None:
+    pass
+
+
+def _derived_dir(export_path: Path, recipe: str) -> Path:
+    from ..models import file_identity
+    from ..paths import cache_root
+    from .machine import _version
+
+    key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,
+                      _version("onnxruntime-gpu") or _version("onnxruntime")])
+    return cache_root() / "variants" / hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Path:
+    """Build ``<cache>/variants/<key>/model.onnx`` once; later calls are a lookup."""
+    import os
+    import shutil
+    import tempfile
+
+    final = _derived_dir(export_path, recipe)
+    if (final / "model.onnx").is_file():
+        return final / "model.onnx"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
+    try:
+        build(tmp / "model.onnx")
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # another process built it first
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / "model.onnx"
+
+
+def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = False) -> Path:
+    """ONNX Runtime's transformers optimizer (model_type "bert"), cached.
+
+    Python fusions only (``opt_level=0``), so the session's own level decides
+    the rest and the file runs on any provider.
+    """
+    def build(out: Path) -> None:
+        import logging
+
+        from onnxruntime.transformers.optimizer import optimize_model
+        from ..modelio import save_model
+
+        log = logging.getLogger("onnxruntime.transformers")
+        old = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            opt = optimize_model(str(export_path), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                                 opt_level=0, use_gpu=use_gpu)
+        except Exception as e:
+            raise BenchmarkError(f"the BERT fusions failed on {Path(export_path).name}: "
+                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+        finally:
+            log.setLevel(old)
+        model = opt.model
+        domains = {n.domain for n in model.graph.node if n.domain}
+        have = {o.domain for o in model.opset_import}
+        for d in sorted(domains - have):  # the optimizer adds contrib nodes without declaring their domain
+            model.opset_import.append(__import__("onnx").helper.make_opsetid(d, 1))
+        save_model(model, out)
+
+    return _cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-gpu{int(use_gpu)}", build)
+
+
+def int8_of(fused_path: Path) -> Path:
+    """Dynamic int8 quantization of a (fused) model, cached."""
+    from .precision import quantize_int8
+    return _cached(Path(fused_path), "int8", lambda out: quantize_int8(fused_path, out))
+
+
+def fp16_of(fused_path: Path) -> Path:
+    """float16 conversion keeping fp32 inputs/outputs, cached."""
+    from .precision import to_fp16
+    return _cached(Path(fused_path), "fp16", lambda out: to_fp16(fused_path, out))
+
+
+def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, provider: str = "cpu",
+                      attention: str = "eager", progress: Progress | None = None) -> list[Variant]:
+    """Build (or find in the cache) the models behind the standard variants.
+
+    Args:
+        model: preset, folder, hub id or .onnx file (no ``torch`` variant then).
+        names: a subset of :data:`STANDARD`, in the order to report them.
+        provider: "cpu" or "cuda" for every variant (int8 is CPU-only).
+        attention: transformers attention for the export and the torch variant.
+
+    Raises:
+        ConfigError: an unknown variant name.
+        BenchmarkError: a variant that cannot be built for this model.
+        RuntimeUnavailableError: int8 on CUDA.
+    """
+    from ..config import ExportConfig
+    from ..export import export
+    from ..models import ModelSource, resolve
+
+    progress = progress or _noop
+    names = [n.strip() for n in names if n.strip()]
+    unknown = [n for n in names if n not in STANDARD]
+    if unknown or not names:
+        raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(STANDARD)}")
+    if provider == "cuda" and "int8" in names:
+        raise RuntimeUnavailableError("int8 dynamic quantization runs on the CPU execution provider only; "
+                                      "drop int8 or use --provider cpu")
+    src = model if isinstance(model, ModelSource) else resolve(model)
+    if src.kind == "onnx" and "torch" in names:
+        raise BenchmarkError(f"{src.name} is an ONNX file: there are no PyTorch weights for the torch variant")
+    progress("export", 0.05)
+    exp = export(src, ExportConfig(exporter="torchscript", attention=attention))
+    heads, hidden = src.num_heads or 0, src.hidden_size or 0
+    out: list[Variant] = []
+    need_fused = any(n in names for n in ("fused", "int8"))
+    fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden) if need_fused else None
+    progress("fusions", 0.5)
+    for n in names:
+        if n == "torch":
+            ts = {"model": str(src.path) if src.kind == "folder" else src.name, "attention": attention,
+                  "seed": src.seed}
+            out.append(Variant("torch", provider=provider, kind="torch", torch_source=ts))
+        elif n == "unfused":
+            out.append(Variant("unfused", exp.path, provider=provider, level="disable"))
+        elif n == "fused":
+            out.append(Variant("fused", fused, provider=provider, level="all"))
+        elif n == "int8":
+            progress("int8 quantization", 0.7)
+            out.append(Variant("int8", int8_of(fused), provider="cpu", level="all"))
+        elif n == "fp16":
+            progress("fp16 conversion", 0.85)
+            gpu_fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, use_gpu=True)
+            out.append(Variant("fp16", fp16_of(gpu_fused), provider=provider, level="all"))
+    progress("ready", 1.0)
+    return out
+
+
+__all__ = ["STANDARD", "standard_variants", "fuse_bert", "int8_of", "fp16_of"]
