@@ -1,0 +1,171 @@
+"""The app in a real JupyterLab, driven by headless Chromium (Debian's) through Playwright.
+
+Starts JupyterLab on a free port with a token in a temporary copy of the
+notebooks, opens 01_fusion_tour, runs all cells, checks that the app drew
+(graph, counts table, latency plot), switches the Attention fusion off and
+checks that the graph and the counts changed. Screenshots go to
+``test-output/browser/``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run"]
+SHOTS = ROOT / "test-output" / "browser"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Chromium is not installed at {CHROMIUM} "
+                                                            "(apt-get install chromium)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on 127.0.0.1 with a token, serving a copy of the notebooks."""
+    root = tmp_path_factory.mktemp("lab")
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, root / nb.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    # Lab 4 detaches off-screen cells ("windowing"); draw every cell so the app stays in the page.
+    settings = root / ".lab-settings"
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        '{"windowingMode": "none"}')
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}')
+    env = dict(os.environ, WORKBENCH_NOTEBOOK_MODEL="bert-tiny", JUPYTER_CONFIG_DIR=str(root / ".jupyter-config"),
+               JUPYTER_RUNTIME_DIR=str(root / ".jupyter-runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"))
+    log = open(root / "lab.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--ServerApp.open_browser=False", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        + (["--allow-root"] if os.geteuid() == 0 else []),
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("JupyterLab did not start: " + (root / "lab.log").read_text()[-2000:])
+            time.sleep(0.5)
+        yield {"base": base, "token": token, "root": root}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _text(page, selector: str) -> str:
+    return page.locator(selector).first.text_content() or ""
+
+
+def test_fusion_tour_in_jupyterlab(lab):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1100})
+            page.set_default_timeout(60_000)
+            page.goto(f"{lab['base']}/lab/tree/01_fusion_tour.ipynb?token={lab['token']}")
+            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+            # A fresh server may ask which kernel to start: take the notebook's own (python3).
+            try:
+                page.locator(".jp-Dialog button.jp-mod-accept").click(timeout=8_000)
+            except Exception:
+                pass  # no dialog: the kernel started by itself
+            # The kernel must be up before "Run All Cells".
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            # The app draws: graph panes, counts table, live latency plot.
+            page.wait_for_selector(".wb-app", state="attached", timeout=120_000)
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('after fusion'))",
+                timeout=180_000)
+            # Wait for every cell to finish (the notebook toggles Attention off and on again itself).
+            page.wait_for_function(
+                "() => ![...document.querySelectorAll('.jp-InputPrompt')].some(e => e.innerText.includes('*'))"
+                " && document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
+                timeout=240_000)
+            app = page.locator(".wb-app").first
+            app.scroll_into_view_if_needed()
+            page.wait_for_selector(".wb-graph-after .js-plotly-plot .scatterlayer .point", timeout=60_000)
+            assert page.locator(".wb-graph-before .js-plotly-plot").count() >= 1
+            assert page.locator(".wb-counts table tr").count() > 3
+            assert page.locator(".wb-live-plot .js-plotly-plot").count() >= 1
+            assert page.locator(".wb-app .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'], .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+            assert errors.count() == 0, errors.first.inner_text()
+            page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "01_app_loaded.png"))
+
+            before_counts = _text(page, ".wb-counts table")
+            before_title = _text(page, ".wb-graph-after .gtitle")
+            before_points = page.locator(".wb-graph-after .scatterlayer .trace:nth-child(2) .point").count()
+            assert "attention" in _text(page, ".wb-step-slider").lower()
+            toggle = page.locator("button.wb-step-attention").first
+            assert "mod-active" in (toggle.get_attribute("class") or "")
+            t0 = time.perf_counter()
+            toggle.click()
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('attention off'))",
+                timeout=60_000)
+            page.wait_for_function(
+                "(old) => { const t = document.querySelector('.wb-graph-after .gtitle'); return t && t.textContent !== old }",
+                arg=before_title, timeout=30_000)
+            toggle_s = time.perf_counter() - t0
+            after_counts = _text(page, ".wb-counts table")
+            after_title = _text(page, ".wb-graph-after .gtitle")
+            after_points = page.locator(".wb-graph-after .scatterlayer .trace:nth-child(2) .point").count()
+            assert "mod-active" not in (toggle.get_attribute("class") or "")
+            assert after_counts != before_counts
+            assert after_title != before_title
+            assert after_points != before_points, (before_points, after_points)
+            page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "02_attention_off.png"))
+            (SHOTS / "timings.txt").write_text(f"toggle click to updated graph and table (bert-tiny): {toggle_s:.2f} s\n")
+        except Exception:
+            page.screenshot(path=str(SHOTS / "failure.png"))
+            cells = page.locator(".jp-CodeCell")
+            if cells.count() > 1:
+                cells.nth(1).scroll_into_view_if_needed()
+                page.screenshot(path=str(SHOTS / "failure-app-cell.png"))
+                (SHOTS / "failure-app-cell.txt").write_text(cells.nth(1).inner_html()[:20000])
+            raise
+        finally:
+            browser.close()

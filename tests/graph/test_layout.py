@@ -1,0 +1,154 @@
+"""Layered layout of real exports: layer grouping, coordinates, speed."""
+
+from __future__ import annotations
+
+import time
+
+import onnx
+import pytest
+
+from workbench.graph.layout import EMBEDDINGS, group_of_name, layout_graph, node_table
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_export):
+    return onnx.load(str(tiny_export().path))
+
+
+@pytest.fixture(scope="module")
+def fused_model(tiny_export):
+    """bert-tiny after ONNX Runtime's transformers optimizer (the real engine)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    return optimize_model(str(tiny_export().path), model_type="bert", num_heads=2, hidden_size=128).model
+
+
+def test_group_of_name_reads_scopes():
+    assert group_of_name("/inner/encoder/layer.3/attention/self/MatMul") == "layer 3"
+    assert group_of_name("", "/inner/encoder/layer.11/output/Add_output_0") == "layer 11"
+    assert group_of_name("/inner/embeddings/Add") == EMBEDDINGS
+    assert group_of_name("/inner/Cast") is None
+
+
+def test_node_table_groups_every_encoder_node(tiny_model):
+    tab = node_table(tiny_model)
+    assert len(tab.nodes) == len(tiny_model.graph.node)
+    assert tab.layers == [0, 1]
+    # Each layer holds its full attention block and feed-forward: softmax, 4 MatMuls of projections...
+    for layer in (0, 1):
+        ops = [n.op_type for n in tab.nodes if n.layer == layer]
+        assert ops.count("Softmax") == 1
+        assert ops.count("MatMul") == 8  # Q, K, V, scores, context, output, two feed-forward
+        assert ops.count("Erf") == 1
+    assert len({n.id for n in tab.nodes}) == len(tab.nodes)
+
+
+def test_hover_has_op_inputs_outputs_shapes_and_attributes(tiny_model):
+    tab = node_table(tiny_model)
+    mm = next(n for n in tab.nodes if n.op_type == "MatMul" and "query" in n.name)
+    text = tab.hover(mm.id)
+    assert "<b>MatMul</b>" in text and "in: " in text and "out: " in text
+    assert "float[128,128]" in text  # the query weight's shape
+    assert "(weight)" in text
+    sm = next(n for n in tab.nodes if n.op_type == "Softmax")
+    assert "axis = -1" in tab.hover(sm.id) or "axis = 3" in tab.hover(sm.id)
+
+
+def _check_dag_layout(lay):
+    # Every edge points downwards: the layering respects data flow.
+    for u, v in lay.edges:
+        assert lay.y[u] < lay.y[v], (lay.ids[u], lay.ids[v])
+    # No two items on the same spot.
+    spots = {(round(x, 3), y) for x, y in zip(lay.x, lay.y)}
+    assert len(spots) == len(lay)
+
+
+def test_whole_model_layout_is_a_downward_dag(tiny_model):
+    tab = node_table(tiny_model)
+    lay = layout_graph(tab, collapsed=set())
+    assert sum(k == "node" for k in lay.kinds) == len(tab.nodes)
+    assert {"input", "output"} <= set(lay.kinds)
+    _check_dag_layout(lay)
+    assert [b.group for b in lay.boxes] == ["layer 0", "layer 1"]
+    for b in lay.boxes:  # each box encloses exactly its layer's nodes
+        idx = [k for k, i in enumerate(lay.ids) if lay.kinds[k] == "node" and tab.by_id[i].group == b.group]
+        assert all(b.x0 < lay.x[k] < b.x1 and b.y0 < lay.y[k] < b.y1 for k in idx)
+
+
+def test_collapsed_layers_become_one_item_each_and_expand(tiny_model):
+    tab = node_table(tiny_model)
+    lay = layout_graph(tab)  # default: every encoder layer collapsed
+    groups = [i for i, k in zip(lay.ids, lay.kinds) if k == "group"]
+    assert groups == sorted(groups, key=lambda g: int(g.rsplit(" ", 1)[1])) or len(groups) == 2
+    assert set(groups) == {"group:layer 0", "group:layer 1"}
+    assert len(lay.members["group:layer 0"]) == len(tab.members("layer 0"))
+    _check_dag_layout(lay)
+    # layer 0 feeds layer 1
+    k0, k1 = lay.ids.index("group:layer 0"), lay.ids.index("group:layer 1")
+    assert (k0, k1) in lay.edges
+    expanded = layout_graph(tab, collapsed={"layer 1"})
+    assert "group:layer 0" not in expanded.ids and "group:layer 1" in expanded.ids
+    assert len(expanded) == len(lay) - 1 + len(tab.members("layer 0"))
+
+
+def test_one_layer_view_shows_the_layer_and_its_feeders(tiny_model):
+    tab = node_table(tiny_model)
+    lay = layout_graph(tab, layer=1)
+    nodes = [i for i, k in zip(lay.ids, lay.kinds) if k == "node"]
+    assert sorted(nodes) == sorted(tab.members("layer 1"))
+    ctx = [i for i, k in zip(lay.ids, lay.kinds) if k == "context"]
+    assert ctx and all(tab.by_id[c].group != "layer 1" for c in ctx)
+    _check_dag_layout(lay)
+    with pytest.raises(ValueError):
+        layout_graph(tab, layer=7)
+
+
+def test_fused_nodes_land_in_their_layer(fused_model):
+    tab = node_table(fused_model)
+    att = [n for n in tab.nodes if n.op_type == "Attention"]
+    assert len(att) == 2
+    assert sorted(n.layer for n in att) == [0, 1]
+    lay = layout_graph(tab, layer=0)
+    ops = [o for o, k in zip(lay.ops, lay.kinds) if k == "node"]
+    assert "Attention" in ops and "SkipLayerNormalization" in ops
+    assert len(lay) < 20  # a fused layer is a handful of nodes
+    _check_dag_layout(lay)
+
+
+@pytest.fixture(scope="module")
+def twelve_layer_model(tmp_path_factory):
+    """A real TorchScript export with bert-base's 12 layers (narrow, so it exports in seconds)."""
+    import torch
+    import transformers
+
+    from workbench.export import export
+
+    folder = tmp_path_factory.mktemp("bert12")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(num_hidden_layers=12, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=1000, max_position_embeddings=160)
+    transformers.BertModel(cfg, add_pooling_layer=False).save_pretrained(folder, safe_serialization=True)
+    return onnx.load(str(export(str(folder), check_parity=False).path))
+
+
+def test_layout_is_fast_on_a_bert_base_sized_graph(twelve_layer_model):
+    """1000+ nodes, 12 layers: table + whole-model layout well under the 2 s draw budget."""
+    from workbench.viz.graph import graph_figure
+
+    assert len(twelve_layer_model.graph.node) > 1000
+    t0 = time.perf_counter()
+    tab = node_table(twelve_layer_model)
+    lay = layout_graph(tab, collapsed=set())
+    fig = graph_figure(lay)
+    whole = time.perf_counter() - t0
+    assert whole < 1.0, whole
+    assert len(lay.boxes) == 12 and tab.layers == list(range(12))
+    _check_dag_layout(lay)
+    assert fig.data[1].type == "scattergl"  # big views draw with WebGL
+    t0 = time.perf_counter()
+    one = graph_figure(layout_graph(tab, layer=5))
+    assert time.perf_counter() - t0 < 0.25
+    assert one.data[1].type == "scatter"
+    collapsed = layout_graph(tab)
+    assert sum(k == "group" for k in collapsed.kinds) == 12
+    _check_dag_layout(collapsed)

@@ -1,0 +1,97 @@
+"""Figures get the right data: graph figures and latency figures (no browser)."""
+
+from __future__ import annotations
+
+import onnx
+import plotly.graph_objects as go
+import pytest
+
+from workbench.graph.layout import layout_graph, node_table
+from workbench.viz import latency as vl
+from workbench.viz.graph import FUSED_COLOUR, graph_figure, highlight_only, update_graph_figure
+
+
+@pytest.fixture(scope="module")
+def table(tiny_export):
+    return node_table(onnx.load(str(tiny_export().path)))
+
+
+def test_graph_figure_draws_every_item_edge_and_hover(table):
+    lay = layout_graph(table, layer=0)
+    fig = graph_figure(lay, highlight={lay.ids[3]}, selected={lay.ids[4]})
+    edges, nodes, hl, sel = fig.data
+    assert list(nodes.customdata) == lay.ids
+    assert len(nodes.x) == len(lay)
+    assert len([v for v in edges.x if v is None]) == len(lay.edges)
+    assert all("<b>" in h for h in nodes.hovertext)
+    assert (hl.x[0], hl.y[0]) == (lay.x[3], lay.y[3]) and len(hl.x) == 1
+    assert (sel.x[0], sel.y[0]) == (lay.x[4], lay.y[4])
+    assert fig.layout.yaxis.range[0] > fig.layout.yaxis.range[1]  # inputs at the top
+
+
+def test_latency_overlay_colours_by_share(table):
+    lay = layout_graph(table, layer=0)
+    node_ids = [i for i, k in zip(lay.ids, lay.kinds) if k == "node"]
+    hot, cold = node_ids[0], node_ids[1]
+    fig = graph_figure(lay, latency={hot: 9.0, cold: 0.01})
+    colours = dict(zip(lay.ids, fig.data[1].marker.color))
+    assert colours[hot] != colours[cold]
+    hover = dict(zip(lay.ids, fig.data[1].hovertext))
+    assert "latency" in hover[hot] and "9.000 ms" in hover[hot]
+
+
+def test_collapsed_groups_and_fused_nodes_are_styled(table, tiny_export):
+    lay = layout_graph(table)
+    fig = graph_figure(lay)
+    sym = dict(zip(lay.ids, fig.data[1].marker.symbol))
+    assert sym["group:layer 0"] == "square"
+    assert len(fig.layout.shapes) == 0  # collapsed: no boxes
+    assert len(graph_figure(layout_graph(table, collapsed=set())).layout.shapes) == 2
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    fused = optimize_model(str(tiny_export().path), model_type="bert", num_heads=2, hidden_size=128).model
+    flay = layout_graph(node_table(fused), layer=0)
+    ffig = graph_figure(flay)
+    att = flay.ops.index("Attention")
+    assert ffig.data[1].marker.color[att] == FUSED_COLOUR and ffig.data[1].marker.symbol[att] == "diamond"
+
+
+def test_update_in_place_keeps_the_widget_and_switches_views(table):
+    fw = go.FigureWidget(graph_figure(layout_graph(table, layer=0)))
+    big = layout_graph(table, collapsed=set())
+    update_graph_figure(fw, big)
+    assert len(fw.data[1].x) == len(big)
+    one = layout_graph(table, layer=1)
+    update_graph_figure(fw, one, highlight={one.ids[2]})
+    assert len(fw.data[1].x) == len(one) and len(fw.data[2].x) == 1
+    highlight_only(fw, one, highlight=(), selected={one.ids[0]})
+    assert len(fw.data[2].x) == 0 and len(fw.data[3].x) == 1
+
+
+def test_latency_figures_carry_the_numbers():
+    series = {"unfused": [10.0, 11.0, 12.0], "fused": [5.0, 5.5, 6.0]}
+    live = vl.live_figure(series, floor_ms=3.0)
+    assert [t.name for t in live.data] == ["unfused", "fused"]
+    assert list(live.data[1].y) == [5.0, 5.5, 6.0] and list(live.data[1].x) == [1, 2, 3]
+    assert live.layout.shapes[0].y0 == 3.0
+    box = vl.distribution_figure(series)
+    assert box.data[0].type == "box" and vl.distribution_figure(series, kind="violin").data[0].type == "violin"
+    stats = {k: vl.percentiles(v) for k, v in series.items()}
+    assert stats["unfused"]["p50"] == 11.0 and stats["fused"]["runs"] == 3
+    pct = vl.percentile_figure(stats, floor_ms=3.0)
+    assert [t.name for t in pct.data] == ["p50", "p90", "p99"]
+    assert list(pct.data[0].y) == [11.0, 5.5]
+    ops = vl.op_breakdown_figure({"unfused": {"MatMul": 5.0, "Add": 2.0, "Erf": 0.1}, "fused": {"MatMul": 4.8, "Attention": 1.0}}, top=2)
+    names = [t.name for t in ops.data]
+    assert names[:2] == ["MatMul", "Add"] and names[-1] == "other"
+    sweep = vl.sweep_figure([{"seq": 16, "variant": "f", "p50": 1.0, "attention_share": 0.1},
+                             {"seq": 512, "variant": "f", "p50": 9.0, "attention_share": 0.4}])
+    assert list(sweep.data[0].x) == [16, 512] and list(sweep.data[1].y) == [10.0, 40.0]
+
+
+def test_refresh_updates_a_widget_in_place():
+    fw = go.FigureWidget(vl.live_figure({"a": [1.0]}))
+    vl.refresh(fw, vl.live_figure({"a": [1.0, 2.0]}))
+    assert list(fw.data[0].y) == [1.0, 2.0]
+    vl.refresh(fw, vl.live_figure({"a": [1.0], "b": [3.0]}))
+    assert [t.name for t in fw.data] == ["a", "b"]

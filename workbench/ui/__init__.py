@@ -1,0 +1,1 @@
+"""The notebook app: widget state and wiring over the package's functions."""

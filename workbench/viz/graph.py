@@ -1,0 +1,205 @@
+"""Graph figures: a :class:`~workbench.graph.layout.Layout` in, a plotly figure out.
+
+Four traces, always in this order, so a ``FigureWidget`` can be updated in
+place: edges, nodes, highlight rings (nodes a step replaced or emitted),
+selection rings. Views up to :data:`SVG_LIMIT` items draw as SVG (crisp
+labels, no WebGL context used up); larger ones as WebGL (``Scattergl``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from ..graph.layout import Layout
+
+#: Above this many items the figure switches to WebGL traces.
+SVG_LIMIT = 400
+#: Above this many items node labels are left out (hover still has them).
+LABEL_LIMIT = 160
+
+HIGHLIGHT = "#d62728"
+SELECT = "#111111"
+_CATEGORY = {
+    "matmul": ("#1f77b4", {"MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"}),
+    "norm": ("#2ca02c", {"LayerNormalization", "ReduceMean", "Sqrt", "Pow", "Div"}),
+    "act": ("#ff7f0e", {"Erf", "Gelu", "Tanh", "Softmax", "Relu", "Sigmoid"}),
+    "elem": ("#8c8c8c", {"Add", "Mul", "Sub", "Where", "Cast", "Equal", "Not", "Expand", "GreaterOrEqual", "And"}),
+    "shape": ("#c7c7c7", {"Reshape", "Transpose", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
+                          "Constant", "ConstantOfShape", "Range", "Identity", "Split"}),
+}
+FUSED_COLOUR = "#9467bd"
+KIND_STYLE = {  # symbol, size
+    "node": ("circle", 11), "context": ("circle-open", 9), "group": ("square", 26),
+    "input": ("triangle-down", 13), "output": ("triangle-up", 13),
+}
+FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu",
+             "FastGelu", "GemmFastGelu", "BiasAdd", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization",
+             "BiasSplitGelu", "QuickGelu", "RotaryEmbedding", "GroupQueryAttention"}
+
+
+def op_colour(op: str) -> str:
+    """The colour of an op type: fused contrib ops purple, others by category."""
+    if op in FUSED_OPS:
+        return FUSED_COLOUR
+    for colour, ops in _CATEGORY.values():
+        if op in ops:
+            return colour
+    return "#17becf"
+
+
+def _lat_colour(share: float) -> str:
+    """White-yellow-red ramp for a latency share in [0, 1]."""
+    s = max(0.0, min(1.0, share)) ** 0.5
+    if s < 0.5:
+        t = s / 0.5
+        r, g, b = 255, int(255 - 55 * t), int(204 - 160 * t)
+    else:
+        t = (s - 0.5) / 0.5
+        r, g, b = int(255 - 40 * t), int(200 - 170 * t), int(44 - 14 * t)
+    return f"rgb({r},{g},{b})"
+
+
+def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
+               latency: Mapping[str, float] | None = None, height: int | None = None,
+               title: str | None = None) -> tuple[list[dict], dict]:
+    """Trace and layout dictionaries for ``layout`` (what :func:`graph_figure` draws).
+
+    Args:
+        layout: from :func:`workbench.graph.layout.layout_graph`.
+        highlight: item ids to ring in red (the nodes a step replaced, or emitted).
+        selected: item ids to ring in black (a clicked node and what it replaced).
+        latency: item id → milliseconds; colours nodes by their share of the total.
+        height: figure height in pixels (default grows with the graph's depth).
+        title: figure title (default: the layout's).
+    """
+    gl = len(layout) > SVG_LIMIT
+    kind = "scattergl" if gl else "scatter"
+    ex: list = []
+    ey: list = []
+    for u, v in layout.edges:
+        ex += [layout.x[u], layout.x[v], None]
+        ey += [layout.y[u], layout.y[v], None]
+    colours = []
+    lat_total = sum(v for v in (latency or {}).values() if v and v > 0) or 0.0
+    hover = list(layout.hover)
+    top_share = _max_share(layout, latency, lat_total) if latency is not None else 1.0
+    for k, (iid, op, kd) in enumerate(zip(layout.ids, layout.ops, layout.kinds)):
+        if latency is not None and kd in ("node", "group"):
+            ms = latency.get(iid, 0.0) or 0.0
+            if kd == "group":
+                ms = sum(latency.get(m, 0.0) or 0.0 for m in layout.members.get(iid, ()))
+            share = ms / lat_total if lat_total else 0.0
+            colours.append(_lat_colour(share / top_share))
+            hover[k] = hover[k] + f"<br><b>latency</b>: {ms:.3f} ms ({100 * share:.1f}%)"
+        elif kd == "group":
+            colours.append("#dbe6f4")
+        elif kd in ("input", "output"):
+            colours.append("#444444")
+        elif kd == "context":
+            colours.append("#bbbbbb")
+        else:
+            colours.append(op_colour(op))
+    symbols = [KIND_STYLE[k][0] for k in layout.kinds]
+    sizes = [KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0) for k, op in zip(layout.kinds, layout.ops)]
+    symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
+    show_text = len(layout) <= LABEL_LIMIT
+    index = layout.index()
+
+    def ring(ids: Iterable[str]) -> tuple[list, list]:
+        ks = sorted({index[i] for i in ids if i in index})
+        return [layout.x[k] for k in ks], [layout.y[k] for k in ks]
+
+    hx, hy = ring(highlight)
+    sx, sy = ring(selected)
+    traces = [
+        dict(type=kind, name="edges", x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
+             line=dict(color="#9aa5b1", width=1)),
+        dict(type=kind, name="nodes", x=list(layout.x), y=list(layout.y),
+             mode="markers+text" if show_text else "markers", text=layout.labels if show_text else None,
+             textposition="middle right", textfont=dict(size=9, color="#333"),
+             customdata=list(layout.ids), hovertext=hover, hoverinfo="text", showlegend=False,
+             marker=dict(color=colours, symbol=symbols, size=sizes, line=dict(width=0.5, color="#333"))),
+        dict(type=kind, name="highlight", x=hx, y=hy, mode="markers", hoverinfo="skip", showlegend=False,
+             marker=dict(symbol="circle-open", size=20, color=HIGHLIGHT, line=dict(width=2.5, color=HIGHLIGHT))),
+        dict(type=kind, name="selected", x=sx, y=sy, mode="markers", hoverinfo="skip", showlegend=False,
+             marker=dict(symbol="circle-open", size=26, color=SELECT, line=dict(width=2, color=SELECT))),
+    ]
+    shapes, notes = [], []
+    for b in layout.boxes:
+        shapes.append(dict(type="rect", x0=b.x0, x1=b.x1, y0=b.y0, y1=b.y1, layer="below",
+                           line=dict(color="#9ab", width=1, dash="dot"), fillcolor="rgba(120,150,200,0.06)"))
+        notes.append(dict(x=b.x0, y=b.y0, text=b.group, showarrow=False, xanchor="left", yanchor="bottom",
+                          font=dict(size=10, color="#567")))
+    h = height or int(min(900, max(360, 22 * layout.depth + 80)))
+    lay = dict(
+        title=dict(text=title if title is not None else layout.title, font=dict(size=13), x=0.02),
+        height=h, margin=dict(l=10, r=10, t=36, b=10), plot_bgcolor="white", paper_bgcolor="white",
+        xaxis=dict(visible=False, range=_range(layout.x, 2.5)),
+        yaxis=dict(visible=False, autorange=False, range=_range(layout.y, 1.2)[::-1]),
+        hovermode="closest", dragmode="pan", shapes=shapes, annotations=notes, showlegend=False,
+        uirevision=None,
+    )
+    return traces, lay
+
+
+def _range(v: list[float], pad: float) -> list[float]:
+    if not v:
+        return [-1.0, 1.0]
+    return [min(v) - pad, max(v) + pad]
+
+
+def _max_share(layout: Layout, latency: Mapping[str, float], total: float) -> float:
+    best = 0.0
+    for iid, kd in zip(layout.ids, layout.kinds):
+        if kd == "group":
+            ms = sum(latency.get(m, 0.0) or 0.0 for m in layout.members.get(iid, ()))
+        else:
+            ms = latency.get(iid, 0.0) or 0.0
+        best = max(best, ms / total if total else 0.0)
+    return best or 1.0
+
+
+def graph_figure(layout: Layout, **kw):
+    """A ``plotly.graph_objects.Figure`` of ``layout`` (see :func:`graph_spec` for options)."""
+    import plotly.graph_objects as go
+
+    traces, lay = graph_spec(layout, **kw)
+    return go.Figure(data=traces, layout=lay)
+
+
+def update_graph_figure(fig, layout: Layout, **kw) -> None:
+    """Redraw ``fig`` (a Figure or FigureWidget) in place with a new layout or highlights.
+
+    Trace properties are assigned inside one ``batch_update`` so the front-end
+    receives a single message; traces are replaced only when the view switches
+    between SVG and WebGL.
+    """
+    traces, lay = graph_spec(layout, **kw)
+    same = len(fig.data) == len(traces) and all(t.type == d["type"] for t, d in zip(fig.data, traces))
+    if not same:
+        with fig.batch_update():
+            fig.data = []
+            fig.add_traces([{k: v for k, v in d.items()} for d in traces])
+            fig.update_layout(lay)
+        return
+    with fig.batch_update():
+        for t, d in zip(fig.data, traces):
+            t.update({k: v for k, v in d.items() if k != "type"}, overwrite=True)
+        fig.layout.shapes = lay.pop("shapes")
+        fig.layout.annotations = lay.pop("annotations")
+        fig.update_layout(lay)
+
+
+def highlight_only(fig, layout: Layout, highlight: Iterable[str] = (), selected: Iterable[str] = ()) -> None:
+    """Move only the highlight and selection rings (a click: no relayout)."""
+    index = layout.index()
+
+    def ring(ids):
+        ks = sorted({index[i] for i in ids if i in index})
+        return [layout.x[k] for k in ks], [layout.y[k] for k in ks]
+
+    hx, hy = ring(highlight)
+    sx, sy = ring(selected)
+    with fig.batch_update():
+        fig.data[2].x, fig.data[2].y = hx, hy
+        fig.data[3].x, fig.data[3].y = sx, sy

@@ -1,0 +1,166 @@
+"""Latency figures: per-run lines, distributions, percentile bars, op breakdowns.
+
+Inputs are plain data: ``series`` is ``{variant: [ms, ms, ...]}`` in run
+order; ``stats`` is ``{variant: {"p50": ms, "p90": ms, "p99": ms, "runs": n}}``;
+op breakdowns are ``{variant: {op_type: ms}}``. Each ``*_figure`` returns a new
+``go.Figure``; :func:`refresh` copies one into a live ``FigureWidget`` in
+place, in one message.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+FLOOR_COLOUR = "#444444"
+
+
+def colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _base(title: str, height: int, **kw) -> dict:
+    lay = dict(title=dict(text=title, font=dict(size=13), x=0.02), height=height,
+               margin=dict(l=50, r=15, t=40, b=40), plot_bgcolor="white", paper_bgcolor="white",
+               legend=dict(orientation="h", y=-0.2, font=dict(size=10)))
+    lay.update(kw)
+    return lay
+
+
+def percentiles(values: Sequence[float]) -> dict:
+    """p50, p90, p99, mean and count of a list of milliseconds (empty → zeros)."""
+    import numpy as np
+
+    if not len(values):
+        return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "mean": 0.0, "runs": 0}
+    a = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(a.mean()), "runs": int(a.size)}
+
+
+def live_figure(series: Mapping[str, Sequence[float]], *, title: str = "latency per run",
+                floor_ms: float | None = None, height: int = 300):
+    """One line per variant: run index → milliseconds, growing while a benchmark runs."""
+    import plotly.graph_objects as go
+
+    data = [dict(type="scatter", mode="lines+markers", name=name, x=list(range(1, len(v) + 1)), y=list(v),
+                 line=dict(color=colour(i), width=1.5), marker=dict(size=4),
+                 hovertemplate=f"{name}<br>run %{{x}}: %{{y:.2f}} ms<extra></extra>")
+            for i, (name, v) in enumerate(series.items())]
+    lay = _base(title, height, xaxis=dict(title="run", gridcolor="#eee"),
+                yaxis=dict(title="ms", gridcolor="#eee", rangemode="tozero"))
+    if floor_ms:
+        lay["shapes"] = [_floor_line(floor_ms)]
+        lay["annotations"] = [_floor_note(floor_ms)]
+    return go.Figure(data=data, layout=lay)
+
+
+def _floor_line(ms: float) -> dict:
+    return dict(type="line", xref="paper", x0=0, x1=1, y0=ms, y1=ms, line=dict(color=FLOOR_COLOUR, dash="dash", width=1.5))
+
+
+def _floor_note(ms: float) -> dict:
+    return dict(xref="paper", x=1, y=ms, yanchor="bottom", xanchor="right", showarrow=False,
+                text=f"hardware floor {ms:.1f} ms", font=dict(size=10, color=FLOOR_COLOUR))
+
+
+def distribution_figure(series: Mapping[str, Sequence[float]], *, kind: str = "box", title: str = "distribution per variant",
+                        height: int = 300):
+    """A box (or violin) per variant."""
+    import plotly.graph_objects as go
+
+    if kind not in ("box", "violin"):
+        raise ValueError("kind must be 'box' or 'violin'")
+    data = []
+    for i, (name, v) in enumerate(series.items()):
+        t = dict(type=kind, name=name, y=list(v), marker=dict(color=colour(i)), showlegend=False)
+        if kind == "box":
+            t["boxpoints"] = "outliers"
+        else:
+            t.update(box=dict(visible=True), meanline=dict(visible=True), points=False)
+        data.append(t)
+    return go.Figure(data=data, layout=_base(title, height, yaxis=dict(title="ms", gridcolor="#eee", rangemode="tozero")))
+
+
+def percentile_figure(stats: Mapping[str, Mapping[str, float]], *, floor_ms: float | None = None,
+                      title: str = "p50 / p90 / p99", height: int = 320):
+    """Grouped bars of p50, p90 and p99 per variant, with the hardware floor as a line."""
+    import plotly.graph_objects as go
+
+    names = list(stats)
+    data = []
+    for q, c in (("p50", "#1f77b4"), ("p90", "#6baed6"), ("p99", "#c6dbef")):
+        ys = [float(stats[n].get(q, 0.0)) for n in names]
+        data.append(dict(type="bar", name=q, x=names, y=ys, marker=dict(color=c),
+                         text=[f"{y:.1f}" for y in ys] if q == "p50" else None, textposition="outside",
+                         hovertemplate=f"%{{x}}<br>{q}: %{{y:.2f}} ms<extra></extra>"))
+    lay = _base(title, height, barmode="group", yaxis=dict(title="ms", gridcolor="#eee", rangemode="tozero"))
+    if floor_ms:
+        lay["shapes"] = [_floor_line(floor_ms)]
+        lay["annotations"] = [_floor_note(floor_ms)]
+    return go.Figure(data=data, layout=lay)
+
+
+def op_breakdown_figure(ops: Mapping[str, Mapping[str, float]], *, top: int = 10, title: str = "time per op type",
+                        height: int = 320):
+    """Stacked horizontal bars: each variant's latency split by op type (the ``top`` largest, rest as "other")."""
+    import plotly.graph_objects as go
+
+    totals: dict[str, float] = {}
+    for per in ops.values():
+        for op, ms in per.items():
+            totals[op] = totals.get(op, 0.0) + float(ms)
+    keep = [op for op, _ in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
+    names = list(ops)
+    data = []
+    for i, op in enumerate(keep + (["other"] if len(totals) > len(keep) else [])):
+        xs = []
+        for n in names:
+            per = ops[n]
+            xs.append(sum(float(v) for k, v in per.items() if k not in keep) if op == "other" else float(per.get(op, 0.0)))
+        data.append(dict(type="bar", orientation="h", name=op, y=names, x=xs, marker=dict(color=colour(i)),
+                         hovertemplate=f"{op}<br>%{{y}}: %{{x:.2f}} ms<extra></extra>"))
+    return go.Figure(data=data, layout=_base(title, height, barmode="stack", xaxis=dict(title="ms", gridcolor="#eee"),
+                                             yaxis=dict(automargin=True)))
+
+
+def sweep_figure(rows: Sequence[Mapping], *, x: str = "seq", y: str = "p50", by: str = "variant",
+                 share: str | None = "attention_share", title: str = "latency against sequence length", height: int = 340):
+    """Lines of ``y`` against ``x`` per ``by``; with ``share``, a dotted second axis for that fraction."""
+    import plotly.graph_objects as go
+
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(str(r[by]), []).append(r)
+    data = []
+    for i, (name, rs) in enumerate(groups.items()):
+        rs = sorted(rs, key=lambda r: r[x])
+        data.append(dict(type="scatter", mode="lines+markers", name=name, x=[r[x] for r in rs], y=[r[y] for r in rs],
+                         line=dict(color=colour(i))))
+        if share and all(share in r and r[share] is not None for r in rs):
+            data.append(dict(type="scatter", mode="lines", name=f"{name}: attention share", yaxis="y2",
+                             x=[r[x] for r in rs], y=[100 * r[share] for r in rs], line=dict(color=colour(i), dash="dot")))
+    lay = _base(title, height, xaxis=dict(title=x, type="log", gridcolor="#eee"),
+                yaxis=dict(title=f"{y} ms", gridcolor="#eee", rangemode="tozero"))
+    if any(d.get("yaxis") == "y2" for d in data):
+        lay["yaxis2"] = dict(title="attention share %", overlaying="y", side="right", range=[0, 100], showgrid=False)
+    return go.Figure(data=data, layout=lay)
+
+
+def refresh(target, source) -> None:
+    """Make ``target`` (a FigureWidget) show ``source`` (a Figure), in one message.
+
+    Traces are updated where the count and types match, so the plot keeps its
+    zoom and the front-end does not rebuild it; otherwise they are replaced.
+    """
+    with target.batch_update():
+        if len(target.data) == len(source.data) and all(a.type == b.type for a, b in zip(target.data, source.data)):
+            for a, b in zip(target.data, source.data):
+                a.update(b.to_plotly_json(), overwrite=True)
+        else:
+            target.data = []
+            target.add_traces(list(source.data))
+        target.layout.shapes = source.layout.shapes
+        target.layout.annotations = source.layout.annotations
+        target.update_layout(source.layout.to_plotly_json())
