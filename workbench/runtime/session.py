@@ -7,7 +7,11 @@ number.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import re
+import sys
 from pathlib import Path
 
 from ..errors import RuntimeUnavailableError
@@ -21,31 +25,84 @@ LEVELS = {
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 
-def cuda_status() -> tuple[bool, str]:
-    """Whether the CUDA execution provider can run here, and why not.
+@contextlib.contextmanager
+def _native_stderr(sink: list):
+    """Capture what native code writes to file descriptor 2 (onnxruntime's loader errors)."""
+    import tempfile
 
-    The check is honest: onnxruntime-gpu lists CUDAExecutionProvider as
-    available even on machines with no GPU, so a real session is opened.
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            sink.append(tmp.read().decode("utf-8", "replace"))
+
+
+def _reason_from_log(log: str) -> str | None:
+    """Name the missing piece from onnxruntime's provider-loading log, if it says."""
+    m = re.search(r"error: (\S+\.so[\.\d]*): cannot open shared object file", log)
+    if m:
+        need = re.search(r"Require ([^.]+\.\*[^.]*\.\*)", log)
+        return (f"the CUDA execution provider cannot load {m.group(1)}"
+                + (f" (this onnxruntime needs {need.group(1)})" if need else ""))
+    m = re.search(r"\[E:onnxruntime[^\]]*\]\s*(.+)", log)
+    return m.group(1).strip()[:300] if m else None
+
+
+def _probe_model() -> bytes:
+    from onnx import helper as h, TensorProto
+
+    g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "probe",
+                     [h.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                     [h.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_status() -> tuple[bool, str]:
+    """Whether the CUDA execution provider can run here, and if not, what is missing.
+
+    onnxruntime-gpu lists CUDAExecutionProvider as available even on machines
+    with no GPU, so this opens a real session, and reads onnxruntime's own
+    loader messages (kept off the user's terminal) to name a missing library.
     """
     import onnxruntime as ort
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False, "this onnxruntime build has no CUDAExecutionProvider (install onnxruntime-gpu)"
+    if not Path("/dev/nvidiactl").exists() and not Path("/dev/nvidia0").exists():
+        return False, "no NVIDIA GPU on this machine (no /dev/nvidiactl, /dev/nvidia0)"
+    return probe_cuda_provider()
+
+
+def probe_cuda_provider() -> tuple[bool, str]:
+    """Open a real CUDA session on a one-node model and report what happened."""
+    import onnxruntime as ort
+
+    log: list = []
     try:
-        from onnx import helper as h, TensorProto
-        g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "probe",
-                         [h.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                         [h.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
-        m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
-        m.ir_version = 8
-        so = ort.SessionOptions()
-        so.log_severity_level = 4
-        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CUDAExecutionProvider"])
-        if "CUDAExecutionProvider" not in s.get_providers():
-            return False, _cuda_missing_reason()
+        with _native_stderr(log):
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            sess = ort.InferenceSession(_probe_model(), so, providers=["CUDAExecutionProvider"])
+            ok = "CUDAExecutionProvider" in sess.get_providers()
     except Exception as e:
-        return False, f"the CUDA execution provider failed to load: {str(e).splitlines()[0] if str(e) else e!r}"
+        return False, f"the CUDA execution provider failed to load: {_first_line(e)}"
+    if not ok:
+        return False, _reason_from_log("".join(log)) or _cuda_missing_reason()
     return True, "CUDA execution provider available"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _cuda_missing_reason() -> str:
@@ -96,9 +153,9 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
     so = session_options(level, threads, spinning=spinning,
                          optimized_model_path=optimized_model_path, profile_prefix=profile_prefix)
     if provider == "cuda":
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise RuntimeUnavailableError(
-                "GPU asked for, but this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)")
+        ok, why = cuda_status()
+        if not ok:
+            raise RuntimeUnavailableError(f"GPU asked for, but {why}")
         providers = [("CUDAExecutionProvider", dict(cuda_options or {})), "CPUExecutionProvider"]
     else:
         providers = ["CPUExecutionProvider"]
