@@ -24,7 +24,9 @@ class Step:
         emits: the op type it produces ("" for clean-ups).
         prerequisites: steps that must run first, for this step to match.
         effect: what it costs or saves.
-        engines: engines that implement it ("ort", "onnxscript").
+        engines: engines that implement it ("ort", "onnxscript", or "workbench" for
+            this project's own onnxscript rules in ``workbench/fusion/rules``,
+            which run inside the ort chain).
         kind: "fusion" or "cleanup".
         default_on: False for steps the engine itself leaves off by default
             (they change numerics or target one device).
@@ -110,6 +112,16 @@ CATALOG: tuple[Step, ...] = (
     Step("multi_head_attention", "MultiHeadAttention",
          "an SDPA whose Q, K and V are split into heads by Reshape/Transpose", "Reshape -> Transpose -> SDPA -> Transpose -> Reshape",
          "MultiHeadAttention", ("sdpa",), "the head split and merge move inside one kernel", (OS,)),
+    Step("sdpa_attention", "Attention from exported SDPA (workbench rule)",
+         "the self-attention block as the TorchScript exporter writes transformers' SDPA attention: "
+         "sqrt-scale multiplied into Q and into K transposed with perm 0,2,3,1, a boolean padding mask turned "
+         "into Where(mask, 0, -inf), Softmax guarded by Where(IsNaN)",
+         "MatMul+Add (Q,K,V) -> Reshape -> Transpose -> Mul(scale) -> MatMul -> Add(Where(mask, 0, -inf)) -> "
+         "Softmax -> Where(IsNaN) -> MatMul(V) -> Transpose -> Reshape",
+         "Attention", (),
+         "the pattern neither engine matches (TorchScript + sdpa): Q, K and V become one packed MatMul and about "
+         "30 nodes become 1 kernel; runs in the ort chain just before ORT's own attention step",
+         ("workbench",)),
     Step("attention", "Attention",
          "the whole self-attention block: Q, K, V projections from one input, scores, mask, softmax, context",
          "MatMul+Add (Q,K,V) -> Reshape -> Transpose -> MatMul -> Div -> Add(mask) -> Softmax -> MatMul",

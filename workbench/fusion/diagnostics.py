@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from .catalog import Step
 
 #: How many nodes of the emitted op one encoder layer should give.
-PER_LAYER: dict[str, int] = {"attention": 1, "multi_head_attention": 1,
+PER_LAYER: dict[str, int] = {"attention": 1, "sdpa_attention": 1, "multi_head_attention": 1,
                              "skip_layer_norm": 2, "bias_skip_layer_norm": 2, "bias_gelu": 1, "gelu": 1}
 _TELLING = re.compile(r"\b(fail\w*|not|no|skipped|unable|cannot|can't|unsupported|mismatch|stopped|error)\b"
                       r"|shape inference", re.I)
@@ -62,7 +62,10 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
     parts.extend(notes)
     reasons = summarize_messages(messages)
     if reasons:
-        label = "ONNX Runtime's fusion log" if engine == "ort" else "onnxscript's matcher"
+        if "workbench" in step.engines:
+            label = "onnxscript's matcher (workbench rule)"
+        else:
+            label = "ONNX Runtime's fusion log" if engine == "ort" else "onnxscript's matcher"
         parts.append(f"{label} says: " + "; ".join(reasons))
     elif fused_here == 0 and num_layers and not already and not prerequisites_off and not notes:
         parts.append(f"No node in the graph starts this pattern ({step.pattern}); nothing is left in a form "

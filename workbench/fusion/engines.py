@@ -5,6 +5,10 @@
   methods, in the same order and with the same options, as
   ``BertOnnxModel.optimize()`` after ``optimize_model``'s ORT_ENABLE_BASIC
   pass (its default for model_type "bert").
+  One step of this chain, ``sdpa_attention``, is the workbench's own
+  onnxscript rule (``rules/``) for the TorchScript + SDPA attention pattern
+  neither engine fuses; it runs just before ORT's attention step, so the
+  other fusions (SkipLayerNorm, EmbedLayerNorm, BiasGelu) still come from ORT.
 * ``onnxscript``: onnxscript's ORT fusion rules, rule group by rule group,
   in the order of ``onnxscript.rewriter.ort_fusions._core.optimize_for_ort``.
 
@@ -34,6 +38,8 @@ class EngineContext:
     num_heads: int = 0
     hidden_size: int = 0
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # step → engine counts in this chain
+    #: ORT symbolic shape inference results by graph fingerprint, shared by the steps of one timeline.
+    shape_cache: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -48,8 +54,11 @@ class StepOutcome:
 
 @dataclass(frozen=True)
 class EngineStep:
+    """One step of an engine; ``reads`` names earlier steps whose counts it looks at."""
+
     name: str
     run: Callable[[EngineContext, Any], StepOutcome]
+    reads: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- logging capture
@@ -101,13 +110,83 @@ def _quiet_stdout():
 
 
 # ---------------------------------------------------------------- ORT engine
+#: Initializers at least this large enter shape inference as typed inputs, not as data.
+_SHAPE_ONLY_BYTES = 4096
+_SHAPE_CACHE_MAX = 64
+
+
+def shape_view(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph of ``model`` for shape inference: large weights become typed graph inputs.
+
+    ORT's symbolic shape inference copies the whole model (weights included)
+    and reads initializer *values* only to propagate shape arithmetic, which
+    lives in small tensors. Declaring each large weight as an input of the
+    same type and shape gives the same shapes for a fraction of the copying.
+    """
+    from .store import nbytes
+
+    view = onnx.ModelProto()
+    view.ir_version = model.ir_version
+    view.opset_import.extend(model.opset_import)
+    view.functions.extend(model.functions)
+    g, src = view.graph, model.graph
+    g.name = src.name
+    g.node.extend(src.node)
+    g.input.extend(src.input)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    names = {i.name for i in src.input}
+    for t in src.initializer:
+        if nbytes(t) < _SHAPE_ONLY_BYTES and t.data_location != onnx.TensorProto.EXTERNAL:
+            g.initializer.append(t)
+        elif t.name not in names:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return view
+
+
+def _infer_runtime_shape(ctx: EngineContext, bert, dynamic_axis_mapping=None, update=False):
+    """Stands in for ``OnnxModel.infer_runtime_shape``: same helper, on :func:`shape_view`, cached.
+
+    The result depends only on the graph and the axis mapping, so a step
+    recomputed after a toggle (or a later step seeing the same graph) reuses it.
+    """
+    import hashlib
+
+    if not bert.enable_shape_infer:
+        return None
+    mapping = dict(dynamic_axis_mapping or {})
+    view = shape_view(bert.model)
+    key = (hashlib.sha1(view.SerializeToString(deterministic=True)).hexdigest(), tuple(sorted(mapping.items())))
+    hit = ctx.shape_cache.get(key)
+    if hit is None:
+        from onnxruntime.transformers.shape_infer_helper import SymbolicShapeInferenceHelper
+
+        helper = SymbolicShapeInferenceHelper(view)
+        try:
+            ok = helper.infer(mapping)
+        except Exception as e:  # as ORT does: report once, then go on without shapes
+            bert.enable_shape_infer = False
+            logging.getLogger("onnx_model").debug("shape inference failed: %s", type(e).__name__)
+            return None
+        if len(ctx.shape_cache) >= _SHAPE_CACHE_MAX:
+            ctx.shape_cache.pop(next(iter(ctx.shape_cache)))
+        hit = ctx.shape_cache[key] = (helper, ok)
+    helper, ok = hit
+    bert.shape_infer_helper = helper
+    return helper if ok else None
+
+
 def _bert(ctx: EngineContext, model: onnx.ModelProto):
+    import functools
+
     from onnxruntime.transformers.onnx_model_bert import BertOnnxModel
 
     heads, hidden = ctx.num_heads, ctx.hidden_size
     if not (heads > 0 and hidden > 0 and hidden % heads == 0):
         heads, hidden = 0, 0
-    return BertOnnxModel(model, heads, hidden)
+    bert = BertOnnxModel(model, heads, hidden)
+    bert.infer_runtime_shape = functools.partial(_infer_runtime_shape, ctx, bert)
+    return bert
 
 
 def _ort_method(*calls: str | tuple) -> Callable:
@@ -164,6 +243,30 @@ def _ort_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
     return StepOutcome(bert.model, messages=lines)
 
 
+def _wb_sdpa_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+    """Our onnxscript rule for TorchScript-exported SDPA attention (see ``rules/sdpa_attention.py``)."""
+    import onnx_ir as ir
+
+    from .rules import fuse_sdpa_attention, sdpa_attention_rules
+
+    ir_model = ir.serde.deserialize_model(model)
+    with _quiet_stdout():
+        count = fuse_sdpa_attention(ir_model)
+    if not count:
+        # Nothing changed: keep the protobuf as it is and say where matching stopped.
+        lines = trace_rules(ir.serde.deserialize_model(model), sdpa_attention_rules())
+        return StepOutcome(model, counts={"sdpa_attention": 0}, messages=lines,
+                           notes=["This export does not use the TorchScript SDPA attention pattern; "
+                                  "ONNX Runtime's own attention step comes next."])
+    out = ir.serde.serialize_model(ir_model)
+    for n in out.graph.node:
+        if n.op_type == "Attention" and n.domain == "com.microsoft" and not ctx.num_heads:
+            for a in n.attribute:
+                if a.name == "num_heads":
+                    ctx.num_heads = int(a.i)
+    return StepOutcome(out, counts={"sdpa_attention": int(count)})
+
+
 def _ort_finalize(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
     import onnxruntime
 
@@ -187,6 +290,7 @@ ORT_STEPS: tuple[EngineStep, ...] = (
     EngineStep("skip_layer_norm", _ort_method(("fuse_skip_layer_norm", True))),
     EngineStep("skip_simplified_layer_norm", _ort_method("fuse_skip_simplified_layer_norm")),
     EngineStep("rotary_embedding", _ort_method("fuse_rotary_embeddings")),
+    EngineStep("sdpa_attention", _wb_sdpa_attention),
     EngineStep("attention", _ort_attention),
     EngineStep("shape", _ort_method("fuse_shape")),
     EngineStep("embed_layer_norm", _ort_method(("fuse_embed_layer", True))),
@@ -350,7 +454,7 @@ def _os_steps() -> tuple[EngineStep, ...]:
         EngineStep("group_query_attention", _os_fuse(("gqa", c.fuse_gqa), ("packed_qkv_for_gqa", c.fuse_qkv_gqa))),
         EngineStep("multi_head_attention", _os_fuse(("mha1", c.fuse_mha1), ("mha2", c.fuse_mha2),
                                                     ("mha_scale", c.fuse_mha_scale))),
-        EngineStep("attention", _os_attention),
+        EngineStep("attention", _os_attention, reads=("multi_head_attention",)),
         EngineStep("fast_gelu", _os_fuse(("gelu", c.fuse_gelu))),
         EngineStep("bias_gelu", _os_fuse(("bias_gelu", c.fuse_bias_gelu))),
         EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", c.replace_sdpa_by_mha))),

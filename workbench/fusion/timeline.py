@@ -24,7 +24,7 @@ from ..graph.summary import count_layers, fused_counts, histogram
 from ..runtime.parity import Parity
 from . import diagnostics
 from .catalog import BY_NAME, CATALOG, get_step
-from .engines import EngineContext, engine_steps
+from .engines import EngineContext, StepOutcome, engine_steps
 from .store import WeightStore
 
 ENGINE_NAMES = ("ort", "onnxscript")
@@ -64,6 +64,9 @@ class Snapshot:
     store: WeightStore | None = field(default=None, repr=False)
     chain: dict = field(default_factory=dict, repr=False)
     base_diagnostic: str | None = field(default=None, repr=False)
+    #: True when this snapshot's graph came from an earlier run of the same step on the same graph.
+    reused: bool = field(default=False, repr=False)
+    fingerprint: str = field(default="", repr=False)
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -105,6 +108,15 @@ class Snapshot:
         return d
 
 
+def _fingerprint(snap: Snapshot) -> str:
+    """A hash of the snapshot's graph (its skeleton: weights stand as name, type and shape)."""
+    if not snap.fingerprint:
+        import hashlib
+
+        snap.fingerprint = hashlib.sha1(snap.skeleton.SerializeToString(deterministic=True)).hexdigest()
+    return snap.fingerprint
+
+
 def fused_op_types() -> set[str]:
     from ..graph.summary import FUSED_OPS
     return set(FUSED_OPS)
@@ -127,12 +139,40 @@ class ParityReference:
         from ..runtime.parity import compare, merge
         from ..runtime.session import create_session, run_session
 
+        model, _ = runnable(model)
         try:
             sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
         except Exception as e:
             raise FusionError(f"ONNX Runtime cannot load this snapshot: "
                               f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
         return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
+
+
+#: Domains of intermediate ops an engine uses between its own steps; no runtime implements them.
+INTERMEDIATE_DOMAINS = ("ai.onnxruntime._fusion",)
+
+
+def runnable(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
+    """A model ONNX Runtime can run that computes the same as ``model``, and a note when it differs.
+
+    Between its ``sdpa`` and ``multi_head_attention`` steps onnxscript keeps an
+    intermediate ``SDPA`` op that only its own later rules consume. To check
+    such a snapshot we lower SDPA the way onnxscript's last rule does
+    (``replace_sdpa_by_mha``: SDPA => com.microsoft.MultiHeadAttention).
+    """
+    if not any(n.domain in INTERMEDIATE_DOMAINS for n in model.graph.node):
+        return model, None
+    import onnx_ir as ir
+    from onnxscript.rewriter.ort_fusions.sdpa_via_mha import replace_sdpa_by_mha
+
+    ir_model = ir.serde.deserialize_model(model)
+    replace_sdpa_by_mha(ir_model)
+    out = ir.serde.serialize_model(ir_model)
+    left = sorted({f"{n.domain}:{n.op_type}" for n in out.graph.node if n.domain in INTERMEDIATE_DOMAINS})
+    if left:
+        raise FusionError(f"this snapshot holds intermediate ops no runtime implements ({', '.join(left)}), "
+                          f"and they could not be lowered to ONNX Runtime ops")
+    return out, "intermediate SDPA ops run as MultiHeadAttention (onnxscript's own lowering)"
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
@@ -197,6 +237,8 @@ class Timeline:
         self.plan = plan
         self.opted_in: set[str] = set(getattr(plan, "opted_in", ()) or ())
         self._cache: dict[tuple, Snapshot] = {}
+        self._shape_cache: dict = {}
+        self._content: dict[tuple, tuple] = {}
         self.runs: dict[str, list[Snapshot]] = {}
         self.engine_used = ""
         self.engine_note = ""
@@ -279,13 +321,30 @@ class Timeline:
                 snaps.append(cached)
                 prev = cached
                 continue
+            heads = prev.chain.get("heads", 0) or self.num_heads
+            counts = dict(prev.chain.get("counts", {}))
+            # Same step on the same graph gives the same graph: switching a step that changed nothing
+            # (or switching back and forth elsewhere) costs a hash, not a rerun of every later step.
+            ckey = (engine, es.name, _fingerprint(prev), heads,
+                    tuple((r, tuple(sorted(counts.get(r, {}).items()))) for r in es.reads))
+            hit = self._content.get(ckey)
+            if hit is not None:
+                skel, out, elapsed, heads_after = hit
+                snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
+                                      chain={"counts": {**counts, es.name: out.counts}, "heads": heads_after})
+                snap.reused = True
+                self._cache[key] = snap
+                snaps.append(snap)
+                prev = snap
+                live = None
+                continue
             if live is not None and live[0] == prev.key:
                 state = live[1]
             else:
                 state = (self.store.assemble(prev.skeleton) if engine == "ort"
                          else self.store.load_ir(prev.skeleton))
-            ctx = EngineContext(num_heads=prev.chain.get("heads", 0) or self.num_heads, hidden_size=self.hidden_size,
-                                counts=dict(prev.chain.get("counts", {})))
+            ctx = EngineContext(num_heads=heads, hidden_size=self.hidden_size, counts=counts,
+                                shape_cache=self._shape_cache)
             t = time.perf_counter()
             try:
                 out = es.run(ctx, state)
@@ -305,6 +364,8 @@ class Timeline:
             snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
                                   chain={"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads})
             self._cache[key] = snap
+            self._content[ckey] = (skel, StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes)),
+                                   elapsed, ctx.num_heads)
             snaps.append(snap)
             prev = snap
             live = (key, model)
