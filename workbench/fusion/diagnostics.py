@@ -35,8 +35,17 @@ def summarize_messages(lines: list[str], limit: int = 4) -> list[str]:
 
 
 def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prerequisites_off: list[str],
-            messages: list[str], notes: list[str], engine: str) -> str | None:
-    """One diagnostic text for a fusion step, or None when it did all it could."""
+            messages: list[str], notes: list[str], engine: str, skipped: str = "") -> str | None:
+    """One diagnostic text for a fusion step, or None when it did all it could.
+
+    ``skipped`` is the runner's reason for not running the step at all (its
+    anchor ops are absent, e.g. "nothing to fuse: no Gelu nodes ...").
+    """
+    if skipped:
+        if prerequisites_off and step.kind == "fusion":
+            return f"fused nothing ({step.emits or step.title}). Prerequisite step(s) off: " \
+                   f"{', '.join(prerequisites_off)}. {skipped[0].upper()}{skipped[1:]}"
+        return skipped
     if step.kind != "fusion":
         return " ".join(notes) or None
     if fused_here == 0 and not step.in_bert and not prerequisites_off:

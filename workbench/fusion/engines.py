@@ -40,6 +40,8 @@ class EngineContext:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # step → engine counts in this chain
     #: ORT symbolic shape inference results by graph fingerprint, shared by the steps of one timeline.
     shape_cache: dict = field(default_factory=dict)
+    #: The timeline's WeightStore when the working model holds weight stubs (see ``store.py``).
+    store: Any = None
 
 
 @dataclass
@@ -50,15 +52,27 @@ class StepOutcome:
     counts: dict[str, int] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Why the step was not run at all (its anchor ops are absent), or "".
+    skipped: str = ""
 
 
 @dataclass(frozen=True)
 class EngineStep:
-    """One step of an engine; ``reads`` names earlier steps whose counts it looks at."""
+    """One step of an engine; ``reads`` names earlier steps whose counts it looks at.
+
+    ``skip``, when given, is asked before the step runs with the input graph's
+    op histogram and its skeleton; a non-empty answer says the step cannot
+    change this graph (none of the engine's anchor ops is present), so the
+    runner keeps the graph as it is instead of running the step.
+    """
 
     name: str
     run: Callable[[EngineContext, Any], StepOutcome]
     reads: tuple[str, ...] = ()
+    skip: Callable[[dict, onnx.ModelProto], str] | None = None
+    #: True when the step hands the model to something that reads every weight (an ORT session);
+    #: other ORT steps run on skeletons whose weight values are read on demand.
+    needs_weights: bool = False
 
 
 # ---------------------------------------------------------------- logging capture
@@ -79,6 +93,25 @@ class _Collect(logging.Handler):
 _ORT_LOGGER_PREFIXES = ("fusion_", "onnx_model", "onnxruntime.transformers", "shape_infer", "symbolic_shape")
 
 
+def _no_caller(*args, **kwargs):
+    # ORT's matchers log every failed parent match at DEBUG with stack_info=True; walking and
+    # formatting that stack costs more than the match. Only the message's first line is kept.
+    return "(unknown file)", 0, "(unknown function)", None
+
+
+def _set_levels(saved: list, level_of) -> None:
+    for lg, level, _ in saved:
+        lg.level = level_of(lg, level)
+    # ``Logger.setLevel`` clears the level cache of every logger of the process (thousands once
+    # torch and transformers are loaded) on each call; set the levels, then clear it once.
+    clear = getattr(logging.root.manager, "_clear_cache", None)
+    if clear is not None:
+        clear()
+    else:  # pragma: no cover - older or newer logging without the private helper
+        for lg, level, _ in saved:
+            lg.setLevel(lg.level)
+
+
 @contextlib.contextmanager
 def capture_ort_logs():
     """Collect the ORT transformers optimizer's own debug log lines, silently."""
@@ -88,16 +121,18 @@ def capture_ort_logs():
     for n in names:
         lg = logging.getLogger(n)
         saved.append((lg, lg.level, lg.propagate))
-        lg.setLevel(logging.DEBUG)
         lg.propagate = False
         lg.addHandler(handler)
+        lg.findCaller = _no_caller
+    _set_levels(saved, lambda lg, level: logging.DEBUG)
     try:
         yield handler.lines
     finally:
         for lg, level, prop in saved:
             lg.removeHandler(handler)
-            lg.setLevel(level)
             lg.propagate = prop
+            lg.__dict__.pop("findCaller", None)
+        _set_levels(saved, lambda lg, level: level)
 
 
 @contextlib.contextmanager
@@ -206,6 +241,96 @@ def _ort_method(*calls: str | tuple) -> Callable:
     return run
 
 
+#: ``BertOnnxModel`` methods whose whole effect is ``Fusion.apply()`` of one or more ORT Fusion
+#: objects (read in onnx_model_bert.py). ``Fusion.apply`` visits only nodes of the fusion's
+#: ``search_op_types`` and, when it visits none, leaves the graph exactly as it was; so when no
+#: anchor op of any of them is in the graph, the method is a no-op and need not run.
+_PURE_FUSION_METHODS = frozenset({
+    "fuse_layer_norm", "fuse_simplified_layer_norm", "fuse_gelu", "fuse_reshape", "fuse_skip_layer_norm",
+    "fuse_skip_simplified_layer_norm", "fuse_shape", "fuse_embed_layer", "fuse_bias_gelu",
+    "fuse_add_bias_skip_layer_norm", "gelu_approximation", "fuse_gemm_fast_gelu", "fuse_constant_fold",
+    "fuse_rotary_embeddings",
+})
+
+#: Anchors a fusion visits but can only fuse when another op is in the graph too, read from the
+#: fusion's ``fuse()``: ORT's rotary fusion visits every ``Add`` and returns at once, without a
+#: change, unless ``Add``'s second input comes through ``Mul <- Concat <- Neg <- Slice`` (both
+#: rotate_half alternatives it tries start that way). A test keeps this in step with ORT's source.
+_ANCHOR_NEEDS: dict[tuple[str, str], str] = {("FusionRotaryEmbeddings", "Add"): "Neg"}
+
+_ANCHORS: dict[tuple, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+
+
+def ort_anchors(*calls: str | tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The ORT Fusion objects ``calls`` apply, as (class name, search_op_types), in order.
+
+    Read from the engine itself: the calls run once on an empty graph with
+    ``Fusion.apply`` recording each fusion it is called on. Returns ``()`` when
+    a call is not in :data:`_PURE_FUSION_METHODS` (it may do more than fuse).
+    """
+    key = tuple(calls)
+    if key in _ANCHORS:
+        return _ANCHORS[key]
+    names = [c if isinstance(c, str) else c[0] for c in calls]
+    if not all(n in _PURE_FUSION_METHODS for n in names):
+        _ANCHORS[key] = ()
+        return ()
+    from onnxruntime.transformers.onnx_model_bert import BertOnnxModel
+
+    seen: list[tuple[str, tuple[str, ...]]] = []
+
+    def record(self):
+        seen.append((type(self).__name__, tuple(self.search_op_types)))
+
+    empty = onnx.helper.make_model(onnx.helper.make_graph([], "empty", [], []))
+    bert = BertOnnxModel(empty)
+    bert.disable_shape_inference()
+    # ORT's fusion modules import each other as top-level modules ("fusion_base"), so take the
+    # Fusion base class the engine really uses from one of its fusion objects.
+    Fusion = next(c for c in type(bert.attention_fusion).__mro__ if c.__name__ == "Fusion")
+    original = Fusion.apply
+    Fusion.apply = record
+    try:
+        with capture_ort_logs():
+            for call in calls:
+                name, args = (call, ()) if isinstance(call, str) else (call[0], call[1:])
+                getattr(bert, name)(*args)
+    except Exception:  # an engine change we do not understand: never skip
+        seen = []
+    finally:
+        Fusion.apply = original
+    _ANCHORS[key] = tuple(seen)
+    return _ANCHORS[key]
+
+
+def _absent_anchors(*calls: str | tuple) -> Callable[[dict, onnx.ModelProto], str]:
+    """A ``skip`` test: say why ``calls`` cannot change a graph with this op histogram, or ""."""
+
+    def skip(hist: dict, skeleton: onnx.ModelProto) -> str:
+        fusions = ort_anchors(*calls)
+        if not fusions:
+            return ""
+        unusable: list[tuple[str, str]] = []
+        for cls, ops in fusions:
+            for op in ops:
+                if not hist.get(op, 0):
+                    continue
+                need = _ANCHOR_NEEDS.get((cls, op))
+                if need is None or hist.get(need, 0):
+                    return ""
+                unusable.append((op, need))
+        if any("RotaryEmbedding" in f.name for f in skeleton.functions):
+            return ""  # fuse_rotary_embeddings also removes such functions
+        anchors = list(dict.fromkeys(op for _, ops in fusions for op in ops))
+        missing = [op for op in anchors if not hist.get(op, 0)]
+        parts = [f"no {' / '.join(missing)} nodes"] if missing else []
+        parts += [f"no {need} nodes, which the {op} anchors need" for op, need in dict.fromkeys(unusable)]
+        classes = ", ".join(dict.fromkeys(c for c, _ in fusions))
+        return f"nothing to fuse: {'; '.join(parts)} (the anchors of ONNX Runtime's {classes}); the step was not run."
+
+    return skip
+
+
 def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
     """``optimize_model``'s default pre-pass for bert: an ORT session at ORT_ENABLE_BASIC."""
     from onnxruntime.transformers.optimizer import optimize_by_onnxruntime
@@ -249,16 +374,17 @@ def _wb_sdpa_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcom
 
     from .rules import fuse_sdpa_attention, sdpa_attention_rules
 
-    ir_model = ir.serde.deserialize_model(model)
+    ir_model = ctx.store.load_ir(model) if ctx.store is not None else ir.serde.deserialize_model(model)
     with _quiet_stdout():
         count = fuse_sdpa_attention(ir_model)
     if not count:
-        # Nothing changed: keep the protobuf as it is and say where matching stopped.
-        lines = trace_rules(ir.serde.deserialize_model(model), sdpa_attention_rules())
+        # Nothing changed (the in-memory model included): keep the protobuf as it is and say
+        # where matching stopped.
+        lines = trace_rules(ir_model, sdpa_attention_rules())
         return StepOutcome(model, counts={"sdpa_attention": 0}, messages=lines,
                            notes=["This export does not use the TorchScript SDPA attention pattern; "
                                   "ONNX Runtime's own attention step comes next."])
-    out = ir.serde.serialize_model(ir_model)
+    out = ctx.store.strip_ir(ir_model) if ctx.store is not None else ir.serde.serialize_model(ir_model)
     for n in out.graph.node:
         if n.op_type == "Attention" and n.domain == "com.microsoft" and not ctx.num_heads:
             for a in n.attribute:
@@ -279,26 +405,30 @@ def _ort_finalize(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
     return StepOutcome(bert.model, messages=lines)
 
 
+def _ort_step(name: str, *calls: str | tuple) -> EngineStep:
+    return EngineStep(name, _ort_method(*calls), skip=_absent_anchors(*calls))
+
+
 ORT_STEPS: tuple[EngineStep, ...] = (
-    EngineStep("ort_basic", _ort_basic),
+    EngineStep("ort_basic", _ort_basic, needs_weights=True),
     EngineStep("identity_cast", _ort_method("utils.remove_identity_nodes", "utils.remove_useless_cast_nodes",
                                             "fuse_constant_fold")),
-    EngineStep("layer_norm", _ort_method("fuse_layer_norm")),
-    EngineStep("simplified_layer_norm", _ort_method("fuse_simplified_layer_norm")),
-    EngineStep("gelu", _ort_method("fuse_gelu")),
+    _ort_step("layer_norm", "fuse_layer_norm"),
+    _ort_step("simplified_layer_norm", "fuse_simplified_layer_norm"),
+    _ort_step("gelu", "fuse_gelu"),
     EngineStep("reshape", _ort_method("preprocess", "fuse_reshape")),
-    EngineStep("skip_layer_norm", _ort_method(("fuse_skip_layer_norm", True))),
-    EngineStep("skip_simplified_layer_norm", _ort_method("fuse_skip_simplified_layer_norm")),
-    EngineStep("rotary_embedding", _ort_method("fuse_rotary_embeddings")),
+    _ort_step("skip_layer_norm", ("fuse_skip_layer_norm", True)),
+    _ort_step("skip_simplified_layer_norm", "fuse_skip_simplified_layer_norm"),
+    _ort_step("rotary_embedding", "fuse_rotary_embeddings"),
     EngineStep("sdpa_attention", _wb_sdpa_attention),
     EngineStep("attention", _ort_attention),
-    EngineStep("shape", _ort_method("fuse_shape")),
-    EngineStep("embed_layer_norm", _ort_method(("fuse_embed_layer", True))),
+    _ort_step("shape", "fuse_shape"),
+    _ort_step("embed_layer_norm", ("fuse_embed_layer", True)),
     EngineStep("postprocess", _ort_method("utils.remove_useless_reshape_nodes", "postprocess")),
-    EngineStep("bias_gelu", _ort_method(("fuse_bias_gelu", True), ("fuse_bias_gelu", False))),
-    EngineStep("bias_skip_layer_norm", _ort_method("fuse_add_bias_skip_layer_norm")),
-    EngineStep("gelu_approximation", _ort_method("gelu_approximation")),
-    EngineStep("gemm_fast_gelu", _ort_method("fuse_gemm_fast_gelu")),
+    _ort_step("bias_gelu", ("fuse_bias_gelu", True), ("fuse_bias_gelu", False)),
+    _ort_step("bias_skip_layer_norm", "fuse_add_bias_skip_layer_norm"),
+    _ort_step("gelu_approximation", "gelu_approximation"),
+    _ort_step("gemm_fast_gelu", "fuse_gemm_fast_gelu"),
     EngineStep("finalize", _ort_finalize),
 )
 
@@ -317,7 +447,7 @@ def rules_of(func) -> Any:
 
 def trace_rules(model, rules) -> list[str]:
     """Why ``rules`` did not match: onnxscript's MatchingTracer best partial matches, as lines."""
-    from onnxscript.rewriter._basics import MatchingTracer, MatchStatus
+    from onnxscript.rewriter._basics import MatchingTracer
 
     if rules is None:
         return []
@@ -327,6 +457,13 @@ def trace_rules(model, rules) -> list[str]:
             rules.apply_to_model(model, tracer=tracer)
     except Exception as e:  # a tracer run must never break the timeline
         return [f"(tracing failed: {type(e).__name__})"]
+    return _trace_lines(tracer)
+
+
+def _trace_lines(tracer) -> list[str]:
+    """The two best partial matches a ``MatchingTracer`` recorded, as lines."""
+    from onnxscript.rewriter._basics import MatchStatus
+
     best = []
     for rule, matches in tracer.best_matches_map.items():
         if matches:

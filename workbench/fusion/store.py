@@ -9,9 +9,18 @@ full model is assembled on demand.
 Weights are keyed by name, type, shape and size. Neither engine rewrites an
 existing initializer in place under its old name (they add new ones, e.g.
 the packed QKV weight), so equal keys mean equal data.
+
+ONNX Runtime's fusion steps also run on skeletons: they read graph structure,
+names, types and dims, and read weight *values* only through
+``onnx.numpy_helper.to_array`` (Q/K/V packing, bias checks, constant
+folding). :func:`install_value_hook` makes that function answer a stub with
+the stored tensor's values, so a step needs no 440 MB copy of the model.
 """
 
 from __future__ import annotations
+
+import threading
+import weakref
 
 import onnx
 
@@ -47,11 +56,60 @@ def _key(t: onnx.TensorProto, size: int) -> str:
     return f"{t.name}|{t.data_type}|{','.join(map(str, t.dims))}|{size}"
 
 
+_STORES: "weakref.WeakSet[WeightStore]" = weakref.WeakSet()
+_HOOK_LOCK = threading.Lock()
+_ORIGINAL_TO_ARRAY = None
+
+
+def is_stub(t: onnx.TensorProto) -> bool:
+    """Whether ``t`` is a weight-store stub (no data of its own)."""
+    return WeightStore.stub_key(t) is not None
+
+
+def _stored(t: onnx.TensorProto) -> onnx.TensorProto | None:
+    key = WeightStore.stub_key(t)
+    if key is None:
+        return None
+    for store in list(_STORES):
+        full = store.tensors.get(key)
+        if full is not None:
+            return full
+    return None
+
+
+def install_value_hook() -> None:
+    """Make ``onnx.numpy_helper.to_array`` read a stub's values from its store.
+
+    Installed once per process. Every other tensor goes to onnx's own
+    function unchanged; a stub of no live store still fails as before.
+    """
+    global _ORIGINAL_TO_ARRAY
+    from onnx import numpy_helper
+
+    with _HOOK_LOCK:
+        if _ORIGINAL_TO_ARRAY is not None:
+            return
+        original = numpy_helper.to_array
+
+        def to_array(tensor, base_dir: str = ""):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                full = _stored(tensor)
+                if full is not None:
+                    return original(full)
+            return original(tensor, base_dir)
+
+        to_array.__doc__ = original.__doc__
+        to_array.__wrapped__ = original
+        _ORIGINAL_TO_ARRAY = original
+        numpy_helper.to_array = to_array
+
+
 class WeightStore:
     """Large initializers shared by all snapshots of one timeline."""
 
     def __init__(self):
         self.tensors: dict[str, onnx.TensorProto] = {}
+        _STORES.add(self)
 
     def __len__(self) -> int:
         return len(self.tensors)
@@ -110,6 +168,19 @@ class WeightStore:
         info = {e.key: e.value for e in t.external_data}
         return info.get("checksum") if info.get("location") == _MARK else None
 
+    def working_copy(self, skeleton: onnx.ModelProto) -> onnx.ModelProto:
+        """A copy of a skeleton an ONNX Runtime fusion step may edit; weights stay stubs.
+
+        Their values are read through :func:`install_value_hook`.
+        """
+        if any(t.data_type == onnx.TensorProto.BFLOAT16 and is_stub(t) for t in skeleton.graph.initializer):
+            # ORT reads bfloat16 weights through onnx_ir, not numpy_helper: give it the data.
+            return self.assemble(skeleton)
+        install_value_hook()
+        copy = onnx.ModelProto()
+        copy.CopyFrom(skeleton)
+        return copy
+
     def assemble(self, skeleton: onnx.ModelProto) -> onnx.ModelProto:
         """A full, independent ModelProto built from a skeleton."""
         full = onnx.ModelProto()
@@ -165,7 +236,11 @@ class WeightStore:
         return key if key in self.tensors else None
 
     def load_ir(self, skeleton: onnx.ModelProto):
-        """An ``onnx_ir.Model`` from a skeleton, weights shared with the store (no copy)."""
+        """An ``onnx_ir.Model`` from a skeleton, weights shared with the store (no copy).
+
+        ``skeleton`` may also be a partly stubbed model (a step's working copy
+        with new, real initializers).
+        """
         import onnx_ir as ir
 
         model = ir.serde.deserialize_model(skeleton)
@@ -178,7 +253,7 @@ class WeightStore:
 
     def _key_from_value(self, skeleton: onnx.ModelProto, name: str) -> str:
         cache = getattr(self, "_name_cache", None)
-        if cache is None or cache[0] is not skeleton:
+        if cache is None or cache[0] is not skeleton or cache[1].get(name) is None:
             cache = (skeleton, {t.name: self.stub_key(t) for t in skeleton.graph.initializer})
             self._name_cache = cache
         return cache[1][name]

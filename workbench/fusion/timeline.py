@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,11 @@ from .engines import EngineContext, StepOutcome, engine_steps
 from .store import WeightStore
 
 ENGINE_NAMES = ("ort", "onnxscript")
+
+#: Held while engine steps run. The engines keep process-wide state (ORT's loggers, which a step's
+#: log capture reconfigures; onnxscript's rule objects), so a background warm-up of one timeline
+#: and a run of any timeline never run steps at the same time.
+_ENGINE_LOCK = threading.RLock()
 
 
 @dataclass
@@ -239,12 +245,21 @@ class Timeline:
         self._cache: dict[tuple, Snapshot] = {}
         self._shape_cache: dict = {}
         self._content: dict[tuple, tuple] = {}
+        self._node_index: dict = {}  # id(skeleton) → (skeleton, name → node), for diffs
         self.runs: dict[str, list[Snapshot]] = {}
         self.engine_used = ""
         self.engine_note = ""
         self.snapshots: list[Snapshot] = []
         self._reference: ParityReference | None = None
         self.last_run_s = 0.0
+        # Background warming (see start_warming): engine steps run one at a time, process-wide.
+        self._lock = _ENGINE_LOCK
+        self._warm_cancel: threading.Event | None = None
+        self._warm_thread: threading.Thread | None = None
+        self._auto_warm = False
+        #: Seconds the last completed warm-up took, and the error that stopped one (or None).
+        self.warm_s: float | None = None
+        self.warm_error: str | None = None
         self._check_plan(plan)
 
     # ------------------------------------------------------------ plan
@@ -255,10 +270,7 @@ class Timeline:
 
     def enabled(self, step: str) -> bool:
         """Whether ``step`` runs under the current plan."""
-        s = BY_NAME[step]
-        if s.default_on:
-            return self.plan.enabled(step)
-        return step in self.opted_in and self.plan.enabled(step)
+        return _enabled_in(self.plan, self.opted_in, step)
 
     def steps(self, engine: str | None = None) -> list[str]:
         """Step names of ``engine`` (default: the engine used) in run order."""
@@ -284,8 +296,21 @@ class Timeline:
 
     # ------------------------------------------------------------ running
     def run(self) -> list[Snapshot]:
-        """Run (or fetch from cache) every enabled step; return the chosen engine's snapshots."""
+        """Run (or fetch from cache) every enabled step; return the chosen engine's snapshots.
+
+        A background warm-up in progress is cancelled first; it gives the
+        lock back after the step it is running, and starts again (for the new
+        plan) when this run ends if :meth:`start_warming` switched it on.
+        """
         t0 = time.perf_counter()
+        self._cancel_warming()
+        with self._lock:
+            out = self._run_locked(t0)
+        if self._auto_warm:
+            self._start_warm_thread()
+        return out
+
+    def _run_locked(self, t0: float) -> list[Snapshot]:
         engines = ENGINE_NAMES if self.plan.engine == "auto" else (self.plan.engine,)
         self.runs = {e: self._run_engine(e) for e in engines}
         if len(engines) == 1:
@@ -306,13 +331,20 @@ class Timeline:
         self.last_run_s = time.perf_counter() - t0
         return self.snapshots
 
-    def _run_engine(self, engine: str) -> list[Snapshot]:
+    def _run_engine(self, engine: str, enabled=None, budget: int | None = None) -> list[Snapshot] | None:
+        """The snapshots of ``engine`` under ``enabled`` (default: the current plan).
+
+        With ``budget``, compute at most that many new steps and return None
+        if more were needed (the warm-up runs one step per lock hold).
+        """
+        enabled = enabled or self.enabled
+        computed = 0
         snaps: list[Snapshot] = []
         prev = self.input
         key: tuple = (engine,)
         live: tuple[tuple, Any] | None = None
         for es in engine_steps(engine):
-            on = self.enabled(es.name)
+            on = enabled(es.name)
             key = key + ((es.name, on),)
             if not on:
                 continue
@@ -323,6 +355,18 @@ class Timeline:
                 continue
             heads = prev.chain.get("heads", 0) or self.num_heads
             counts = dict(prev.chain.get("counts", {}))
+            why = es.skip(prev.histogram, prev.skeleton) if es.skip is not None else ""
+            if why:
+                # None of the engine's anchor ops is in the graph: the step would leave it as it is.
+                snap = self._snapshot(es.name, engine, prev.skeleton, prev, 0.0, StepOutcome(None, skipped=why), key,
+                                      chain={"counts": {**counts, es.name: {}}, "heads": heads}, enabled=enabled)
+                snap.fingerprint = prev.fingerprint
+                self._cache[key] = snap
+                snaps.append(snap)
+                if live is not None and live[0] == prev.key:
+                    live = (key, live[1])
+                prev = snap
+                continue
             # Same step on the same graph gives the same graph: switching a step that changed nothing
             # (or switching back and forth elsewhere) costs a hash, not a rerun of every later step.
             ckey = (engine, es.name, _fingerprint(prev), heads,
@@ -331,20 +375,28 @@ class Timeline:
             if hit is not None:
                 skel, out, elapsed, heads_after = hit
                 snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
-                                      chain={"counts": {**counts, es.name: out.counts}, "heads": heads_after})
+                                      chain={"counts": {**counts, es.name: out.counts}, "heads": heads_after},
+                                      enabled=enabled)
                 snap.reused = True
                 self._cache[key] = snap
                 snaps.append(snap)
                 prev = snap
                 live = None
                 continue
-            if live is not None and live[0] == prev.key:
+            if budget is not None and computed >= budget:
+                return None
+            computed += 1
+            if engine == "ort" and es.needs_weights:
+                state = self.store.assemble(live[1] if live is not None and live[0] == prev.key else prev.skeleton)
+            elif live is not None and live[0] == prev.key:
                 state = live[1]
             else:
-                state = (self.store.assemble(prev.skeleton) if engine == "ort"
+                # ORT steps edit a copy of the skeleton and read weight values from the store on demand,
+                # so recomputing from a cached snapshot does not first copy every weight.
+                state = (self.store.working_copy(prev.skeleton) if engine == "ort"
                          else self.store.load_ir(prev.skeleton))
             ctx = EngineContext(num_heads=heads, hidden_size=self.hidden_size, counts=counts,
-                                shape_cache=self._shape_cache)
+                                shape_cache=self._shape_cache, store=self.store if engine == "ort" else None)
             t = time.perf_counter()
             try:
                 out = es.run(ctx, state)
@@ -362,32 +414,39 @@ class Timeline:
                 _name_ir_nodes(model)
                 skel = self.store.strip_ir(model)
             snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
-                                  chain={"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads})
+                                  chain={"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads},
+                                  enabled=enabled)
             self._cache[key] = snap
-            self._content[ckey] = (skel, StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes)),
+            self._content[ckey] = (skel, StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes),
+                                                     out.skipped),
                                    elapsed, ctx.num_heads)
             snaps.append(snap)
             prev = snap
-            live = (key, model)
+            # After a step that needed every weight (its output holds them all), go on from the skeleton.
+            live = None if (engine == "ort" and es.needs_weights) else (key, model)
         return snaps
 
-    def _snapshot(self, name, engine, skel, prev: Snapshot, elapsed, out, key, chain) -> Snapshot:
+    def _snapshot(self, name, engine, skel, prev: Snapshot, elapsed, out, key, chain, enabled=None) -> Snapshot:
         step = BY_NAME[name]
-        d = diff_models(prev.skeleton, skel)
-        fused = fused_counts(skel)
-        snap = Snapshot(step=name, engine=engine, skeleton=skel, nodes=len(skel.graph.node), histogram=histogram(skel),
+        if skel is prev.skeleton:  # a skipped step: the same graph
+            d, fused, hist = Diff(), dict(prev.fused), dict(prev.histogram)
+        else:
+            d, fused, hist = (diff_models(prev.skeleton, skel, index=self._node_index), fused_counts(skel),
+                              histogram(skel))
+        snap = Snapshot(step=name, engine=engine, skeleton=skel, nodes=len(skel.graph.node), histogram=hist,
                         fused=fused, elapsed_s=elapsed, diff=d, counts=dict(out.counts), messages=list(out.messages),
                         key=key, store=self.store, chain=chain)
         added = snap.fused_here
         here = added.get(step.emits, 0) if step.emits else 0
         if not here:  # some rule groups emit more than one op type (onnxscript's gelu rules)
             here = sum(n for op, n in added.items() if op in fused_op_types())
-        prereq_off = [p for p in step.prerequisites if p in BY_NAME and not self.enabled(p)
+        enabled = enabled or self.enabled
+        prereq_off = [p for p in step.prerequisites if p in BY_NAME and not enabled(p)
                       and engine in BY_NAME[p].engines]
         snap.base_diagnostic = diagnostics.explain(
             step, fused_here=here, already=prev.fused.get(step.emits, 0) if step.emits else 0,
             num_layers=self.num_layers, prerequisites_off=prereq_off, messages=out.messages, notes=out.notes,
-            engine=engine)
+            engine=engine, skipped=out.skipped)
         snap.diagnostic = snap.base_diagnostic
         return snap
 
@@ -408,6 +467,92 @@ class Timeline:
                     if theirs > mine:
                         snap.diagnostic += (f" The {o} engine fuses {theirs} {step.emits} on this export "
                                             f"(this engine ends with {mine}).")
+
+    # ------------------------------------------------------------ warming
+    def start_warming(self) -> None:
+        """Precompute, in a background thread, the timeline each single toggle would give.
+
+        For every step of the engine(s) run, the plan with that step switched
+        (on to off, or off to on) is computed one step at a time, earliest
+        steps first (they recompute the most), and lands in the same caches a
+        toggle reads. The thread runs at the lowest CPU priority the system
+        allows and holds the timeline's lock for one engine step at a time; a
+        toggle cancels it and waits at most for the step in flight. Once
+        switched on, warming restarts after every run, for the new plan.
+        Call :meth:`stop_warming` to switch it off.
+        """
+        if not self.snapshots:
+            self.run()
+        self._auto_warm = True
+        self._start_warm_thread()
+
+    def stop_warming(self, wait: bool = True) -> None:
+        """Switch background warming off and cancel a warm-up in progress."""
+        self._auto_warm = False
+        thread = self._warm_thread
+        self._cancel_warming()
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def wait_warm(self, timeout: float | None = None) -> bool:
+        """Wait for the warm-up in progress; True when none is running any more."""
+        thread = self._warm_thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    @property
+    def warming(self) -> bool:
+        """Whether a warm-up is running now."""
+        return self._warm_thread is not None and self._warm_thread.is_alive()
+
+    def _cancel_warming(self) -> None:
+        if self._warm_cancel is not None:
+            self._warm_cancel.set()
+
+    def _start_warm_thread(self) -> None:
+        engines = list(self.runs)
+        if not engines:
+            return
+        plan, opted = self.plan, set(self.opted_in)
+        seen: list[str] = []
+        for e in engines:
+            for es in engine_steps(e):
+                if es.name not in seen and (BY_NAME[es.name].default_on or es.name in opted):
+                    seen.append(es.name)
+        cancel = threading.Event()
+        self._warm_cancel = cancel
+        self.warm_error = None
+
+        def work():
+            _lower_priority()
+            t0 = time.perf_counter()
+            try:
+                for step in seen:
+                    on = not _enabled_in(plan, opted, step)
+                    flipped = plan.with_step(step, on)
+
+                    def enabled(name, flipped=flipped):
+                        return _enabled_in(flipped, opted, name)
+
+                    for e in engines:
+                        while True:
+                            if cancel.is_set():
+                                return
+                            with self._lock:
+                                if cancel.is_set():
+                                    return
+                                done = self._run_engine(e, enabled, budget=1) is not None
+                            if done:
+                                break
+                            time.sleep(0.001)  # let a waiting toggle take the lock
+                self.warm_s = time.perf_counter() - t0
+            except Exception as e:  # a branch that fails here fails again, visibly, when toggled
+                self.warm_error = f"{type(e).__name__}: {e}"
+
+        self._warm_thread = threading.Thread(target=work, name="workbench-fusion-warm", daemon=True)
+        self._warm_thread.start()
 
     # ------------------------------------------------------------ checks
     @property
@@ -471,6 +616,21 @@ class Timeline:
                 "steps": [s.to_dict(provenance=False) for s in self.snapshots[1:]],
                 "final": {"nodes": f.nodes, "fused": final_fused,
                           "parity": ({"max_abs_diff": f.parity.max_abs_diff, "ok": f.parity.ok} if f.parity else None)}}
+
+
+def _enabled_in(plan: FusionPlan, opted_in: set[str], step: str) -> bool:
+    s = BY_NAME[step]
+    if s.default_on:
+        return plan.enabled(step)
+    return step in opted_in and plan.enabled(step)
+
+
+def _lower_priority() -> None:
+    """Give the calling thread the lowest CPU priority (Linux schedules threads one by one)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
 
 
 def run_fusion(model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), **kwargs) -> Timeline:

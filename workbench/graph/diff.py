@@ -71,15 +71,27 @@ class _DSU:
             self.parent[ra] = rb
 
 
-def diff_models(before: onnx.ModelProto, after: onnx.ModelProto) -> Diff:
+def _node_index(model: onnx.ModelProto, index: dict | None) -> dict:
+    if index is None:
+        return {n.name: n for n in model.graph.node}
+    hit = index.get(id(model))
+    if hit is None or hit[0] is not model:
+        hit = index[id(model)] = (model, {n.name: n for n in model.graph.node})
+    return hit[1]
+
+
+def diff_models(before: onnx.ModelProto, after: onnx.ModelProto, *, index: dict | None = None) -> Diff:
     """Compare two graphs node by node and trace added nodes to removed ones.
 
     Args:
         before: the earlier snapshot (only ``graph.node`` is read).
         after: the later snapshot.
+        index: optional cache of name → node maps, kept by a caller that
+            diffs a chain of graphs it no longer edits (each graph's map is
+            then built once, not twice).
     """
-    old = {n.name: n for n in before.graph.node}
-    new = {n.name: n for n in after.graph.node}
+    old = _node_index(before, index)
+    new = _node_index(after, index)
     removed = [k for k in old if k not in new]
     added = [k for k in new if k not in old]
     rewired = [k for k in new if k in old and (list(new[k].input) != list(old[k].input)
