@@ -174,3 +174,39 @@ def test_lab_command_starts_jupyterlab_on_the_notebooks(capsys):
     assert "jupyterlab" in out and f"--ServerApp.root_dir={notebooks_dir()}" in out
     assert "--port=8899" in out and "--no-browser" in out and "--ip=127.0.0.1" in out
     assert main(["lab", "--port", "70000"]) == 2
+
+
+def test_auto_keeps_its_engine_for_later_toggles(app):
+    """Under auto, switching Attention off must not swap engines (and step lists) under the user."""
+    assert app.state.engine == "auto"
+    engine = app.timeline.engine_used
+    steps = [s.step for s in app.snapshots]
+    app.toggle("attention", False)
+    assert app.timeline.engine_used == engine
+    assert [s.step for s in app.snapshots] == [n for n in steps if n != "attention"]
+    app.toggle("attention", True)
+    assert app.snapshots[-1].fused.get("Attention") == 2
+
+
+def test_check_parity_turns_every_badge_green(app):
+    app.check_parity()
+    assert all(sn.parity is not None and sn.parity.ok for sn in app.snapshots[1:])
+    import re
+
+    assert "wb-ok" in app.w_badges.value and not re.search(r"wb-bad\b", app.w_badges.value)
+    assert "every step within" in app.status.value
+
+
+def test_constants_are_hidden_by_default_and_can_be_shown(app):
+    app.select_step(1)
+    ops_hidden = list(app._layout(0).ops)
+    assert "Constant" not in ops_hidden
+    app.w_constants.value = True
+    assert "Constant" in list(app._layout(0).ops)
+    app.w_constants.value = False
+    assert "Constant" not in list(app._layout(0).ops)
+
+
+def test_default_off_steps_show_as_off(app):
+    assert app.toggles["gelu_approximation"].value is False
+    assert app.toggles["attention"].value is True

@@ -271,6 +271,20 @@ def node_table(model, *, layer_of: Mapping[str, int] | None = None, shapes: bool
                      initializers=frozenset(t.name for t in g.initializer))
 
 
+def without_ops(table: NodeTable, ops: Iterable[str] = ("Constant",)) -> NodeTable:
+    """The same table without nodes of ``ops`` (e.g. Constant), for a readable view.
+
+    Constants are leaves (they have no inputs), so dropping them removes only
+    edges into their consumers; the hover of a consumer still names the tensor.
+    """
+    drop = set(ops)
+    keep = [n for n in table.nodes if n.op_type not in drop]
+    if len(keep) == len(table.nodes):
+        return table
+    return NodeTable(nodes=keep, graph_inputs=table.graph_inputs, graph_outputs=table.graph_outputs,
+                     shapes=table.shapes, initializers=table.initializers)
+
+
 # --------------------------------------------------------------------------- layout
 
 

@@ -10,6 +10,7 @@ expected error is shown in the app's status line, never as a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 import threading
@@ -23,6 +24,9 @@ from ..errors import WorkbenchError
 from . import compat
 from .state import UIState
 
+#: Pixel width of each graph pane (two side by side fit JupyterLab's notebook column).
+GRAPH_WIDTH = 540
+
 _CSS = """
 <style>
 .wb-app{font-family:var(--jp-ui-font-family,sans-serif)}
@@ -34,6 +38,7 @@ _CSS = """
 .wb-up{color:#1a7f37;font-weight:600}.wb-down{color:#cf222e;font-weight:600}
 .wb-badge{display:inline-block;border-radius:8px;padding:0 6px;margin:1px;font-size:11px;color:white}
 .wb-ok{background:#1a7f37}.wb-bad{background:#cf222e}.wb-none{background:#999}
+.wb-sub{font-size:11px;color:#666;margin-top:4px;text-transform:uppercase;letter-spacing:.04em}
 .wb-section{font-weight:600;font-size:13px;margin-top:6px;border-bottom:1px solid #ddd}
 </style>
 """
@@ -161,12 +166,20 @@ class Workbench:
         self.w_step.observe(self._on_step, "value")
         self.w_badges = W.HTML()
         self.w_badges.add_class("wb-badges")
+        self.w_parity = W.Button(description="Check parity", icon="balance-scale", layout=L(width="130px"),
+                                 tooltip="compare every snapshot with the unfused model on seeded inputs "
+                                         "(batch 1 and 2, sequence 8 and 128, padded masks; atol 1e-4, rtol 1e-3)")
+        self.w_parity.on_click(lambda _: self.check_parity())
         self.w_counts = W.HTML()
         self.w_counts.add_class("wb-counts-box")
         self.w_diag = W.HTML()
         self.w_diag.add_class("wb-diagnostics")
-        fusion_panel = W.VBox([W.HTML("<div class='wb-section'>Fusions</div>"), self.w_toggles, self.w_step,
-                               self.w_badges, self.w_counts, self.w_diag], layout=L(width="34%", min_width="300px"))
+        fusion_panel = W.HBox([
+            W.VBox([W.HTML("<div class='wb-section'>Fusion steps (click to switch off or on)</div>"), self.w_toggles,
+                    self.w_step, W.HBox([self.w_parity, self.w_badges])], layout=L(width="55%", min_width="320px")),
+            W.VBox([W.HTML("<div class='wb-section'>Op counts before → after the selected step</div>"),
+                    self.w_diag, self.w_counts], layout=L(width="45%", min_width="280px"))],
+            layout=L(width="100%", flex_flow="row wrap"))
         fusion_panel.add_class("wb-fusion-panel")
         # Graph panel
         self.w_view = W.ToggleButtons(options=[("one layer", "layer"), ("whole model", "model")], value=s.view,
@@ -178,13 +191,17 @@ class Workbench:
         self.w_expand.observe(self._on_view, "value")
         self.w_overlay = W.Checkbox(value=s.overlay, description="latency overlay", indent=False, layout=L(width="140px"))
         self.w_overlay.observe(self._on_view, "value")
+        self.w_constants = W.Checkbox(value=s.constants, description="constants", indent=False, layout=L(width="100px"),
+                                      tooltip="draw Constant nodes too (hidden by default: they crowd the view)")
+        self.w_constants.observe(self._on_constants, "value")
         self.w_netron = W.Button(description="Netron", icon="external-link", tooltip="open this snapshot in Netron",
                                  layout=L(width="100px"))
         self.w_netron.on_click(lambda _: self.open_netron())
-        self.fig_before = go.FigureWidget(layout=dict(height=360, title=dict(text="before")))
-        self.fig_after = go.FigureWidget(layout=dict(height=360, title=dict(text="after")))
-        self.w_before = W.Box([self.fig_before], layout=L(width="50%"))
-        self.w_after = W.Box([self.fig_after], layout=L(width="50%"))
+        # Explicit widths: a FigureWidget does not follow its flex box, and overflowed the half-width panes.
+        self.fig_before = go.FigureWidget(layout=dict(height=360, width=GRAPH_WIDTH, title=dict(text="before")))
+        self.fig_after = go.FigureWidget(layout=dict(height=360, width=GRAPH_WIDTH, title=dict(text="after")))
+        self.w_before = W.Box([self.fig_before], layout=L(width=f"{GRAPH_WIDTH + 10}px", overflow="hidden"))
+        self.w_after = W.Box([self.fig_after], layout=L(width=f"{GRAPH_WIDTH + 10}px", overflow="hidden"))
         self.w_before.add_class("wb-graph-before")
         self.w_after.add_class("wb-graph-after")
         self.w_netron_out = W.HTML()
@@ -192,8 +209,10 @@ class Workbench:
             W.HTML("<div class='wb-section'>Graph: before and after the selected step "
                    "<span style='font-weight:normal;font-size:11px'>(red rings: nodes the step replaced, and what it "
                    "emitted; click a node on the right to see what it replaced)</span></div>"),
-            W.HBox([self.w_view, self.w_layer, self.w_expand, self.w_overlay, self.w_netron], layout=L(flex_flow="row wrap")),
-            W.HBox([self.w_before, self.w_after]), self.w_netron_out], layout=L(width="66%"))
+            W.HBox([self.w_view, self.w_layer, self.w_expand, self.w_overlay, self.w_constants, self.w_netron],
+                   layout=L(flex_flow="row wrap")),
+            W.HBox([self.w_before, self.w_after], layout=L(flex_flow="row wrap")), self.w_netron_out],
+            layout=L(width="100%"))
         graph_panel.add_class("wb-graph-panel")
         # Profile panel
         from ..runtime.session import cuda_status
@@ -232,7 +251,7 @@ class Workbench:
             self.w_results])
         profile_panel.add_class("wb-profile-panel")
         self.widget = W.VBox([self.title, W.HBox([self.status]), model_bar,
-                              W.HBox([fusion_panel, graph_panel]), profile_panel])
+                              fusion_panel, graph_panel, profile_panel])
         self.widget.add_class("wb-app")
         self._cuda_status = cuda_status
         try:
@@ -250,24 +269,39 @@ class Workbench:
             from ..fusion import CATALOG
         except ImportError:
             CATALOG = ()
-        toggles = []
+        groups: dict[str, list] = {"fusion": [], "cleanup": []}
         engine = getattr(self.timeline, "engine_used", None) or self.state.engine
+        plan = self.state.fusion_plan()
         for step in CATALOG:
-            if "absent in BERT" in getattr(step, "matches", ""):
-                continue  # LLM-only rules: a toggle that can never do anything only confuses
-            if engine in ("ort", "onnxscript") and engine not in getattr(step, "engines", (engine,)) \
-                    and "workbench" not in getattr(step, "engines", ()):
-                continue
+            if not getattr(step, "in_bert", True):
+                continue  # LLM-only rules (rotary, RMS norm): a toggle that can never do anything only confuses
             tip = " ".join(str(x) for x in (getattr(step, "effect", ""), f"matches: {getattr(step, 'matches', '')}",
                                             f"emits: {getattr(step, 'emits', '')}") if x)
-            t = W.ToggleButton(value=self.state.fusion_plan().enabled(step.name),
-                               description=getattr(step, "title", step.name) or step.name, tooltip=tip,
-                               icon="check", layout=W.Layout(width="auto"))
+            on = plan.enabled(step.name, getattr(step, "default_on", True))
+            t = W.ToggleButton(value=on, description=getattr(step, "title", step.name) or step.name, tooltip=tip,
+                               icon="check" if on else "times", layout=W.Layout(width="auto"))
             t.add_class(f"wb-step-{step.name.lower().replace('_', '-')}")
             t.observe(lambda ch, name=step.name: self._on_toggle(name, ch["new"]), "value")
+            t.observe(lambda ch, t=t: setattr(t, "icon", "check" if ch["new"] else "times"), "value")
             self.toggles[step.name] = t
-            toggles.append(t)
+            groups["cleanup" if getattr(step, "kind", "fusion") == "cleanup" else "fusion"].append(t)
+        toggles = [W.HTML("<div class='wb-sub'>fusions</div>", layout=W.Layout(width="100%")), *groups["fusion"],
+                   W.HTML("<div class='wb-sub'>graph clean-ups</div>", layout=W.Layout(width="100%")),
+                   *groups["cleanup"]]
         self.w_toggles.children = toggles
+        self._filter_toggles(engine)
+
+    def _filter_toggles(self, engine: str) -> None:
+        """Show only the steps ``engine`` runs (our own rules run inside the ORT chain)."""
+        try:
+            from ..fusion import BY_NAME
+        except ImportError:
+            return
+        for name, t in self.toggles.items():
+            engines = getattr(BY_NAME.get(name), "engines", ())
+            runs = engine not in ("ort", "onnxscript") or engine in engines or (
+                engine == "ort" and "workbench" in engines)
+            t.layout.display = None if runs else "none"
 
     # ----------------------------------------------------------------- display
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -364,10 +398,21 @@ class Workbench:
         t1 = time.perf_counter()
         kw = {k: v for k, v in (("num_layers", src.num_layers), ("num_heads", src.num_heads),
                                 ("hidden_size", src.hidden_size)) if v}
-        self.timeline = Timeline(self.export_result.path, s.fusion_plan(), **kw)
-        self._set_snapshots(self.timeline.run())
+        if self.timeline is not None:
+            self.timeline.stop_warming(wait=False)
+        tl = self.timeline = Timeline(self.export_result.path, s.fusion_plan(), **kw)
+        snaps = tl.run()
+        note = tl.engine_note or ""
+        if s.engine == "auto" and tl.engine_used:
+            # Keep the engine auto chose: a later toggle must not switch engines (and step lists)
+            # under the user. Its snapshots are cached, so this costs nothing.
+            snaps = tl.set_plan(dataclasses.replace(tl.plan, engine=tl.engine_used))
+        self._set_snapshots(snaps)
+        if self.widget is not None:
+            self._filter_toggles(tl.engine_used)
         self.timings["fusion_s"] = time.perf_counter() - t1
-        note = getattr(self.timeline, "engine_note", "") or ""
+        # Precompute each single toggle in the background, at low priority: a click is then a lookup.
+        tl.start_warming()
         last = self.snapshots[-1] if self.snapshots else None
         summary = f"{src.label}: {self.export_result.nodes} nodes exported"
         if last is not None:
@@ -462,12 +507,13 @@ class Workbench:
         return max(0, i - 1), i
 
     def _table(self, i: int):
-        from ..graph.layout import node_table
+        from ..graph.layout import node_table, without_ops
 
         if i not in self._tables:
             sn = self.snapshots[i]
             layer_of = getattr(getattr(sn, "diff", None), "layer_of", None) or None
-            self._tables[i] = node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of)
+            tab = node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of)
+            self._tables[i] = tab if self.state.constants else without_ops(tab, ("Constant",))
         return self._tables[i]
 
     def _layout(self, i: int):
@@ -513,6 +559,27 @@ class Workbench:
             lines.append("<span style='color:#9a6700'>this step changed nothing</span>")
         self.w_diag.value = "<div style='font-size:12px'>" + "<br>".join(lines) + "</div>"
 
+    def check_parity(self) -> None:
+        """Check every snapshot against the unfused model; badges turn green or red as results arrive."""
+        if self.timeline is None:
+            self._set_status("load a model first", "error")
+            return
+        tl, snaps = self.timeline, list(self.snapshots)
+
+        def work():
+            for i in range(1, len(snaps)):
+                if self.timeline is not tl or self._closed:
+                    return  # a reload replaced the timeline: stale results are dropped
+                self._set_status(f"parity: checking step {i} of {len(snaps) - 1}", "busy")
+                snaps[i].check_parity(reference=tl.reference())
+                self._draw_badges()
+            bad = [_step_name(sn.step) for sn in snaps[1:] if sn.parity is not None and not sn.parity.ok]
+            self._set_status("parity: every step within atol 1e-4, rtol 1e-3" if not bad else
+                             f"parity: {', '.join(bad)} differ from the unfused model beyond atol 1e-4",
+                             "ok" if not bad else "error")
+
+        self._run("parity", work)
+
     def _draw_badges(self) -> None:
         out = []
         for sn in self.snapshots:
@@ -523,7 +590,9 @@ class Workbench:
             elif p is None:
                 ok, tip = None, "parity not checked"
             else:
-                ok, tip = bool(getattr(p, "ok", p)), str(p)
+                ok = bool(getattr(p, "ok", p))
+                tip = (f"max abs diff {getattr(p, 'max_abs_diff', float('nan')):.1e} over {getattr(p, 'cases', '?')} "
+                       f"cases ({'within' if ok else 'beyond'} atol 1e-4, rtol 1e-3)")
             out.append(_badge(ok, _step_name(sn.step), tip))
         self.w_badges.value = "<div style='font-size:11px'>parity: " + "".join(out) + "</div>"
 
@@ -609,6 +678,13 @@ class Workbench:
         elif pane == "after":
             s.selected = None if s.selected == item else item
         self._draw_graphs()
+
+    def _on_constants(self, change) -> None:
+        self.state.constants = bool(change["new"])
+        self._tables.clear()
+        self._views.clear()
+        if self.snapshots:
+            self._draw_graphs()
 
     def _on_view(self, change) -> None:
         s = self.state
@@ -882,6 +958,8 @@ class Workbench:
         """Stop Netron and any running benchmark, and close the widgets."""
         self._closed = True
         self.close_netron()
+        if self.timeline is not None:
+            self.timeline.stop_warming(wait=False)
         if self._bench is not None and not self._bench.done:
             try:
                 self._bench.kill()

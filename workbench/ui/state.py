@@ -32,6 +32,7 @@ class UIState:
     expanded: list[str] = field(default_factory=list)  # groups opened in the whole-model view
     selected: str | None = None  # node id clicked in the "after" pane
     overlay: bool = False  # colour nodes by profiled latency
+    constants: bool = False  # draw Constant nodes (hidden by default: they crowd the view)
     provider: str = "cpu"
     batch: int = 1
     seq: int = 128

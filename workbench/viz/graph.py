@@ -16,6 +16,8 @@ from ..graph.layout import Layout
 SVG_LIMIT = 400
 #: Above this many items node labels are left out (hover still has them).
 LABEL_LIMIT = 160
+#: More items than this in one row of the layout and labels would overlap: hover instead.
+ROW_LABEL_LIMIT = 7
 
 HIGHLIGHT = "#d62728"
 SELECT = "#111111"
@@ -102,7 +104,11 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
     symbols = [KIND_STYLE[k][0] for k in layout.kinds]
     sizes = [KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0) for k, op in zip(layout.kinds, layout.ops)]
     symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
-    show_text = len(layout) <= LABEL_LIMIT
+    # Labels only where they fit: few items, and no row so crowded that labels overlap.
+    per_row: dict[float, int] = {}
+    for y in layout.y:
+        per_row[y] = per_row.get(y, 0) + 1
+    show_text = len(layout) <= LABEL_LIMIT and max(per_row.values(), default=0) <= ROW_LABEL_LIMIT
     index = layout.index()
 
     def ring(ids: Iterable[str]) -> tuple[list, list]:
