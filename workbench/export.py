@@ -211,17 +211,37 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
         progress(f"exporting with {cfg.exporter}", 0.15)
         t0 = time.perf_counter()
         try:
+            refs = _ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
             torch_export(model, src, cfg, tmp / "model.onnx")
         except Exception as e:
             msg = _root_cause(e)
             raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
         export_s = time.perf_counter() - t0
-        progress("checking", 0.7)
-        import onnx
+        progress("checking and parity against PyTorch", 0.7)
+        import threading
+
         from .modelio import load_model
-        # The parity check below opens an onnxruntime session, which validates the graph fully;
-        # onnx.checker's full shape pass would add seconds on bert-base for nothing more.
-        m = load_model(tmp / "model.onnx", load_external_data=False, full_check=not check_parity)
+
+        # Parity opens an onnxruntime session, which validates the graph fully, so onnx.checker
+        # would add a second on bert-base for nothing more; the session starts in a thread
+        # while this one reads the file.
+        parity: dict = {}
+
+        def run_parity():
+            try:
+                parity["result"] = export_parity(model, src, tmp / "model.onnx", refs=refs.get())
+            except BaseException as e:  # re-raised below, in the caller's thread
+                parity["error"] = e
+
+        checker = threading.Thread(target=run_parity, name="export-parity") if check_parity else None
+        if checker:
+            checker.start()
+        try:
+            m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
+                           full_check=not check_parity)
+        finally:
+            if checker:
+                checker.join()
         opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
         if opset != cfg.resolved_opset:
             raise ExportError(
@@ -234,8 +254,9 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
                 "versions": {p: _version(p) for p in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime-gpu")}}
         del m
         if check_parity:
-            progress("parity against PyTorch", 0.8)
-            meta["parity"] = export_parity(model, src, tmp / "model.onnx").to_dict()
+            if "error" in parity:
+                raise parity["error"]
+            meta["parity"] = parity["result"].to_dict()
         atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
         # Always store: use_cache=False means "export again", and the fresh export replaces the old one.
         if final.exists():
@@ -253,18 +274,61 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
         raise
 
 
-def export_parity(model, source: ModelSource, onnx_path: Path):
-    """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
-    import torch
+def _parity_feeds(source: ModelSource) -> list[dict]:
     from .runtime.inputs import InputSpec, make_inputs
-    from .runtime.parity import compare, merge
-    from .runtime.session import create_session, run_session
 
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
                      max_positions=source.max_positions)
     cases = [(b, s, p) for b, s, p in EXPORT_PARITY_CASES if s <= spec.max_positions]
-    feeds = [make_inputs(spec, b, s, seed=100 + i, padded=p) for i, (b, s, p) in enumerate(cases)]
+    return [make_inputs(spec, b, s, seed=100 + i, padded=p) for i, (b, s, p) in enumerate(cases)]
+
+
+def _torch_outputs(model, feeds: list[dict]) -> list:
+    import torch
+
+    with torch.no_grad():
+        return [model(**{k: torch.from_numpy(v) for k, v in f.items()}).last_hidden_state.numpy() for f in feeds]
+
+
+class _ReferenceOutputs:
+    """PyTorch's outputs on the parity cases, computed while the TorchScript exporter traces.
+
+    The tracer records only its own thread, and tracing is mostly single-threaded Python,
+    so the reference forward passes overlap with it on a second core. The dynamo exporter
+    swaps the module's parameters for fake tensors while it traces, so for it the
+    reference is computed afterwards.
+    """
+
+    def __init__(self, model, source: ModelSource, *, concurrent: bool):
+        import threading
+
+        self.model, self.source, self.result, self.error = model, source, None, None
+        self.thread = threading.Thread(target=self._run, name="export-parity-torch") if concurrent else None
+        if self.thread:
+            self.thread.start()
+
+    def _run(self):
+        try:
+            self.result = _torch_outputs(self.model, _parity_feeds(self.source))
+        except BaseException as e:  # re-raised in the caller's thread
+            self.error = e
+
+    def get(self):
+        if self.thread is None:
+            return None
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
+    """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
+    from .runtime.parity import compare, merge
+    from .runtime.session import create_session, run_session
+
+    feeds = _parity_feeds(source)
     # onnxruntime (session creation and runs) works in a thread while torch computes the
     # reference: both release the GIL, and the two overlap on a 2-core machine.
     got: dict = {}
@@ -280,8 +344,8 @@ def export_parity(model, source: ModelSource, onnx_path: Path):
 
     worker = threading.Thread(target=run_ort, name="export-parity-ort")
     worker.start()
-    with torch.no_grad():
-        refs = [model(**{k: torch.from_numpy(v) for k, v in f.items()}).last_hidden_state.numpy() for f in feeds]
+    if refs is None:
+        refs = _torch_outputs(model, feeds)
     worker.join()
     if "error" in got:
         err = got["error"]
