@@ -33,14 +33,16 @@ def run(args) -> int:
         return 0
     print(f"{source.label}: fused ops per engine (Attn = Attention + MultiHeadAttention, SLN = "
           f"SkipLayerNormalization)")
-    print(f"{'exporter':12s} {'attention':9s} {'opset':>5s}  {'ort Attn/SLN/BiasGelu':22s} "
-          f"{'onnxscript Attn/SLN/BiasGelu':28s} best")
+    print(f"{'exporter':12s} {'attention':9s} {'opset':>5s}  {'ORT alone':16s} {'onnxscript':16s} "
+          f"{'workbench auto':16s} Attn/SLN/BiasGelu")
     for r in rows:
         if r["error"]:
             print(f"{r['exporter']:12s} {r['attention']:9s} {r['opset']:5d}  export failed: {r['error']}")
             continue
+
         def cell(c):
             return f"{c['Attention'] + c['MultiHeadAttention']}/{c['SkipLayerNormalization']}/{c['BiasGelu']}"
-        print(f"{r['exporter']:12s} {r['attention']:9s} {r['opset']:5d}  {cell(r['ort']):22s} "
-              f"{cell(r['onnxscript']):28s} {r['best']}")
+        how = r["best"] + (" + workbench sdpa rule" if r.get("workbench_rule_attention") else "")
+        print(f"{r['exporter']:12s} {r['attention']:9s} {r['opset']:5d}  {cell(r['ort']):16s} "
+              f"{cell(r['onnxscript']):16s} {cell(r['auto']):16s} ({how})")
     return 0

@@ -14,6 +14,10 @@ from ..errors import WorkbenchError
 MATRIX_OPS = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization")
 
 
+def _counts(snap) -> dict:
+    return {**{op: snap.fused.get(op, 0) for op in MATRIX_OPS}, "nodes": snap.nodes}
+
+
 def exporter_matrix(source, opsets: Iterable[int] = (14, 17, 18), *, exporters: Iterable[str] = EXPORTERS,
                     attentions: Iterable[str] = ATTENTIONS,
                     progress: Callable[[str, float], None] | None = None) -> list[dict]:
@@ -27,9 +31,11 @@ def exporter_matrix(source, opsets: Iterable[int] = (14, 17, 18), *, exporters: 
         progress: ``progress(stage, fraction)`` callback.
 
     Returns:
-        One dict per cell: exporter, attention, opset, nodes, ``ort`` and
-        ``onnxscript`` (fused counts, node count), ``best`` engine, and
-        ``error`` (one line) when the export itself failed.
+        One dict per cell: exporter, attention, opset, nodes, ``ort`` (ONNX
+        Runtime's optimizer on its own) and ``onnxscript`` (fused counts, node
+        count), ``auto`` (what the workbench ends with), ``best`` engine,
+        ``workbench_rule_attention`` (Attention nodes from the workbench's own
+        sdpa rule), and ``error`` (one line) when the export itself failed.
     """
     from ..export import export
     from ..models import ModelSource, resolve
@@ -54,9 +60,17 @@ def exporter_matrix(source, opsets: Iterable[int] = (14, 17, 18), *, exporters: 
             continue
         row["nodes"] = tl.input.nodes
         for eng, snaps in tl.runs.items():
-            f = snaps[-1].fused
-            row[eng] = {**{op: f.get(op, 0) for op in MATRIX_OPS}, "nodes": snaps[-1].nodes}
+            row[eng] = _counts(snaps[-1])
         row["best"] = tl.engine_used
+        row["auto"] = _counts(tl.snapshots[-1])
+        # The "ort" chain includes the workbench's own sdpa rule. Where that rule fired, run ORT
+        # without it too, so the table says what ONNX Runtime's optimizer does on its own.
+        ours = sum(sn.fused_here.get("Attention", 0) for sn in tl.runs.get("ort", []) if sn.step == "sdpa_attention")
+        row["workbench_rule_attention"] = ours
+        if ours:
+            alone = Timeline(res.path, FusionPlan(engine="ort", disabled=frozenset({"sdpa_attention"})),
+                             num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
+            row["ort"] = _counts(alone.run()[-1])
         rows.append(row)
     if progress:
         progress("done", 1.0)
