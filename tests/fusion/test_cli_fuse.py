@@ -49,3 +49,20 @@ def test_matrix_json(capsys):
     assert rows[("torchscript", "eager")]["onnxscript"]["Attention"] == 0
     assert rows[("dynamo", "eager")]["onnxscript"]["Attention"] == 2
     assert rows[("dynamo", "eager")]["best"] == "onnxscript"
+
+
+def test_fuse_shows_the_session_layer_on_top(tiny_export):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    tiny_export("dynamo", "eager")
+    out = subprocess.run([sys.executable, "-m", "workbench.cli", "fuse", "bert-tiny", "--exporter", "dynamo",
+                          "--engine", "ort", "--session-layer", "--json"], capture_output=True, text=True,
+                         env=os.environ, timeout=600)
+    assert out.returncode == 0, out.stderr[-500:]
+    layer2 = json.loads(out.stdout)["session_layer"]
+    # On the dynamo export ORT's optimizer leaves SkipLayerNormalization to the session, which forms it.
+    assert layer2["fused"].get("SkipLayerNormalization", 0) >= 1
+    assert layer2["nodes"] <= json.loads(out.stdout)["final"]["nodes"]

@@ -210,3 +210,10 @@ def test_constants_are_hidden_by_default_and_can_be_shown(app):
 def test_default_off_steps_show_as_off(app):
     assert app.toggles["gelu_approximation"].value is False
     assert app.toggles["attention"].value is True
+
+
+def test_session_layer_button_shows_what_ort_adds(app):
+    app.select_step(len(app.snapshots) - 1)
+    app.show_session_layer()
+    assert app.session_layer["nodes"] <= app.snapshots[-1].nodes
+    assert "ORT session (all) on top of" in app.w_session_out.value

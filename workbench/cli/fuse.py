@@ -17,6 +17,8 @@ def register(sub) -> None:
                    help="comma-separated steps the engine leaves off by default (gelu_approximation, gemm_fast_gelu)")
     p.add_argument("-o", "--output", metavar="OUT.onnx", help="write the fused model here (never overwrites)")
     p.add_argument("--parity", action="store_true", help="check every snapshot against the unfused model")
+    p.add_argument("--session-layer", action="store_true",
+                   help="also show what ONNX Runtime's own session-time fusion (ORT_ENABLE_ALL) adds on top")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -49,6 +51,7 @@ def run(args) -> int:
     if args.parity:
         for i in range(1, len(snaps)):
             ok = tl.check_parity(i).ok and ok
+    layer2 = tl.session_layer(len(snaps) - 1, "all") if args.session_layer else None
     out_path = None
     if args.output:
         from ..modelio import save_model
@@ -58,6 +61,9 @@ def run(args) -> int:
         d["model"] = source.describe()
         d["export"] = result.config.to_dict()
         d["output"] = str(out_path) if out_path else None
+        if layer2 is not None:
+            d["session_layer"] = {"level": "all", "nodes": layer2["nodes"], "added_ops": layer2["added_ops"],
+                                  "fused": layer2["fused"]}
         print_json(d)
     else:
         print(f"{source.label}, {result.config.exporter} export, {result.config.attention} attention, "
@@ -73,6 +79,9 @@ def run(args) -> int:
                 print(f"    why: {s.diagnostic}")
         f = tl.final
         print("final: " + f"{f.nodes} nodes; " + ", ".join(f"{op} {n}" for op, n in f.fused.items()))
+        if layer2 is not None:
+            added = ", ".join(f"{op} {n}" for op, n in sorted(layer2["added_ops"].items())) or "nothing new"
+            print(f"then ONNX Runtime's session (ORT_ENABLE_ALL): {f.nodes} → {layer2['nodes']} nodes; adds {added}")
         if out_path:
             print(out_path)
     return 0 if ok else 1

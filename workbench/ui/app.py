@@ -170,13 +170,19 @@ class Workbench:
                                  tooltip="compare every snapshot with the unfused model on seeded inputs "
                                          "(batch 1 and 2, sequence 8 and 128, padded masks; atol 1e-4, rtol 1e-3)")
         self.w_parity.on_click(lambda _: self.check_parity())
+        self.w_session = W.Button(description="Session layer", icon="layer-group", layout=L(width="130px"),
+                                  tooltip="what ONNX Runtime's own session-time fusion (ORT_ENABLE_ALL) adds on top "
+                                          "of the selected snapshot")
+        self.w_session.on_click(lambda _: self.show_session_layer())
+        self.w_session_out = W.HTML()
         self.w_counts = W.HTML()
         self.w_counts.add_class("wb-counts-box")
         self.w_diag = W.HTML()
         self.w_diag.add_class("wb-diagnostics")
         fusion_panel = W.HBox([
             W.VBox([W.HTML("<div class='wb-section'>Fusion steps (click to switch off or on)</div>"), self.w_toggles,
-                    self.w_step, W.HBox([self.w_parity, self.w_badges])], layout=L(width="55%", min_width="320px")),
+                    self.w_step, W.HBox([self.w_parity, self.w_badges]), W.HBox([self.w_session, self.w_session_out])],
+                   layout=L(width="55%", min_width="320px")),
             W.VBox([W.HTML("<div class='wb-section'>Op counts before → after the selected step</div>"),
                     self.w_diag, self.w_counts], layout=L(width="45%", min_width="280px"))],
             layout=L(width="100%", flex_flow="row wrap"))
@@ -558,6 +564,26 @@ class Workbench:
         elif i > 0 and getattr(snap, "diff", None) is not None and snap.diff.empty:
             lines.append("<span style='color:#9a6700'>this step changed nothing</span>")
         self.w_diag.value = "<div style='font-size:12px'>" + "<br>".join(lines) + "</div>"
+
+    def show_session_layer(self, level: str = "all") -> None:
+        """Show what ONNX Runtime's session adds on top of the selected snapshot (the second layer)."""
+        if self.timeline is None or not self.snapshots:
+            self._set_status("load a model first", "error")
+            return
+        i = self._pair()[1]
+
+        def work():
+            self._set_status(f"asking ONNX Runtime what its session ({level}) does to this snapshot", "busy")
+            extra = self.timeline.session_layer(i, level)
+            self.session_layer = extra
+            added = ", ".join(f"{op} {n}" for op, n in sorted(extra["added_ops"].items())) or "nothing new"
+            text = (f"ORT session ({level}) on top of <b>{html.escape(_step_name(self.snapshots[i].step))}</b>: "
+                    f"{self.snapshots[i].nodes} → {extra['nodes']} nodes; adds {html.escape(added)}")
+            if self.widget is not None:
+                self.w_session_out.value = f"<div style='font-size:12px'>{text}</div>"
+            self._set_status("session layer shown", "ok")
+
+        self._run("session layer", work)
 
     def check_parity(self) -> None:
         """Check every snapshot against the unfused model; badges turn green or red as results arrive."""
