@@ -217,3 +217,14 @@ def test_session_layer_button_shows_what_ort_adds(app):
     app.show_session_layer()
     assert app.session_layer["nodes"] <= app.snapshots[-1].nodes
     assert "ORT session (all) on top of" in app.w_session_out.value
+
+
+def test_profile_button_fills_the_op_breakdown_and_the_overlay(app):
+    app.state.seq, app.state.runs = 16, 3
+    if app.widget is not None:
+        app.w_seq.value, app.w_runs.value = 16, 3
+    app.w_profile.click()
+    app.wait_benchmark(300)
+    assert app.profiles, app.status.value
+    assert len(app.fig_ops.data) >= 1 and any(len(t.x or ()) for t in app.fig_ops.data)
+    assert app.w_overlay.value is True

@@ -235,6 +235,10 @@ class Workbench:
         self.w_stop = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True, layout=L(width="80px"))
         self.w_run.on_click(lambda _: self.run_benchmark())
         self.w_stop.on_click(lambda _: self.stop_benchmark())
+        self.w_profile = W.Button(description="Profile ops", icon="tachometer-alt", layout=L(width="120px"),
+                                  tooltip="profile the operators of the selected step's before and after graphs: "
+                                          "time per op type, and nodes coloured by their share of latency")
+        self.w_profile.on_click(lambda _: self.profile())
         self.w_report = W.Button(description="Save report", icon="save", layout=L(width="120px"))
         self.w_report.on_click(lambda _: self.save_report())
         from ..viz import latency as vl
@@ -251,7 +255,7 @@ class Workbench:
             W.HTML("<div class='wb-section'>Latency (measured in a worker process, variants interleaved, "
                    "thread spinning off)</div>"),
             W.HBox([self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs], layout=L(flex_flow="row wrap")),
-            W.HBox([self.w_variants, W.VBox([self.w_int8, W.HBox([self.w_run, self.w_stop, self.w_report])])]),
+            W.HBox([self.w_variants, W.VBox([self.w_int8, W.HBox([self.w_run, self.w_stop, self.w_profile, self.w_report])])]),
             W.HBox([live_box, W.Box([self.fig_dist], layout=L(width="50%"))]),
             W.HBox([W.Box([self.fig_pct], layout=L(width="50%")), W.Box([self.fig_ops], layout=L(width="50%"))]),
             self.w_results])
