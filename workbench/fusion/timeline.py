@@ -190,16 +190,9 @@ def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
 
 def _name_ir_nodes(model) -> None:
     """Give unnamed onnx_ir nodes unique names, so diffs can key by name."""
-    seen = set()
-    for i, node in enumerate(model.graph):
-        if not node.name or node.name in seen:
-            base = f"{node.op_type}_wb{i}"
-            name, k = base, 0
-            while name in seen:
-                k += 1
-                name = f"{base}_{k}"
-            node.name = name
-        seen.add(node.name)
+    from ..graph.summary import name_nodes
+
+    name_nodes(model.graph)
 
 
 def _name_proto_nodes(model: onnx.ModelProto) -> None:

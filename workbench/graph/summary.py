@@ -93,9 +93,14 @@ def ensure_node_names(model: onnx.ModelProto, prefix: str = "wb") -> int:
     Diffs and provenance are keyed by node name, so each must be unique.
     Names do not change what a model computes. Returns how many were renamed.
     """
+    return name_nodes(model.graph.node, prefix)
+
+
+def name_nodes(nodes, prefix: str = "wb") -> int:
+    """:func:`ensure_node_names` over any nodes with ``name`` and ``op_type`` (protobuf or onnx_ir)."""
     seen: set[str] = set()
     renamed = 0
-    for i, n in enumerate(model.graph.node):
+    for i, n in enumerate(nodes):
         if not n.name or n.name in seen:
             base = f"{n.op_type}_{prefix}{i}"
             name, k = base, 0
