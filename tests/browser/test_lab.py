@@ -135,6 +135,8 @@ def test_fusion_tour_in_jupyterlab(lab):
             assert errors.count() == 0, errors.first.inner_text()
             page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "01_app_loaded.png"))
+            page.locator(".wb-toggles").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "00_fusion_panel.png"))
 
             before_counts = _text(page, ".wb-counts table")
             before_title = _text(page, ".wb-graph-after .gtitle")

@@ -24,6 +24,10 @@ from ..errors import WorkbenchError
 from . import compat
 from .state import UIState
 
+#: Fused ops worth naming in the timeline table.
+_HEADLINE = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
+             "FastGelu", "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization")
+
 #: Pixel width of each graph pane (two side by side fit JupyterLab's notebook column).
 GRAPH_WIDTH = 540
 
@@ -38,6 +42,8 @@ _CSS = """
 .wb-up{color:#1a7f37;font-weight:600}.wb-down{color:#cf222e;font-weight:600}
 .wb-badge{display:inline-block;border-radius:8px;padding:0 6px;margin:1px;font-size:11px;color:white}
 .wb-ok{background:#1a7f37}.wb-bad{background:#cf222e}.wb-none{background:#999}
+.wb-timeline td,.wb-timeline th{padding:0 5px!important;line-height:1.5}
+.wb-timeline td:nth-child(2),.wb-timeline th:nth-child(2),.wb-timeline td:nth-child(4){text-align:left!important}
 .wb-sub{font-size:11px;color:#666;margin-top:4px;text-transform:uppercase;letter-spacing:.04em}
 .wb-section{font-weight:600;font-size:13px;margin-top:6px;border-bottom:1px solid #ddd}
 </style>
@@ -181,7 +187,7 @@ class Workbench:
         self.w_diag.add_class("wb-diagnostics")
         fusion_panel = W.HBox([
             W.VBox([W.HTML("<div class='wb-section'>Fusion steps (click to switch off or on)</div>"), self.w_toggles,
-                    self.w_step, W.HBox([self.w_parity, self.w_badges]), W.HBox([self.w_session, self.w_session_out])],
+                    self.w_step, self.w_badges, W.HBox([self.w_parity, self.w_session]), self.w_session_out],
                    layout=L(width="55%", min_width="320px")),
             W.VBox([W.HTML("<div class='wb-section'>Op counts before → after the selected step</div>"),
                     self.w_diag, self.w_counts], layout=L(width="45%", min_width="280px"))],
@@ -550,6 +556,7 @@ class Workbench:
         b, a = self._pair()
         before, after = self.snapshots[b], self.snapshots[a]
         self.w_counts.value = counts_table_html(dict(before.histogram), dict(after.histogram))
+        self._draw_badges()
         self._draw_diag(after, a)
         self._draw_graphs()
         self.timings["refresh_s"] = time.perf_counter() - t0
@@ -611,20 +618,27 @@ class Workbench:
         self._run("parity", work)
 
     def _draw_badges(self) -> None:
-        out = []
-        for sn in self.snapshots:
+        """The timeline as a small table: step, nodes after it, what it fused, parity badge."""
+        if self.widget is None:
+            return
+        rows = []
+        sel = self._pair()[1] if self.snapshots else -1
+        for i, sn in enumerate(self.snapshots):
             p = getattr(sn, "parity", None)
-            if isinstance(p, dict):
-                ok = p.get("ok")
-                tip = f"max abs diff {p.get('max_abs_diff', '?')}"
-            elif p is None:
-                ok, tip = None, "parity not checked"
+            if p is None:
+                ok, tip = None, "parity not checked (press Check parity)"
             else:
                 ok = bool(getattr(p, "ok", p))
                 tip = (f"max abs diff {getattr(p, 'max_abs_diff', float('nan')):.1e} over {getattr(p, 'cases', '?')} "
                        f"cases ({'within' if ok else 'beyond'} atol 1e-4, rtol 1e-3)")
-            out.append(_badge(ok, _step_name(sn.step), tip))
-        self.w_badges.value = "<div style='font-size:11px'>parity: " + "".join(out) + "</div>"
+            here = ", ".join(f"{'+' if n > 0 else ''}{n} {op}" for op, n in (getattr(sn, "fused_here", {}) or {}).items()
+                             if n and op in _HEADLINE)
+            style = " style='font-weight:600;background:#eef4ff'" if i == sel else ""
+            rows.append(f"<tr{style}><td>{i}</td><td>{html.escape(_step_name(sn.step))}</td><td>{sn.nodes}</td>"
+                        f"<td>{html.escape(here)}</td><td>{_badge(ok, 'ok' if ok else ('differs' if ok is False else '?'), tip)}</td></tr>")
+        self.w_badges.value = ("<div class='wb-table wb-timeline' style='font-size:11px;max-height:260px;overflow-y:auto'>"
+                               "<table><tr><th>#</th><th>step</th><th>nodes</th><th>fused here</th><th>parity</th></tr>"
+                               + "".join(rows) + "</table></div>")
 
     def _latency_map(self, i: int) -> dict[str, float] | None:
         if not self.state.overlay:
