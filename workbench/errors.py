@@ -7,6 +7,14 @@ status 2; the notebook app shows it inside the app. Anything else is a bug.
 from __future__ import annotations
 
 
+def first_line(e: BaseException) -> str:
+    """The first non-empty line of an exception's message (native errors run to many lines)."""
+    for line in str(e).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(e).__name__
+
+
 class WorkbenchError(Exception):
     """An expected failure with a one-line, user-facing message."""
 

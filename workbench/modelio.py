@@ -24,7 +24,7 @@ from typing import Iterable
 import onnx
 from onnx import external_data_helper
 
-from .errors import ModelIOError
+from .errors import ModelIOError, first_line as _first_line
 
 #: protobuf's hard limit is 2 GiB; keep a margin for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 1_900_000_000
@@ -40,13 +40,6 @@ _MAGIC = {
     b"\x80\x04": "a Python pickle",
 }
 
-
-def _first_line(e: BaseException) -> str:
-    for line in str(e).splitlines():
-        line = line.strip()
-        if line:
-            return line
-    return type(e).__name__
 
 
 # ---------------------------------------------------------------- versions

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelSourceError
+from .errors import ModelSourceError, first_line as _first_line
 
 #: Preset configs. bert-base is bert-base-uncased's architecture.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -134,10 +134,6 @@ class ModelSource:
             raise ModelSourceError(f"cannot load {self.name}: {_first_line(e)}") from e
         return model.eval()
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
 
 
 def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:

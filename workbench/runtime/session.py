@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import RuntimeUnavailableError
+from ..errors import RuntimeUnavailableError, first_line as _first_line
 
 LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -99,10 +99,6 @@ def probe_cuda_provider() -> tuple[bool, str]:
         return False, _reason_from_log("".join(log)) or _cuda_missing_reason()
     return True, "CUDA execution provider available"
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _cuda_missing_reason() -> str:

@@ -29,6 +29,8 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from ..errors import first_line as _first_line
+
 #: Set in the worker's environment before torch or onnxruntime load.
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "TOKENIZERS_PARALLELISM": "false",
               "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -39,12 +41,6 @@ _OOM_MARKERS = ("failed to allocate memory", "bad_alloc", "out of memory", "cann
 class _Stop(Exception):
     """The caller asked the worker to stop."""
 
-
-def _first_line(e: BaseException) -> str:
-    for line in str(e).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(e).__name__
 
 
 def _is_oom(e: BaseException) -> bool:
