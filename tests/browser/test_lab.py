@@ -9,6 +9,7 @@ checks that the graph and the counts changed. Screenshots go to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -42,22 +43,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server on 127.0.0.1 with a token, serving a copy of the notebooks."""
-    root = tmp_path_factory.mktemp("lab")
+@contextlib.contextmanager
+def jupyter_lab(root: Path, model: str = MODEL):
+    """A JupyterLab server on 127.0.0.1 with a token, serving a copy of the notebooks in ``root``.
+
+    Yields ``{"base", "token", "root"}``; the notebooks open ``model`` (WORKBENCH_NOTEBOOK_MODEL).
+    Also used by ``benchmarks/ui_toggle.py --browser``.
+    """
+    root.mkdir(parents=True, exist_ok=True)
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
         shutil.copy(nb, root / nb.name)
     port, token = _free_port(), secrets.token_hex(16)
     # Lab 4 detaches off-screen cells ("windowing"); draw every cell so the app stays in the page.
     settings = root / ".lab-settings"
-    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True, exist_ok=True)
     (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         '{"windowingMode": "none"}')
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
     (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         '{"fetchNews": "false", "checkForUpdates": false}')
-    env = dict(os.environ, WORKBENCH_NOTEBOOK_MODEL=MODEL, JUPYTER_CONFIG_DIR=str(root / ".jupyter-config"),
+    env = dict(os.environ, WORKBENCH_NOTEBOOK_MODEL=model, JUPYTER_CONFIG_DIR=str(root / ".jupyter-config"),
                JUPYTER_RUNTIME_DIR=str(root / ".jupyter-runtime"), JUPYTERLAB_SETTINGS_DIR=str(settings),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"))
     log = open(root / "lab.log", "wb")
@@ -90,6 +95,57 @@ def lab(tmp_path_factory):
         log.close()
 
 
+def open_and_run(page, lab: dict, notebook: str = "01_fusion_tour.ipynb", timeout_s: float = 240) -> None:
+    """Open ``notebook`` in the page, run all its cells and wait until the kernel is idle again."""
+    page.goto(f"{lab['base']}/lab/tree/{notebook}?token={lab['token']}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    # A fresh server may ask which kernel to start: take the notebook's own (python3).
+    try:
+        page.locator(".jp-Dialog button.jp-mod-accept").click(timeout=8_000)
+    except Exception:
+        pass  # no dialog: the kernel started by itself
+    # The kernel must be up before "Run All Cells".
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    # The app draws: graph panes, counts table, live latency plot.
+    page.wait_for_selector(".wb-app", state="attached", timeout=120_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('after fusion'))",
+        timeout=timeout_s * 1000)
+    # Wait for every cell to finish (the notebook toggles Attention off and on again itself).
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('.jp-InputPrompt')].some(e => e.innerText.includes('*'))"
+        " && document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
+        timeout=timeout_s * 1000)
+
+
+def click_toggle(page, step: str, timeout_s: float = 60) -> float:
+    """Click ``step``'s checkbox; seconds until the status line, the counts table and the graph changed."""
+    toggle = page.locator(f".wb-row.wb-step-{step.replace('_', '-')} input[type=checkbox]").first
+    on = toggle.is_checked()
+    title = _text(page, ".wb-graph-after .gtitle")
+    counts = _text(page, ".wb-counts table")
+    t0 = time.perf_counter()
+    toggle.click()
+    page.wait_for_function(
+        "(want) => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes(want))",
+        arg=f"{step} {'off' if on else 'on'}", timeout=timeout_s * 1000)
+    page.wait_for_function(
+        "([old, oldCounts]) => { const t = document.querySelector('.wb-graph-after .gtitle');"
+        " const c = document.querySelector('.wb-counts table');"
+        " return t && c && (t.textContent !== old || c.textContent !== oldCounts) }",
+        arg=[title, counts], timeout=timeout_s * 1000)
+    return time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on 127.0.0.1 with a token, serving a copy of the notebooks."""
+    with jupyter_lab(tmp_path_factory.mktemp("lab")) as server:
+        yield server
+
+
 def _text(page, selector: str) -> str:
     return page.locator(selector).first.text_content() or ""
 
@@ -103,27 +159,7 @@ def test_fusion_tour_in_jupyterlab(lab):
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1100})
             page.set_default_timeout(60_000)
-            page.goto(f"{lab['base']}/lab/tree/01_fusion_tour.ipynb?token={lab['token']}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-            # A fresh server may ask which kernel to start: take the notebook's own (python3).
-            try:
-                page.locator(".jp-Dialog button.jp-mod-accept").click(timeout=8_000)
-            except Exception:
-                pass  # no dialog: the kernel started by itself
-            # The kernel must be up before "Run All Cells".
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-            # The app draws: graph panes, counts table, live latency plot.
-            page.wait_for_selector(".wb-app", state="attached", timeout=120_000)
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('after fusion'))",
-                timeout=180_000)
-            # Wait for every cell to finish (the notebook toggles Attention off and on again itself).
-            page.wait_for_function(
-                "() => ![...document.querySelectorAll('.jp-InputPrompt')].some(e => e.innerText.includes('*'))"
-                " && document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
-                timeout=240_000)
+            open_and_run(page, lab)
             app = page.locator(".wb-app").first
             app.scroll_into_view_if_needed()
             page.wait_for_selector(".wb-graph-after .js-plotly-plot .scatterlayer .point", timeout=60_000)
@@ -135,34 +171,43 @@ def test_fusion_tour_in_jupyterlab(lab):
             assert errors.count() == 0, errors.first.inner_text()
             page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "01_app_loaded.png"))
-            page.locator(".wb-toggles").first.scroll_into_view_if_needed()
+            # The model bar says which engine auto chose; parity badges turn green by themselves.
+            assert "auto → ORT transformers optimizer" in _text(page, ".wb-engine-note")
+            page.wait_for_selector(".wb-row.wb-step-attention .wb-badge.wb-ok", timeout=120_000)
+            page.locator(".wb-rows").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "00_fusion_panel.png"))
 
             before_counts = _text(page, ".wb-counts table")
             before_title = _text(page, ".wb-graph-after .gtitle")
             before_points = page.locator(".wb-graph-after .scatterlayer .trace:nth-child(2) .point").count()
             assert "attention" in _text(page, ".wb-step-slider").lower()
-            toggle = page.locator("button.wb-step-attention").first
-            assert "mod-active" in (toggle.get_attribute("class") or "")
-            t0 = time.perf_counter()
-            toggle.click()
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('attention off'))",
-                timeout=60_000)
-            page.wait_for_function(
-                "(old) => { const t = document.querySelector('.wb-graph-after .gtitle'); return t && t.textContent !== old }",
-                arg=before_title, timeout=30_000)
-            toggle_s = time.perf_counter() - t0
+            toggle = page.locator(".wb-row.wb-step-attention input[type=checkbox]").first
+            assert toggle.is_checked()
+            toggle_s = click_toggle(page, "attention")
             after_counts = _text(page, ".wb-counts table")
             after_title = _text(page, ".wb-graph-after .gtitle")
             after_points = page.locator(".wb-graph-after .scatterlayer .trace:nth-child(2) .point").count()
-            assert "mod-active" not in (toggle.get_attribute("class") or "")
+            assert not toggle.is_checked()
+            assert "wb-row-off" in (page.locator(".wb-row.wb-step-attention").first.get_attribute("class") or "")
             assert after_counts != before_counts
             assert after_title != before_title
             assert after_points != before_points, (before_points, after_points)
             page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "02_attention_off.png"))
             (SHOTS / "timings.txt").write_text(f"toggle click to updated graph and table ({MODEL}): {toggle_s:.2f} s\n")
+            # Clicking a step's name selects its snapshot, as the slider does.
+            page.locator(".wb-row.wb-step-gelu button.wb-row-name").first.click()
+            page.wait_for_function(
+                "() => (document.querySelector('.wb-step-slider .widget-readout') || {}).textContent?.includes('gelu')",
+                timeout=30_000)
+            # Profile ops: the op-type breakdown fills and the graph switches to the latency overlay.
+            page.locator(".wb-profile-panel button:has-text('Profile ops')").first.click()
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('profile done'))",
+                timeout=120_000)
+            assert page.locator(".wb-graph-panel input[type=checkbox]").nth(1).is_checked()  # latency overlay
+            page.locator(".wb-profile-panel").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "03_profile.png"))
         except Exception:
             page.screenshot(path=str(SHOTS / "failure.png"))
             cells = page.locator(".jp-CodeCell")

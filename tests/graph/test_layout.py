@@ -7,7 +7,7 @@ import time
 import onnx
 import pytest
 
-from workbench.graph.layout import EMBEDDINGS, group_of_name, layout_graph, node_table
+from workbench.graph.layout import EMBEDDINGS, group_of_name, layout_graph, node_table, without_constants
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +152,24 @@ def test_layout_is_fast_on_a_bert_base_sized_graph(twelve_layer_model):
     collapsed = layout_graph(tab)
     assert sum(k == "group" for k in collapsed.kinds) == 12
     _check_dag_layout(collapsed)
+
+
+def test_without_constants_drops_value_holders_only(tiny_model):
+    import onnx
+    from onnx import helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(tiny_model)
+    w = m.graph.initializer[0].name
+    m.graph.node.append(helper.make_node("Identity", [w], ["tied_weight"], name="tie"))
+    m.graph.node.append(helper.make_node("Constant", [], ["c"], name="c0",
+                                         value=helper.make_tensor("v", onnx.TensorProto.INT64, [1], [1])))
+    tab = node_table(m, shapes=False)
+    slim = without_constants(tab)
+    ops = [n.op_type for n in slim.nodes]
+    assert "Constant" not in ops and "tie" not in {n.name for n in slim.nodes}
+    kept_identity = [n for n in tab.nodes if n.op_type == "Identity" and not all(
+        t in tab.initializers for t in n.inputs if t)]
+    assert all(n.id in slim.by_id for n in kept_identity)  # an Identity of a computed tensor stays
+    assert len(slim.nodes) == len(tab.nodes) - sum(1 for n in tab.nodes if n.op_type == "Constant") - sum(
+        1 for n in tab.nodes if n.op_type == "Identity" and all(t in tab.initializers for t in n.inputs if t))

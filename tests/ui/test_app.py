@@ -43,10 +43,23 @@ def test_loads_and_draws_the_default_step(app):
     assert names[app.state.step] == "attention"
     assert app.w_step.value == app.state.step
     after = app.fig_after.data
-    assert "Attention" in list(after[1].text)
+    assert "Attention" in [t.strip() for t in after[1].text]
     assert len(after[2].x) >= 1 and len(app.fig_before.data[2].x) > 10  # rings: emitted / replaced
     assert "Softmax" in app.w_counts.value and "Attention" in app.w_counts.value
-    assert "parity" in app.w_badges.value
+    rows = app.step_rows()
+    assert [r["name"] for r in rows if r["name"] == "attention"] and rows[0]["kind"] in ("fusion", "cleanup")
+    att = next(r for r in rows if r["name"] == "attention")
+    assert att["here"] == "+2 Attention" and att["nodes"] == app.snapshots[att["index"]].nodes
+    # one compact grid: a row per step of the engine in use, grouped, with a checkbox and a parity badge
+    assert "wb-row-sel" in app._rows["attention"][0]._dom_classes
+    assert "Fusions" in str([getattr(c, "value", "") for c in app.w_rows.children])
+    assert "Graph clean-ups" in str([getattr(c, "value", "") for c in app.w_rows.children])
+    assert "wb-badge" in app._rows["attention"][3].value
+    # steps the engine in use does not run have no row (onnxscript's steps under ort)
+    assert app.timeline.engine_used == "ort" and "pre_optimize" not in app._rows
+    # the model bar says which engine auto chose, and why
+    assert app.w_engine_note.value and "auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 0)" \
+        in app.w_engine_note.value
     assert "after fusion" in app.status.value
 
 
@@ -193,7 +206,8 @@ def test_check_parity_turns_every_badge_green(app):
     assert all(sn.parity is not None and sn.parity.ok for sn in app.snapshots[1:])
     import re
 
-    assert "wb-ok" in app.w_badges.value and not re.search(r"wb-bad\b", app.w_badges.value)
+    badges = "".join(row[3].value for name, row in app._rows.items() if name != "__export__")
+    assert "wb-ok" in badges and not re.search(r"wb-bad\b", badges)
     assert "every step within" in app.status.value
 
 
@@ -228,3 +242,88 @@ def test_profile_button_fills_the_op_breakdown_and_the_overlay(app):
     assert app.profiles, app.status.value
     assert len(app.fig_ops.data) >= 1 and any(len(t.x or ()) for t in app.fig_ops.data)
     assert app.w_overlay.value is True
+
+
+def test_clicking_a_row_selects_its_snapshot_and_off_steps_cannot_be_selected(app):
+    names = [s.step for s in app.snapshots]
+    app._rows["gelu"][2].click()
+    assert app.state.step == names.index("gelu") and app.w_step.value == app.state.step
+    assert "wb-row-sel" in app._rows["gelu"][0]._dom_classes
+    assert "wb-row-sel" not in app._rows["attention"][0]._dom_classes
+    assert app._rows["gelu_approximation"][2].disabled  # off by default: no snapshot to show
+    app._rows["__export__"][0].children[1].click()
+    assert app.state.step == 0
+    app.select_step(names.index("attention"))
+
+
+def test_a_row_explains_a_fusion_that_fell_short(app):
+    """With Attention off, the row of the step says why nothing fused there; with it on, no note."""
+    assert not next(r for r in app.step_rows() if r["name"] == "attention")["why"]
+    app.toggle("attention", False)
+    try:
+        rows = {r["name"]: r for r in app.step_rows()}
+        assert rows["attention"]["index"] is None and rows["attention"]["nodes"] is None
+        # the view stays where Attention was: the next step that ran after it
+        order = app.timeline.steps()
+        nxt = next(n for n in order[order.index("attention") + 1:] if rows.get(n, {}).get("index") is not None)
+        assert app.snapshots[app.state.step].step == nxt
+        assert "wb-row-off" in app._rows["attention"][0]._dom_classes
+        assert "off" in app._rows["attention"][3].value
+    finally:
+        app.toggle("attention", True)
+    assert "wb-row-off" not in app._rows["attention"][0]._dom_classes
+    assert app.snapshots[app.state.step].step == "attention"  # back to the step the user was looking at
+
+
+def test_engine_summary_names_the_choice():
+    from workbench.ui.app import engine_summary
+
+    both = {"ort": {"Attention": 12}, "onnxscript": {"Attention": 0}}
+    assert engine_summary("auto", "ort", both) == ("auto → ORT transformers optimizer (fuses 12 Attention; "
+                                                   "onnxscript fuses 0), kept for toggles")
+    assert engine_summary("onnxscript", "onnxscript", {"onnxscript": {"MultiHeadAttention": 12}}) == \
+        "engine: onnxscript rules (fuses 12 Attention)"
+    assert engine_summary("auto", "", {}) == ""
+
+
+def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
+    """After a run the badges fill by themselves; a toggle meanwhile restarts the pass on the new snapshots."""
+    from workbench.ui.app import Workbench
+
+    tiny_export()
+    w = Workbench("bert-tiny", background=True)
+    try:
+        w.wait(300)
+        assert w.error is None, w.error
+        w.toggle("attention", False)  # while the first pass runs
+        w.wait(300)
+        assert w.wait_parity(300)
+        assert all(sn.parity is not None and sn.parity.ok for sn in w.snapshots[1:])
+        assert "attention" not in [s.step for s in w.snapshots]
+        shown = {r["name"] for r in w.step_rows() if r["index"] is not None}
+        badges = [w._rows[n][3].value for n in shown]
+        assert all("wb-ok" in b for b in badges), badges  # every step that ran: green
+        assert w.error is None
+    finally:
+        w.close()
+
+
+def test_pane_width_comes_from_one_value_and_labels_fit(app):
+    from workbench.viz.graph import CHAR_PX
+
+    assert app.fig_after.layout.width == app.state.pane_width and app.fig_after.layout.autosize is False
+    assert app.w_after.layout.width == f"{app.state.pane_width + 4}px"
+    # every drawn label ends before the next node of its row
+    fig, lay = app.fig_before, app._layout(app._pair()[0])
+    xr, width = fig.layout.xaxis.range, app.state.pane_width - 20
+    px = width / (xr[1] - xr[0])
+    rows = {}
+    for x, y, t in zip(lay.x, lay.y, fig.data[1].text or [""] * len(lay)):
+        rows.setdefault(y, []).append((x, t))
+    for items in rows.values():
+        items.sort()
+        for (x, t), (x2, _) in zip(items, items[1:]):
+            if t:
+                assert (x2 - x) * px >= 9 + CHAR_PX * len(t), (t, x, x2)
+    # before and after share one vertical scale when their depths are comparable
+    assert fig.layout.height == app.fig_after.layout.height

@@ -8,7 +8,8 @@ import pytest
 
 from workbench.graph.layout import layout_graph, node_table
 from workbench.viz import latency as vl
-from workbench.viz.graph import FUSED_COLOUR, graph_figure, highlight_only, update_graph_figure
+from workbench.viz.graph import (CHAR_PX, FUSED_COLOUR, graph_figure, highlight_only, shared_yrange, short_label,
+                                 update_graph_figure, visible_labels)
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +96,43 @@ def test_refresh_updates_a_widget_in_place():
     assert list(fw.data[0].y) == [1.0, 2.0]
     vl.refresh(fw, vl.live_figure({"a": [1.0], "b": [3.0]}))
     assert [t.name for t in fw.data] == ["a", "b"]
+
+
+def test_labels_are_short_and_never_collide(table):
+    assert short_label("SkipLayerNormalization") == "SkipLN" and short_label("MatMul") == "MatMul"
+    assert len(short_label("AVeryLongCustomOperatorName")) == 12
+    lay = layout_graph(table, layer=0)
+    for width in (300, 540, 1200):
+        fig = graph_figure(lay, width=width)
+        assert fig.layout.width == width and fig.layout.autosize is False
+        texts = list(fig.data[1].text or [""] * len(lay))
+        xr = fig.layout.xaxis.range
+        px = (width - 20) / (xr[1] - xr[0])
+        for k, t in enumerate(texts):
+            if not t:
+                continue
+            same_row = sorted(x for x, y in zip(lay.x, lay.y) if y == lay.y[k] and x > lay.x[k])
+            if same_row:
+                assert (same_row[0] - lay.x[k]) * px >= 9 + CHAR_PX * len(t)
+            assert (xr[1] - lay.x[k]) * px >= 9 + CHAR_PX * len(t)
+    # wider panes show more labels; a crowded vertical scale shows none
+    n = lambda w: sum(1 for t in graph_figure(lay, width=w).data[1].text or () if t)
+    assert n(1200) >= n(300)
+    assert not any(visible_labels(lay, lay.labels, width=540, height=60, xrange=(-5, 5), yrange=(-1, lay.depth + 1)))
+
+
+def test_panes_share_a_vertical_scale_only_when_depths_are_comparable(table):
+    one, two = layout_graph(table, layer=0), layout_graph(table, layer=1)
+    yr = shared_yrange(one, two)
+    assert yr is not None and yr[0] < 0 < one.depth <= yr[1]
+    whole = layout_graph(table, collapsed=set())
+    assert whole.depth > 2.5 * one.depth and shared_yrange(one, whole) is None
+    fig = graph_figure(one, yrange=yr)
+    assert list(fig.layout.yaxis.range) == [yr[1], yr[0]]
+
+
+def test_a_new_view_replaces_the_traces_and_a_new_highlight_does_not(table):
+    fw = go.FigureWidget(graph_figure(layout_graph(table, layer=0)))
+    one = layout_graph(table, layer=0)
+    assert update_graph_figure(fw, one, highlight={one.ids[1]}) is False
+    assert update_graph_figure(fw, layout_graph(table, layer=1)) is True

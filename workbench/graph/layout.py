@@ -285,6 +285,27 @@ def without_ops(table: NodeTable, ops: Iterable[str] = ("Constant",)) -> NodeTab
                      shapes=table.shapes, initializers=table.initializers)
 
 
+def without_constants(table: NodeTable) -> NodeTable:
+    """The table without the nodes that only hold a value: ``Constant``, and ``Identity`` of a weight.
+
+    TorchScript exports share tied weights through ``Identity(initializer)``
+    and write shape arguments as ``Constant`` nodes; in a layer view they form
+    a row of look-alike nodes above their consumers. Both are leaves (they
+    read nothing but stored values), so dropping them removes only edges into
+    consumers, whose hover still names the tensor.
+    """
+    def holds_a_value(n: NodeInfo) -> bool:
+        if n.op_type == "Constant":
+            return True
+        return n.op_type == "Identity" and all(t in table.initializers for t in n.inputs if t)
+
+    keep = [n for n in table.nodes if not holds_a_value(n)]
+    if len(keep) == len(table.nodes):
+        return table
+    return NodeTable(nodes=keep, graph_inputs=table.graph_inputs, graph_outputs=table.graph_outputs,
+                     shapes=table.shapes, initializers=table.initializers)
+
+
 # --------------------------------------------------------------------------- layout
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+from collections import OrderedDict
 import os
 import threading
 import time
@@ -24,12 +25,18 @@ from ..errors import WorkbenchError
 from . import compat
 from .state import UIState
 
-#: Fused ops worth naming in the timeline table.
-_HEADLINE = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
-             "FastGelu", "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization")
+#: Ops a fusion emits (what the "fused here" column names).
+_FUSED = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
+          "FastGelu", "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization",
+          "GemmFastGelu", "FusedMatMul", "BiasAdd", "BiasSplitGelu", "QuickGelu", "RotaryEmbedding",
+          "GroupQueryAttention", "SDPA"}
 
-#: Pixel width of each graph pane (two side by side fit JupyterLab's notebook column).
-GRAPH_WIDTH = 540
+#: Default pixel width of each graph pane: two side by side fit JupyterLab's notebook column at
+#: 1280 px and wider; narrower, the second pane wraps below the first instead of overflowing.
+GRAPH_WIDTH = 520
+
+#: What each engine is called in the model bar.
+ENGINE_TITLES = {"ort": "ORT transformers optimizer", "onnxscript": "onnxscript rules"}
 
 _CSS = """
 <style>
@@ -46,12 +53,80 @@ _CSS = """
 .wb-timeline td:nth-child(2),.wb-timeline th:nth-child(2),.wb-timeline td:nth-child(4){text-align:left!important}
 .wb-sub{font-size:11px;color:#666;margin-top:4px;text-transform:uppercase;letter-spacing:.04em}
 .wb-section{font-weight:600;font-size:13px;margin-top:6px;border-bottom:1px solid #ddd}
+.wb-engine-note{font-size:12px;color:#444}
+.wb-rows{border:1px solid #e3e3e3;border-radius:4px;padding:2px 0;max-height:480px;overflow-y:auto}
+.wb-rows .widget-html,.wb-rows .widget-checkbox,.wb-rows .widget-button{min-height:0!important;height:auto!important;margin:0!important}
+.wb-rows .widget-html-content{line-height:18px}
+.wb-row{align-items:flex-start;padding:1px 4px;border-bottom:1px solid #f2f2f2}
+.wb-row:hover{background:#f7f9fc}
+.wb-row.wb-row-sel{background:#e8f0fe}
+.wb-row.wb-row-sel .wb-row-name{font-weight:600}
+.wb-row .widget-checkbox input{margin:3px 0 0 0}
+button.wb-row-name{background:transparent!important;box-shadow:none!important;border:none!important;
+  text-align:left!important;justify-content:flex-start!important;padding:0 4px!important;height:20px!important;
+  line-height:20px!important;font-size:12px!important;color:#1f2328}
+button.wb-row-name:hover{text-decoration:underline}
+.wb-row.wb-row-off button.wb-row-name{color:#8c959f;text-decoration:line-through}
+.wb-cells{display:flex;font-size:12px;gap:6px}
+.wb-cells .wb-n{width:44px;text-align:right;color:#333}
+.wb-cells .wb-h{width:150px;color:#1a7f37;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.wb-cells .wb-p{width:56px}
+.wb-why{font-size:11px;color:#9a6700;line-height:14px;white-space:normal;max-width:520px;display:-webkit-box;
+  -webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}
+.wb-head{font-size:11px;color:#666;display:flex;gap:6px;padding:0 4px}
 </style>
 """
 
 
 def _step_name(step) -> str:
     return str(getattr(step, "name", step) or "export")
+
+
+def engine_summary(asked: str, used: str, fused: dict[str, dict[str, int]]) -> str:
+    """The model bar's line on the engine: which one runs, and under auto, why.
+
+    Args:
+        asked: the engine the user picked ("auto", "ort", "onnxscript").
+        used: the engine whose snapshots are shown.
+        fused: engine → its final fused-op counts (both engines under auto).
+    """
+    if not used:
+        return ""
+
+    def attn(e: str) -> int:
+        f = fused.get(e, {})
+        return int(f.get("Attention", 0)) + int(f.get("MultiHeadAttention", 0))
+
+    title = ENGINE_TITLES.get(used, used)
+    if asked != "auto":
+        return f"engine: {title} (fuses {attn(used)} Attention)"
+    others = "; ".join(f"{ENGINE_TITLES.get(e, e).split()[0]} fuses {attn(e)}" for e in fused if e != used)
+    return (f"auto → {title} (fuses {attn(used)} Attention" + (f"; {others}" if others else "") + ")"
+            ", kept for toggles")
+
+
+def _lower_priority() -> None:
+    """The calling thread at the lowest CPU priority (Linux nices threads one by one)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
+def _step_tip(step) -> str:
+    """A catalog step in plain words, for the hover of its checkbox."""
+    parts = [getattr(step, "title", "") or step.name]
+    if getattr(step, "matches", ""):
+        parts.append(f"Matches {step.matches}.")
+    if getattr(step, "emits", ""):
+        parts.append(f"Emits {step.emits}.")
+    if getattr(step, "effect", ""):
+        parts.append(f"Why: {step.effect}.")
+    if getattr(step, "prerequisites", ()):
+        parts.append(f"Needs first: {', '.join(step.prerequisites)}.")
+    if not getattr(step, "default_on", True):
+        parts.append("Off by default.")
+    return " ".join(parts[:1]) + ": " + " ".join(parts[1:]) if len(parts) > 1 else parts[0]
 
 
 def _badge(ok: bool | None, text: str, title: str = "") -> str:
@@ -89,23 +164,38 @@ class Workbench:
         autorun: export and run the fusion timeline at once (in a thread).
         background: run long work in threads (False: in the caller's thread,
             for scripts and tests).
+        auto_parity: after every run, check each snapshot against the export in a
+            low-priority thread and turn its badge green or red (default: with
+            ``background``).
     """
 
     def __init__(self, source: str | os.PathLike = "bert-base", *, exporter: str = "torchscript",
                  opset: int | None = None, attention: str = "eager", engine: str = "auto",
-                 autorun: bool = True, background: bool = True, **state: Any):
+                 autorun: bool = True, background: bool = True, auto_parity: bool | None = None, **state: Any):
         self.state = UIState(source=str(source), exporter=exporter, opset=opset, attention=attention,
                              engine=engine, **state)
         self.background = background
+        self.auto_parity = background if auto_parity is None else bool(auto_parity)
         self.error: str | None = None
+        self._draw_lock = threading.RLock()
+        self._gen = 0  # bumped whenever the snapshots change: parity results for older ones are not drawn
+        self._parity_thread: threading.Thread | None = None
+        self._parity_wake = threading.Event()
+        self._parity_guard = threading.Lock()
+        self.engine_summary = ""
+        self._quiet: set[str] = set()  # steps whose checkbox the app is moving itself
+        self._pending: dict[str, bool] = {}  # toggles clicked whose run has not finished
         self.export_result = None
         self.timeline = None
         self.snapshots: list = []
         self.bench_result = None
-        self.profiles: dict[str, Any] = {}
+        self.profiles: dict[int, Any] = {}
+        self._profiled: dict[int, Any] = {}  # index → the snapshot its profile was taken on
         self.series: dict[str, list[float]] = {}
-        self._tables: dict[int, Any] = {}
-        self._views: dict[str, Any] = {}
+        # Node tables and layouts, keyed by the snapshot object: a toggle hands back the cached snapshots
+        # of every step before the one it changed, so their tables and layouts are reused, not rebuilt.
+        self._tables: OrderedDict[tuple, tuple] = OrderedDict()
+        self._views: OrderedDict[tuple, tuple] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._bench = None
@@ -158,44 +248,48 @@ class Workbench:
         self.w_load.on_click(lambda _: self.load())
         for w in (self.w_exporter, self.w_opset, self.w_attention, self.w_engine):
             w.observe(self._on_model_bar, "value")
+        self.w_engine_note = W.HTML()
+        self.w_engine_note.add_class("wb-engine-note")
         model_bar = W.HBox([self.w_source, self.w_exporter, self.w_opset, self.w_attention, self.w_engine,
-                            self.w_load, self.progress], layout=L(flex_flow="row wrap"))
+                            self.w_load, self.progress, self.w_engine_note], layout=L(flex_flow="row wrap"))
         model_bar.add_class("wb-model-bar")
-        # Fusion panel
+        # Fusion panel: one row per step of the engine in use (checkbox, name, nodes, what it fused, parity).
         self.toggles: dict[str, Any] = {}
-        self.w_toggles = W.HBox(layout=L(flex_flow="row wrap"))
-        self.w_toggles.add_class("wb-toggles")
-        self._make_toggles()
+        self._rows: dict[str, Any] = {}
+        self._row_engine: str | None = None
+        self.w_rows = W.VBox([W.HTML("<div class='wb-why' style='color:#666;padding:4px'>the steps appear after "
+                                     "the first run</div>")])
+        self.w_rows.add_class("wb-rows")
+        self.w_toggles = self.w_rows  # the old name, for notebooks written against it
         self.w_step = W.SelectionSlider(options=[("export", 0)], value=0, description="step",
                                         continuous_update=False, layout=L(width="98%"))
         self.w_step.add_class("wb-step-slider")
         self.w_step.observe(self._on_step, "value")
-        self.w_badges = W.HTML()
-        self.w_badges.add_class("wb-badges")
-        self.w_parity = W.Button(description="Check parity", icon="balance-scale", layout=L(width="130px"),
-                                 tooltip="compare every snapshot with the unfused model on seeded inputs "
-                                         "(batch 1 and 2, sequence 8 and 128, padded masks; atol 1e-4, rtol 1e-3)")
-        self.w_parity.on_click(lambda _: self.check_parity())
         self.w_session = W.Button(description="Session layer", icon="layer-group", layout=L(width="130px"),
                                   tooltip="what ONNX Runtime's own session-time fusion (ORT_ENABLE_ALL) adds on top "
                                           "of the selected snapshot")
         self.w_session.on_click(lambda _: self.show_session_layer())
         self.w_session_out = W.HTML()
+        self.w_warm = W.HTML()
+        self.w_warm.add_class("wb-warm")
         self.w_counts = W.HTML()
         self.w_counts.add_class("wb-counts-box")
         self.w_diag = W.HTML()
         self.w_diag.add_class("wb-diagnostics")
         fusion_panel = W.HBox([
-            W.VBox([W.HTML("<div class='wb-section'>Fusion steps (click to switch off or on)</div>"), self.w_toggles,
-                    self.w_step, self.w_badges, W.HBox([self.w_parity, self.w_session]), self.w_session_out],
-                   layout=L(width="55%", min_width="320px")),
+            W.VBox([W.HTML("<div class='wb-section'>Fusion steps <span style='font-weight:normal;font-size:11px'>"
+                           "(tick to switch a step on or off; click a name to see its before and after; parity: "
+                           "grey not checked yet, green same outputs as the export, red different)</span></div>"),
+                    self.w_rows, self.w_step, W.HBox([self.w_session, self.w_warm],
+                                                     layout=L(align_items="center")), self.w_session_out],
+                   layout=L(width="58%", min_width="360px")),
             W.VBox([W.HTML("<div class='wb-section'>Op counts before → after the selected step</div>"),
-                    self.w_diag, self.w_counts], layout=L(width="45%", min_width="280px"))],
-            layout=L(width="100%", flex_flow="row wrap"))
+                    self.w_diag, self.w_counts], layout=L(width="40%", min_width="280px"))],
+            layout=L(width="100%", flex_flow="row wrap", justify_content="space-between"))
         fusion_panel.add_class("wb-fusion-panel")
         # Graph panel
         self.w_view = W.ToggleButtons(options=[("one layer", "layer"), ("whole model", "model")], value=s.view,
-                                      style={"button_width": "95px"})
+                                      style={"button_width": "110px"})
         self.w_view.observe(self._on_view, "value")
         self.w_layer = W.BoundedIntText(value=s.layer, min=0, max=0, description="layer", layout=L(width="140px"))
         self.w_layer.observe(self._on_view, "value")
@@ -203,17 +297,21 @@ class Workbench:
         self.w_expand.observe(self._on_view, "value")
         self.w_overlay = W.Checkbox(value=s.overlay, description="latency overlay", indent=False, layout=L(width="140px"))
         self.w_overlay.observe(self._on_view, "value")
-        self.w_constants = W.Checkbox(value=s.constants, description="constants", indent=False, layout=L(width="100px"),
-                                      tooltip="draw Constant nodes too (hidden by default: they crowd the view)")
+        self.w_constants = W.Checkbox(value=s.constants, description="show constants", indent=False,
+                                      layout=L(width="130px"),
+                                      tooltip="draw Constant nodes and Identity nodes of weights too (hidden by "
+                                              "default: they only hold values, and crowd the view)")
         self.w_constants.observe(self._on_constants, "value")
         self.w_netron = W.Button(description="Netron", icon="external-link", tooltip="open this snapshot in Netron",
                                  layout=L(width="100px"))
         self.w_netron.on_click(lambda _: self.open_netron())
-        # Explicit widths: a FigureWidget does not follow its flex box, and overflowed the half-width panes.
-        self.fig_before = go.FigureWidget(layout=dict(height=360, width=GRAPH_WIDTH, title=dict(text="before")))
-        self.fig_after = go.FigureWidget(layout=dict(height=360, width=GRAPH_WIDTH, title=dict(text="after")))
-        self.w_before = W.Box([self.fig_before], layout=L(width=f"{GRAPH_WIDTH + 10}px", overflow="hidden"))
-        self.w_after = W.Box([self.fig_after], layout=L(width=f"{GRAPH_WIDTH + 10}px", overflow="hidden"))
+        # Explicit widths from one value: a FigureWidget does not follow its flex box (it overflowed
+        # half-width panes), and the labels are placed for the width the figure is drawn at.
+        pw = s.pane_width
+        self.fig_before = go.FigureWidget(layout=dict(height=360, width=pw, autosize=False, title=dict(text="before")))
+        self.fig_after = go.FigureWidget(layout=dict(height=360, width=pw, autosize=False, title=dict(text="after")))
+        self.w_before = W.Box([self.fig_before], layout=L(width=f"{pw + 4}px", overflow="hidden", flex="0 0 auto"))
+        self.w_after = W.Box([self.fig_after], layout=L(width=f"{pw + 4}px", overflow="hidden", flex="0 0 auto"))
         self.w_before.add_class("wb-graph-before")
         self.w_after.add_class("wb-graph-after")
         self.w_netron_out = W.HTML()
@@ -253,17 +351,20 @@ class Workbench:
         self.fig_dist = go.FigureWidget(vl.distribution_figure({}))
         self.fig_pct = go.FigureWidget(vl.percentile_figure({}))
         self.fig_ops = go.FigureWidget(vl.op_breakdown_figure({}))
+        for f in (self.fig_live, self.fig_dist, self.fig_pct, self.fig_ops):
+            f.layout.width, f.layout.autosize = s.pane_width, False  # like the graph panes: never wider than their box
         self.w_results = W.HTML()
         self.w_results.add_class("wb-results")
-        live_box = W.Box([self.fig_live], layout=L(width="50%"))
+        box = lambda f: W.Box([f], layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
+        live_box = box(self.fig_live)
         live_box.add_class("wb-live-plot")
         profile_panel = W.VBox([
             W.HTML("<div class='wb-section'>Latency (measured in a worker process, variants interleaved, "
                    "thread spinning off)</div>"),
             W.HBox([self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs], layout=L(flex_flow="row wrap")),
             W.HBox([self.w_variants, W.VBox([self.w_int8, W.HBox([self.w_run, self.w_stop, self.w_profile, self.w_report])])]),
-            W.HBox([live_box, W.Box([self.fig_dist], layout=L(width="50%"))]),
-            W.HBox([W.Box([self.fig_pct], layout=L(width="50%")), W.Box([self.fig_ops], layout=L(width="50%"))]),
+            W.HBox([live_box, box(self.fig_dist)], layout=L(flex_flow="row wrap")),
+            W.HBox([box(self.fig_pct), box(self.fig_ops)], layout=L(flex_flow="row wrap")),
             self.w_results])
         profile_panel.add_class("wb-profile-panel")
         self.widget = W.VBox([self.title, W.HBox([self.status]), model_bar,
@@ -278,46 +379,157 @@ class Workbench:
         except Exception:  # no onnxruntime CUDA build: CPU only
             pass
 
-    def _make_toggles(self) -> None:
+    # ----------------------------------------------------------------- step rows
+    def step_rows(self) -> list[dict]:
+        """The fusion panel's rows as plain data, one per step of the engine in use.
+
+        Each row: ``name``, ``title``, ``kind`` ("fusion" or "cleanup"), ``on``, ``index`` (its
+        snapshot, or None when the step is off), ``nodes``, ``here`` ("+12 Attention"),
+        ``parity`` (None: not checked yet, True, False), ``parity_tip`` and ``why`` (the
+        diagnostic, when the step fused fewer than it could). Steps the engine does not run are
+        left out, and so are steps for patterns a BERT encoder lacks unless they changed something.
+        """
+        from ..fusion import BY_NAME
+
+        if self.timeline is None or not self.snapshots:
+            return []
+        engine = self.timeline.engine_used or (self.state.engine if self.state.engine != "auto" else "ort")
+        index = {_step_name(sn.step): i for i, sn in enumerate(self.snapshots)}
+        layers = int(getattr(self.timeline, "num_layers", 0) or 0)
+        rows = []
+        for name in self.timeline.steps(engine):
+            step = BY_NAME.get(name)
+            if step is None:
+                continue
+            i = index.get(name)
+            sn = self.snapshots[i] if i is not None else None
+            changed = sn is not None and getattr(getattr(sn, "diff", None), "empty", True) is False
+            if not getattr(step, "in_bert", True) and not changed:
+                continue
+            made = {op: n for op, n in (sn.fused_here if sn else {}).items() if n}
+            # The fused ops, not the Cast / ReduceSum helpers a fusion adds for its mask input.
+            shown = {op: n for op, n in made.items() if op in _FUSED} or made
+            here = ", ".join(f"+{n} {op}" for op, n in sorted(shown.items(), key=lambda kv: -kv[1]))
+            ok, tip = self._parity_of(sn)
+            why = ""
+            if sn is not None and sn.diagnostic and step.kind == "fusion" and self._fell_short(step, i, layers):
+                why = sn.diagnostic
+            on = self._pending.get(name, self.timeline.enabled(name))  # a click in flight wins
+            rows.append({"name": name, "title": step.title or name, "kind": step.kind, "on": on,
+                         "index": i, "nodes": sn.nodes if sn else None, "here": here, "parity": ok,
+                         "parity_tip": tip, "why": why, "tip": _step_tip(step)})
+        return rows
+
+    def _fell_short(self, step, i: int, layers: int) -> bool:
+        """Whether a fusion step left work undone: fewer of its op than encoder layers, and no other
+        step (or the export itself) made up for it."""
+        op = getattr(step, "emits", "")
+        if not op or layers <= 0:
+            return False
+        before = self.snapshots[i - 1].fused.get(op, 0) if i > 0 else 0
+        final = self.snapshots[-1].fused.get(op, 0)
+        here = (self.snapshots[i].fused_here or {}).get(op, 0)
+        return here < layers and before < layers and final < layers
+
+    @staticmethod
+    def _parity_of(sn) -> tuple[bool | None, str]:
+        p = getattr(sn, "parity", None) if sn is not None else None
+        if p is None:
+            return None, "parity not checked yet (it runs in the background after each change)"
+        ok = bool(getattr(p, "ok", p))
+        return ok, (f"max abs diff {getattr(p, 'max_abs_diff', float('nan')):.1e} over {getattr(p, 'cases', '?')} "
+                    f"cases: {'within' if ok else 'beyond'} atol 1e-4, rtol 1e-3 of the unfused export")
+
+    def _row_widgets(self, name: str, title: str, tip: str):
+        """The widgets of one row, made once per step and reused across runs."""
         import ipywidgets as W
 
-        try:
-            from ..fusion import CATALOG
-        except ImportError:
-            CATALOG = ()
-        groups: dict[str, list] = {"fusion": [], "cleanup": []}
-        engine = getattr(self.timeline, "engine_used", None) or self.state.engine
-        plan = self.state.fusion_plan()
-        for step in CATALOG:
-            if not getattr(step, "in_bert", True):
-                continue  # LLM-only rules (rotary, RMS norm): a toggle that can never do anything only confuses
-            tip = " ".join(str(x) for x in (getattr(step, "effect", ""), f"matches: {getattr(step, 'matches', '')}",
-                                            f"emits: {getattr(step, 'emits', '')}") if x)
-            on = plan.enabled(step.name, getattr(step, "default_on", True))
-            t = W.ToggleButton(value=on, description=getattr(step, "title", step.name) or step.name, tooltip=tip,
-                               icon="check" if on else "times", layout=W.Layout(width="auto"))
-            t.add_class(f"wb-step-{step.name.lower().replace('_', '-')}")
-            t.observe(lambda ch, name=step.name: self._on_toggle(name, ch["new"]), "value")
-            t.observe(lambda ch, t=t: setattr(t, "icon", "check" if ch["new"] else "times"), "value")
-            self.toggles[step.name] = t
-            groups["cleanup" if getattr(step, "kind", "fusion") == "cleanup" else "fusion"].append(t)
-        toggles = [W.HTML("<div class='wb-sub'>fusions</div>", layout=W.Layout(width="100%")), *groups["fusion"],
-                   W.HTML("<div class='wb-sub'>graph clean-ups</div>", layout=W.Layout(width="100%")),
-                   *groups["cleanup"]]
-        self.w_toggles.children = toggles
-        self._filter_toggles(engine)
+        if name in self._rows:
+            return self._rows[name]
+        L = W.Layout
+        cb = W.Checkbox(value=True, indent=False, description="", tooltip=tip, layout=L(width="20px", flex="0 0 auto"))
+        cb.add_class("wb-step-cb")
+        cb.observe(lambda ch, name=name: self._on_toggle(name, ch["new"]), "value")
+        btn = W.Button(description=title, tooltip=f"{title}: show the graph before and after this step",
+                       layout=L(width="260px", flex="0 0 auto"))
+        btn.add_class("wb-row-name")
+        btn.on_click(lambda _, name=name: self._select_row(name))
+        info = W.HTML(layout=L(flex="1 1 auto"))
+        row = W.HBox([cb, btn, info], layout=L(width="100%"))
+        row.add_class("wb-row")
+        row.add_class(f"wb-step-{name.lower().replace('_', '-')}")
+        self._rows[name] = (row, cb, btn, info)
+        self.toggles[name] = cb
+        return self._rows[name]
 
-    def _filter_toggles(self, engine: str) -> None:
-        """Show only the steps ``engine`` runs (our own rules run inside the ORT chain)."""
-        try:
-            from ..fusion import BY_NAME
-        except ImportError:
+    def _draw_rows(self) -> None:
+        """Fill the fusion panel from :meth:`step_rows` (widgets change only where a value did)."""
+        if self.widget is None:
             return
-        for name, t in self.toggles.items():
-            engines = getattr(BY_NAME.get(name), "engines", ())
-            runs = engine not in ("ort", "onnxscript") or engine in engines or (
-                engine == "ort" and "workbench" in engines)
-            t.layout.display = None if runs else "none"
+        import ipywidgets as W
+
+        with self._draw_lock:
+            rows = self.step_rows()
+            if not rows:
+                return
+            sel = self._pair()[1]
+            engine = self.timeline.engine_used
+            order = [r["name"] for r in rows]
+            if self._row_engine != (engine, tuple(order)):
+                head = W.HTML("<div class='wb-head'><span style='width:20px'>on</span><span style='width:260px'>step"
+                              "</span><span style='width:44px;text-align:right'>nodes</span><span style='width:150px'>"
+                              "fused here</span><span>parity</span></div>")
+                export = self._export_row()
+                kids = [head, export]
+                for kind, label in (("fusion", "Fusions"), ("cleanup", "Graph clean-ups")):
+                    group = [r for r in rows if r["kind"] == kind]
+                    if group:
+                        kids.append(W.HTML(f"<div class='wb-sub' style='padding:0 4px'>{label}</div>"))
+                        kids += [self._row_widgets(r["name"], r["title"], r["tip"])[0] for r in group]
+                self.w_rows.children = kids
+                self._row_engine = (engine, tuple(order))
+            ex_row, ex_info = self._rows["__export__"]
+            ex_info.value = (f"<div class='wb-cells'><span class='wb-n'>{self.snapshots[0].nodes}</span>"
+                             f"<span class='wb-h' style='color:#666'>the model as exported</span></div>")
+            (ex_row.add_class if sel == 0 else ex_row.remove_class)("wb-row-sel")
+            for r in rows:
+                row, cb, btn, info = self._rows[r["name"]]
+                self._set_checkbox(r["name"], r["on"])
+                btn.disabled = r["index"] is None
+                nodes = "off" if r["index"] is None else str(r["nodes"])
+                why = r["why"]
+                short = why if len(why) <= 170 else why[:169] + "…"
+                why_html = (f"<div class='wb-why' title='{html.escape(why)}'>{html.escape(short)}</div>"
+                            if why and r["index"] is not None else "")
+                badge = "" if r["index"] is None else _badge(
+                    r["parity"], "ok" if r["parity"] else ("differs" if r["parity"] is False else "…"),
+                    r["parity_tip"])
+                info.value = (f"<div class='wb-cells'><span class='wb-n'>{nodes}</span>"
+                              f"<span class='wb-h' title='{html.escape(r['here'])}'>{html.escape(r['here'])}</span>"
+                              f"<span class='wb-p'>{badge}</span></div>{why_html}")
+                (row.add_class if r["index"] == sel else row.remove_class)("wb-row-sel")
+                (row.remove_class if r["on"] else row.add_class)("wb-row-off")
+
+    def _export_row(self):
+        import ipywidgets as W
+
+        if "__export__" not in self._rows:
+            spacer = W.HTML("", layout=W.Layout(width="20px", flex="0 0 auto"))
+            btn = W.Button(description="export (no fusion)", tooltip="the model as exported: the reference for parity",
+                           layout=W.Layout(width="260px", flex="0 0 auto"))
+            btn.add_class("wb-row-name")
+            btn.on_click(lambda _: self.select_step(0))
+            info = W.HTML(layout=W.Layout(flex="1 1 auto"))
+            row = W.HBox([spacer, btn, info], layout=W.Layout(width="100%"))
+            row.add_class("wb-row")
+            row.add_class("wb-step-export")
+            self._rows["__export__"] = (row, info)
+        return self._rows["__export__"][0]
+
+    def _select_row(self, name: str) -> None:
+        names = [_step_name(sn.step) for sn in self.snapshots]
+        if name in names:
+            self.select_step(names.index(name))
 
     # ----------------------------------------------------------------- display
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -416,47 +628,64 @@ class Workbench:
                                 ("hidden_size", src.hidden_size)) if v}
         if self.timeline is not None:
             self.timeline.stop_warming(wait=False)
-        tl = self.timeline = Timeline(self.export_result.path, s.fusion_plan(), **kw)
+        tl = Timeline(self.export_result.path, s.fusion_plan(), **kw)
         snaps = tl.run()
         note = tl.engine_note or ""
+        self.engine_summary = engine_summary(s.engine, tl.engine_used, {e: r[-1].fused for e, r in tl.runs.items() if r})
         if s.engine == "auto" and tl.engine_used:
             # Keep the engine auto chose: a later toggle must not switch engines (and step lists)
             # under the user. Its snapshots are cached, so this costs nothing.
             snaps = tl.set_plan(dataclasses.replace(tl.plan, engine=tl.engine_used))
+        self.timeline = tl
         self._set_snapshots(snaps)
         if self.widget is not None:
-            self._filter_toggles(tl.engine_used)
+            self.w_engine_note.value = f"<span title='{html.escape(note)}'>{html.escape(self.engine_summary)}</span>"
         self.timings["fusion_s"] = time.perf_counter() - t1
         # Precompute each single toggle in the background, at low priority: a click is then a lookup.
         tl.start_warming()
+        self._watch_warm()
         last = self.snapshots[-1] if self.snapshots else None
         summary = f"{src.label}: {self.export_result.nodes} nodes exported"
         if last is not None:
-            summary += f" → {last.nodes} after fusion ({getattr(self.timeline, 'engine_used', s.engine)})"
-        self._set_status(summary + (f". {note}" if note else ""), "ok")
+            summary += f" → {last.nodes} after fusion ({ENGINE_TITLES.get(tl.engine_used, tl.engine_used)})"
+        self._set_status(summary, "ok")
 
     # ----------------------------------------------------------------- fusion panel
     def _on_toggle(self, name: str, on: bool) -> None:
-        if getattr(self, "_syncing", False):
+        # Per step, not the app-wide flag: the parity thread redraws rows while the user clicks.
+        if name in self._quiet:
             return
         self.toggle(name, on)
+
+    def _set_checkbox(self, name: str, on: bool) -> None:
+        """Move a step's checkbox without it calling :meth:`toggle`."""
+        cb = self.toggles.get(name)
+        if cb is None or cb.value == on:
+            return
+        self._quiet.add(name)
+        try:
+            cb.value = on
+        finally:
+            self._quiet.discard(name)
 
     def toggle(self, name: str, on: bool) -> None:
         """Switch catalog step ``name`` on or off and re-run the timeline."""
         self.state.set_step_enabled(name, on)
-        if self.widget is not None and name in self.toggles and self.toggles[name].value != on:
-            self._syncing = True
-            try:
-                self.toggles[name].value = on
-            finally:
-                self._syncing = False
+        if self.widget is not None:
+            self._set_checkbox(name, on)
         if self.timeline is None:
             return
+
+        self._pending[name] = on
 
         def work():
             t0 = time.perf_counter()
             self._set_status(f"{'enabling' if on else 'disabling'} {name}", "busy")
-            self._set_snapshots(self.timeline.toggle(name, on))
+            try:
+                snaps = self.timeline.toggle(name, on)
+            finally:
+                self._pending.pop(name, None)
+            self._set_snapshots(snaps)
             self.timings["toggle_s"] = time.perf_counter() - t0
             last = self.snapshots[-1]
             self._set_status(f"{name} {'on' if on else 'off'}: {last.nodes} nodes after fusion "
@@ -466,14 +695,22 @@ class Workbench:
 
     def _set_snapshots(self, snaps) -> None:
         self.snapshots = list(snaps)
-        self._tables.clear()
-        self._views.clear()
+        # Profiles follow their snapshot when a toggle shifts the indices; other ones are dropped.
+        where = {id(sn): i for i, sn in enumerate(self.snapshots)}
+        moved = {where[id(sn)]: (self.profiles[k], sn) for k, sn in self._profiled.items()
+                 if id(sn) in where and k in self.profiles}
+        self.profiles = {i: p for i, (p, _) in moved.items()}
+        self._profiled = {i: sn for i, (_, sn) in moved.items()}
+        self._gen += 1
         if self.widget is None:
+            self._kick_auto_parity()
             return
         opts = [(f"{i}: {_step_name(sn.step)}", i) for i, sn in enumerate(self.snapshots)]
         names = [_step_name(sn.step) for sn in self.snapshots]
         chosen = getattr(self, "_chosen", None)  # keep the step the user picked, by name
-        want = names.index(chosen) if chosen in names else self.default_step()
+        want = names.index(chosen) if chosen in names else self._step_near(chosen)
+        if chosen is None and self.snapshots:
+            self._chosen = names[want]  # remembered, so switching this step off and on comes back to it
         self._syncing = True
         try:
             self.w_step.options = opts
@@ -485,8 +722,53 @@ class Workbench:
         self.w_variants.value = tuple({opts[0][0]: None, opts[-1][0]: None})
         layers = self._table(0).layers
         self.w_layer.max = max(layers) if layers else 0
-        self._draw_badges()
         self.refresh()
+        self._kick_auto_parity()
+
+    def warm_text(self) -> str:
+        """One line on the background precomputation of single toggles (what a click will cost)."""
+        tl = self.timeline
+        if tl is None:
+            return ""
+        if tl.warming:
+            return "⏳ precomputing every single toggle in the background: until it is done a click may take a few seconds"
+        if tl.warm_error:
+            return f"precomputing toggles stopped: {' '.join(str(tl.warm_error).split())[:160]}"
+        if tl.warm_s is not None:
+            return f"✔ every single toggle precomputed ({tl.warm_s:.0f} s): a click is a lookup"
+        return ""
+
+    def _watch_warm(self) -> None:
+        """Keep the warm-up line current (a daemon thread polling twice a second; sends only changes)."""
+        if self.widget is None or not self.background or getattr(self, "_warm_watcher", None) is not None:
+            return
+
+        def loop():
+            while not self._closed:
+                text = self.warm_text()
+                html_ = f"<span style='font-size:11px;color:#57606a'>{html.escape(text)}</span>"
+                if self.w_warm.value != html_:
+                    self.w_warm.value = html_
+                time.sleep(0.5)
+
+        self._warm_watcher = threading.Thread(target=loop, name="workbench-warm-watch", daemon=True)
+        self._warm_watcher.start()
+
+    def _kick_auto_parity(self) -> None:
+        if self.auto_parity and self.timeline is not None and not self._closed:
+            self._kick_parity()
+
+    def _step_near(self, name: str | None) -> int:
+        """Where to look when the chosen step was switched off: the next step that ran after it,
+        so the "after" pane shows the graph as it now stands at that point (else the default)."""
+        names = [_step_name(sn.step) for sn in self.snapshots]
+        if name and self.timeline is not None:
+            order = self.timeline.steps()
+            if name in order:
+                for later in order[order.index(name) + 1:]:
+                    if later in names:
+                        return names.index(later)
+        return self.default_step()
 
     def default_step(self) -> int:
         """The step to show first: Attention when it fused, else the step that removed most nodes."""
@@ -522,31 +804,48 @@ class Workbench:
         i = self.state.step if 0 <= self.state.step < len(self.snapshots) else len(self.snapshots) - 1
         return max(0, i - 1), i
 
-    def _table(self, i: int):
-        from ..graph.layout import node_table, without_ops
+    @staticmethod
+    def _cached(cache: OrderedDict, key: tuple, owner, make, size: int = 48):
+        """LRU lookup keyed by ``owner``'s identity; ``owner`` is kept so its id is not reused."""
+        hit = cache.get(key)
+        if hit is not None and hit[0] is owner:
+            cache.move_to_end(key)
+            return hit[1]
+        value = make()
+        cache[key] = (owner, value)
+        while len(cache) > size:
+            cache.popitem(last=False)
+        return value
 
-        if i not in self._tables:
-            sn = self.snapshots[i]
+    def _table(self, i: int):
+        from ..graph.layout import node_table, without_constants
+
+        sn = self.snapshots[i]
+
+        def make():
             layer_of = getattr(getattr(sn, "diff", None), "layer_of", None) or None
             tab = node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of)
-            self._tables[i] = tab if self.state.constants else without_ops(tab, ("Constant",))
-        return self._tables[i]
+            return tab if self.state.constants else without_constants(tab)
+
+        return self._cached(self._tables, (id(sn), self.state.constants), sn, make)
 
     def _layout(self, i: int):
         from ..graph.layout import layout_graph
 
         s = self.state
-        key = (i, s.view, s.layer, tuple(sorted(s.expanded)))
-        if key not in self._views:
+        sn = self.snapshots[i]
+        expand_all = self.widget is not None and bool(self.w_expand.value)
+        key = (id(sn), s.constants, s.view, s.layer, tuple(sorted(s.expanded)), expand_all)
+
+        def make():
             tab = self._table(i)
             if s.view == "layer" and s.layer in tab.layers:
-                lay = layout_graph(tab, layer=s.layer)
-            else:
-                groups = [g for g in tab.groups if g.startswith("layer ")]
-                collapsed = [] if self.widget is not None and self.w_expand.value else [g for g in groups if g not in s.expanded]
-                lay = layout_graph(tab, collapsed=collapsed)
-            self._views[key] = lay
-        return self._views[key]
+                return layout_graph(tab, layer=s.layer)
+            groups = [g for g in tab.groups if g.startswith("layer ")]
+            collapsed = [] if expand_all else [g for g in groups if g not in s.expanded]
+            return layout_graph(tab, collapsed=collapsed)
+
+        return self._cached(self._views, key, sn, make)
 
     def refresh(self) -> None:
         """Redraw counts, diagnostics and both graphs for the selected step."""
@@ -556,7 +855,7 @@ class Workbench:
         b, a = self._pair()
         before, after = self.snapshots[b], self.snapshots[a]
         self.w_counts.value = counts_table_html(dict(before.histogram), dict(after.histogram))
-        self._draw_badges()
+        self._draw_rows()
         self._draw_diag(after, a)
         self._draw_graphs()
         self.timings["refresh_s"] = time.perf_counter() - t0
@@ -596,49 +895,102 @@ class Workbench:
 
         self._run("session layer", work)
 
-    def check_parity(self) -> None:
-        """Check every snapshot against the unfused model; badges turn green or red as results arrive."""
+    def check_parity(self, wait: bool | None = None) -> None:
+        """Check every snapshot against the unfused export; badges turn green or red as results arrive.
+
+        Runs in the background parity thread (see ``auto_parity``); with
+        ``background=False`` (or ``wait=True``) it returns when every badge is filled.
+        """
         if self.timeline is None:
             self._set_status("load a model first", "error")
             return
-        tl, snaps = self.timeline, list(self.snapshots)
+        if (wait if wait is not None else not self.background):
+            self._guard(lambda: self._parity_pass(report=True), "parity")()
+            return
+        self._kick_parity(report=True)
 
-        def work():
-            for i in range(1, len(snaps)):
-                if self.timeline is not tl or self._closed:
-                    return  # a reload replaced the timeline: stale results are dropped
-                self._set_status(f"parity: checking step {i} of {len(snaps) - 1}", "busy")
-                snaps[i].check_parity(reference=tl.reference())
-                self._draw_badges()
+    def parity_order(self) -> list[int]:
+        """Snapshots to check, most useful first: the selected step, the final model, then in order."""
+        n = len(self.snapshots)
+        first = [self._pair()[1], n - 1]
+        return [i for i in dict.fromkeys(first + list(range(1, n))) if 0 < i < n]
+
+    def _parity_pass(self, report: bool = False) -> bool:
+        """Fill the parity of the current snapshots; False when they changed under it (a toggle)."""
+        tl, snaps, gen = self.timeline, list(self.snapshots), self._gen
+        if tl is None:
+            return True
+
+        def same_as_before(i: int) -> bool:  # the step changed nothing: its outputs are its predecessor's
+            return i > 1 and getattr(snaps[i].diff, "empty", False)
+
+        def propagate() -> None:
+            for i in range(2, len(snaps)):
+                if snaps[i].parity is None and same_as_before(i) and snaps[i - 1].parity is not None:
+                    snaps[i].parity = snaps[i - 1].parity
+
+        todo = [i for i in self.parity_order() if not same_as_before(i)]
+        todo += [i for i in range(1, len(snaps)) if i not in todo]  # whatever propagation cannot fill
+        for i in todo:
+            propagate()
+            if self._gen != gen or self._closed:
+                return False  # a toggle or reload: start over on the new snapshots
+            sn = snaps[i]
+            if sn.parity is not None:
+                continue
+            if report:
+                self._set_status(f"parity: checking {_step_name(sn.step)} ({i} of {len(snaps) - 1})", "busy")
+            sn.check_parity(reference=tl.reference())
+            if self._gen == gen:
+                self._draw_rows()
+        propagate()
+        if self._gen != gen:
+            return False
+        self._draw_rows()
+        if report:
             bad = [_step_name(sn.step) for sn in snaps[1:] if sn.parity is not None and not sn.parity.ok]
             self._set_status("parity: every step within atol 1e-4, rtol 1e-3" if not bad else
                              f"parity: {', '.join(bad)} differ from the unfused model beyond atol 1e-4",
                              "ok" if not bad else "error")
+        return True
 
-        self._run("parity", work)
+    def _kick_parity(self, report: bool = False) -> None:
+        """Wake the background parity thread (start it if none is running)."""
+        self._parity_report = report or getattr(self, "_parity_report", False)
+        with self._parity_guard:
+            self._parity_wake.set()
+            if self._parity_thread is not None and self._parity_thread.is_alive():
+                return
 
-    def _draw_badges(self) -> None:
-        """The timeline as a small table: step, nodes after it, what it fused, parity badge."""
-        if self.widget is None:
-            return
-        rows = []
-        sel = self._pair()[1] if self.snapshots else -1
-        for i, sn in enumerate(self.snapshots):
-            p = getattr(sn, "parity", None)
-            if p is None:
-                ok, tip = None, "parity not checked (press Check parity)"
-            else:
-                ok = bool(getattr(p, "ok", p))
-                tip = (f"max abs diff {getattr(p, 'max_abs_diff', float('nan')):.1e} over {getattr(p, 'cases', '?')} "
-                       f"cases ({'within' if ok else 'beyond'} atol 1e-4, rtol 1e-3)")
-            here = ", ".join(f"{'+' if n > 0 else ''}{n} {op}" for op, n in (getattr(sn, "fused_here", {}) or {}).items()
-                             if n and op in _HEADLINE)
-            style = " style='font-weight:600;background:#eef4ff'" if i == sel else ""
-            rows.append(f"<tr{style}><td>{i}</td><td>{html.escape(_step_name(sn.step))}</td><td>{sn.nodes}</td>"
-                        f"<td>{html.escape(here)}</td><td>{_badge(ok, 'ok' if ok else ('differs' if ok is False else '?'), tip)}</td></tr>")
-        self.w_badges.value = ("<div class='wb-table wb-timeline' style='font-size:11px;max-height:260px;overflow-y:auto'>"
-                               "<table><tr><th>#</th><th>step</th><th>nodes</th><th>fused here</th><th>parity</th></tr>"
-                               + "".join(rows) + "</table></div>")
+            def loop():
+                _lower_priority()
+                while not self._closed:
+                    self._parity_wake.clear()
+                    report_now, self._parity_report = self._parity_report, False
+                    try:
+                        done = self._parity_pass(report=report_now)
+                    except WorkbenchError as e:
+                        self._set_status(f"parity check failed: {e}", "error")
+                        done = True
+                    except Exception as e:  # never a traceback in the kernel; one line in the app
+                        self._trace = traceback.format_exc()
+                        self._set_status(f"parity check failed unexpectedly: {type(e).__name__}: "
+                                         f"{' '.join(str(e).split())[:200]}", "error")
+                        done = True
+                    with self._parity_guard:
+                        if done and not self._parity_wake.is_set():
+                            self._parity_thread = None
+                            return
+
+            self._parity_thread = threading.Thread(target=loop, name="workbench-parity", daemon=True)
+            self._parity_thread.start()
+
+    def wait_parity(self, timeout: float | None = 600) -> bool:
+        """Wait for the background parity checks; True when every badge is filled."""
+        t = self._parity_thread
+        if t is not None:
+            t.join(timeout)
+        return all(sn.parity is not None for sn in self.snapshots[1:])
 
     def _latency_map(self, i: int) -> dict[str, float] | None:
         if not self.state.overlay:
@@ -655,10 +1007,14 @@ class Workbench:
         return out
 
     def _draw_graphs(self) -> None:
-        from ..viz.graph import update_graph_figure
+        from ..viz.graph import shared_yrange, update_graph_figure
 
         b, a = self._pair()
         lb, la = self._layout(b), self._layout(a)
+        # One height for both panes, and one vertical scale when the depths are comparable.
+        yr = shared_yrange(lb, la)
+        height = int(min(900, max(360, 22 * max(lb.depth, la.depth) + 80)))
+        size = dict(width=self.state.pane_width, height=height, yrange=yr)
         diff = getattr(self.snapshots[a], "diff", None) if a != b else None
         removed = self._table(b).resolve(getattr(diff, "removed", []) or [])
         added = self._table(a).resolve(getattr(diff, "added", []) or [])
@@ -666,13 +1022,12 @@ class Workbench:
         add_items = self._items_for(la, added)
         sel_after, sel_before = self._selection(lb, la, diff)
         name = _step_name(self.snapshots[a].step)
-        with self.fig_before.batch_update(), self.fig_after.batch_update():
-            update_graph_figure(self.fig_before, lb, highlight=rem_items, selected=sel_before,
-                                latency=self._latency_map(b),
-                                title=f"before {name}: {lb.title}")
-            update_graph_figure(self.fig_after, la, highlight=add_items, selected=sel_after,
-                                latency=self._latency_map(a),
-                                title=f"after {name}: {la.title}")
+        new_b = update_graph_figure(self.fig_before, lb, highlight=rem_items, selected=sel_before,
+                                    latency=self._latency_map(b), **size, title=f"before {name}: {lb.title}")
+        new_a = update_graph_figure(self.fig_after, la, highlight=add_items, selected=sel_after,
+                                    latency=self._latency_map(a), **size, title=f"after {name}: {la.title}")
+        if new_a or new_b:
+            self._hooked = False  # new traces: attach the click handlers again
         self._hook_clicks()
 
     @staticmethod
@@ -725,8 +1080,6 @@ class Workbench:
 
     def _on_constants(self, change) -> None:
         self.state.constants = bool(change["new"])
-        self._tables.clear()
-        self._views.clear()
         if self.snapshots:
             self._draw_graphs()
 
@@ -933,11 +1286,24 @@ class Workbench:
             from ..viz import latency as vl
 
             b, a = self._pair()
-            for i in (indices or sorted({b, a})):
-                sn = self.snapshots[i]
-                self._set_status(f"profiling {_step_name(sn.step)}", "busy")
-                self.profiles[i] = profile_ops(sn.model.SerializeToString(), self.state.bench_config(),
-                                               provider=self.state.provider, level="disable", name=_step_name(sn.step))
+            chosen = list(indices or sorted({b, a}))
+            if self.widget is not None:
+                self._read_profile_bar()
+                self.w_profile.disabled = True
+            try:
+                for k, i in enumerate(chosen):
+                    sn = self.snapshots[i]
+                    self._progress(f"profiling the operators of {_step_name(sn.step)} ({k + 1} of {len(chosen)}: "
+                                   f"batch {self.state.batch}, sequence {self.state.seq}, {self.state.runs} runs)",
+                                   (k + 0.5) / len(chosen))
+                    self.profiles[i] = profile_ops(sn.model.SerializeToString(), self.state.bench_config(),
+                                                   provider=self.state.provider, level="disable",
+                                                   name=_step_name(sn.step))
+                    self._profiled[i] = sn
+            finally:
+                if self.widget is not None:
+                    self.progress.layout.visibility = "hidden"
+                    self.w_profile.disabled = False
             ops = {f"{i}: {self.profiles[i].variant}": {k: v / 1e3 for k, v in self.profiles[i].op_type_totals().items()}
                    for i in sorted(self.profiles)}
             if self.widget is not None:
@@ -946,7 +1312,6 @@ class Workbench:
                 self._syncing = True
                 self.w_overlay.value = True
                 self._syncing = False
-                self._views.clear()
                 self._draw_graphs()
             self._set_status("profile done: nodes coloured by their share of latency", "ok")
 

@@ -32,7 +32,8 @@ class UIState:
     expanded: list[str] = field(default_factory=list)  # groups opened in the whole-model view
     selected: str | None = None  # node id clicked in the "after" pane
     overlay: bool = False  # colour nodes by profiled latency
-    constants: bool = False  # draw Constant nodes (hidden by default: they crowd the view)
+    constants: bool = False  # draw Constant / Identity-of-weight nodes (hidden by default: they crowd the view)
+    pane_width: int = 520  # pixel width of each graph pane (two side by side)
     provider: str = "cpu"
     batch: int = 1
     seq: int = 128
@@ -43,6 +44,8 @@ class UIState:
     def __post_init__(self):
         if self.view not in VIEWS:
             raise ConfigError(f"view must be one of {VIEWS}, not {self.view!r}")
+        if not 240 <= int(self.pane_width) <= 2000:
+            raise ConfigError(f"pane_width must be between 240 and 2000 pixels, not {self.pane_width!r}")
 
     def export_config(self) -> ExportConfig:
         return ExportConfig(exporter=self.exporter, opset=self.opset, attention=self.attention)

@@ -16,8 +16,21 @@ from ..graph.layout import Layout
 SVG_LIMIT = 400
 #: Above this many items node labels are left out (hover still has them).
 LABEL_LIMIT = 160
-#: More items than this in one row of the layout and labels would overlap: hover instead.
-ROW_LABEL_LIMIT = 7
+#: Figure width in pixels when the caller gives none (labels are placed for this width).
+DEFAULT_WIDTH = 540
+#: Approximate width of one label character at the label font size (9 px), in pixels.
+CHAR_PX = 5.6
+#: Rows closer than this many pixels get no labels: they would overlap vertically.
+MIN_ROW_PX = 12
+_MARGIN = dict(l=10, r=10, t=36, b=10)
+#: Short names for long op types, so a label fits between neighbours.
+SHORT_OPS = {
+    "SkipLayerNormalization": "SkipLN", "LayerNormalization": "LayerNorm", "EmbedLayerNormalization": "EmbedLN",
+    "SkipSimplifiedLayerNormalization": "SkipRMSNorm", "SimplifiedLayerNormalization": "RMSNorm",
+    "MultiHeadAttention": "MHA", "GroupQueryAttention": "GQA", "RotaryEmbedding": "Rotary",
+    "ConstantOfShape": "ConstOfShape", "DynamicQuantizeMatMul": "DQMatMul", "MatMulIntegerToFloat": "MatMulInt",
+    "DynamicQuantizeLinear": "DQLinear", "ReduceMean": "ReduceMean", "GreaterOrEqual": "GreaterEq",
+}
 
 HIGHLIGHT = "#d62728"
 SELECT = "#111111"
@@ -61,8 +74,47 @@ def _lat_colour(share: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
+def short_label(label: str, limit: int = 12) -> str:
+    """A node label short enough to sit next to its node: known abbreviations, else truncated."""
+    if label in SHORT_OPS:
+        return SHORT_OPS[label]
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int,
+                   xrange: tuple[float, float], yrange: tuple[float, float]) -> list[str]:
+    """``labels`` with the ones that would collide blanked out (hover still names every node).
+
+    A label is drawn to the right of its node; it is kept only when it ends
+    before the next node of the same row and inside the figure, and when rows
+    are far enough apart for one line of text.
+    """
+    n = len(layout)
+    if n == 0 or n > LABEL_LIMIT:
+        return [""] * n
+    px_x = (width - _MARGIN["l"] - _MARGIN["r"]) / max(1e-9, xrange[1] - xrange[0])
+    px_y = (height - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yrange[1] - yrange[0]))
+    if px_y < MIN_ROW_PX:
+        return [""] * n
+    rows: dict[float, list[int]] = {}
+    for k, y in enumerate(layout.y):
+        rows.setdefault(y, []).append(k)
+    out = [""] * n
+    for ks in rows.values():
+        ks.sort(key=lambda k: layout.x[k])
+        for j, k in enumerate(ks):
+            need = 9 + CHAR_PX * len(labels[k])  # marker radius and gap, then the text
+            room = (xrange[1] - layout.x[k]) * px_x
+            if j + 1 < len(ks):
+                room = min(room, (layout.x[ks[j + 1]] - layout.x[k]) * px_x - 7)
+            if need <= room:
+                out[k] = labels[k]
+    return out
+
+
 def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
                latency: Mapping[str, float] | None = None, height: int | None = None,
+               width: int | None = None, yrange: tuple[float, float] | None = None,
                title: str | None = None) -> tuple[list[dict], dict]:
     """Trace and layout dictionaries for ``layout`` (what :func:`graph_figure` draws).
 
@@ -72,8 +124,13 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
         selected: item ids to ring in black (a clicked node and what it replaced).
         latency: item id → milliseconds; colours nodes by their share of the total.
         height: figure height in pixels (default grows with the graph's depth).
+        width: figure width in pixels (default :data:`DEFAULT_WIDTH`); the figure is
+            drawn at exactly this width, and labels are kept only where they fit in it.
+        yrange: the (top, bottom) ranks to show, to give two panes one vertical scale
+            (default: this layout's own depth).
         title: figure title (default: the layout's).
     """
+    highlight, selected = set(highlight), set(selected)
     gl = len(layout) > SVG_LIMIT
     kind = "scattergl" if gl else "scatter"
     ex: list = []
@@ -104,11 +161,15 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
     symbols = [KIND_STYLE[k][0] for k in layout.kinds]
     sizes = [KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0) for k, op in zip(layout.kinds, layout.ops)]
     symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
-    # Labels only where they fit: few items, and no row so crowded that labels overlap.
-    per_row: dict[float, int] = {}
-    for y in layout.y:
-        per_row[y] = per_row.get(y, 0) + 1
-    show_text = len(layout) <= LABEL_LIMIT and max(per_row.values(), default=0) <= ROW_LABEL_LIMIT
+    w = int(width or DEFAULT_WIDTH)
+    h = height or int(min(900, max(360, 22 * layout.depth + 80)))
+    xr = _range(layout.x, 2.5)
+    yr = list(yrange) if yrange is not None else _range(layout.y, 1.2)
+    # A ringed node's label starts past its ring (an en space), or the ring hides its first letters.
+    ringed = set(highlight) | set(selected)
+    labels = [("\u2002" if iid in ringed else "") + short_label(lb) for iid, lb in zip(layout.ids, layout.labels)]
+    texts = visible_labels(layout, labels, width=w, height=h, xrange=(xr[0], xr[1]), yrange=(yr[0], yr[1]))
+    show_text = any(texts)
     index = layout.index()
 
     def ring(ids: Iterable[str]) -> tuple[list, list]:
@@ -121,7 +182,7 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
         dict(type=kind, name="edges", x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
              line=dict(color="#9aa5b1", width=1)),
         dict(type=kind, name="nodes", x=list(layout.x), y=list(layout.y),
-             mode="markers+text" if show_text else "markers", text=layout.labels if show_text else None,
+             mode="markers+text" if show_text else "markers", text=texts if show_text else None,
              textposition="middle right", textfont=dict(size=9, color="#333"),
              customdata=list(layout.ids), hovertext=hover, hoverinfo="text", showlegend=False,
              marker=dict(color=colours, symbol=symbols, size=sizes, line=dict(width=0.5, color="#333"))),
@@ -136,16 +197,31 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
                            line=dict(color="#9ab", width=1, dash="dot"), fillcolor="rgba(120,150,200,0.06)"))
         notes.append(dict(x=b.x0, y=b.y0, text=b.group, showarrow=False, xanchor="left", yanchor="bottom",
                           font=dict(size=10, color="#567")))
-    h = height or int(min(900, max(360, 22 * layout.depth + 80)))
     lay = dict(
         title=dict(text=title if title is not None else layout.title, font=dict(size=13), x=0.02),
-        height=h, margin=dict(l=10, r=10, t=36, b=10), plot_bgcolor="white", paper_bgcolor="white",
-        xaxis=dict(visible=False, range=_range(layout.x, 2.5)),
-        yaxis=dict(visible=False, autorange=False, range=_range(layout.y, 1.2)[::-1]),
+        height=h, width=w, autosize=False, margin=dict(_MARGIN), plot_bgcolor="white", paper_bgcolor="white",
+        xaxis=dict(visible=False, range=xr),
+        yaxis=dict(visible=False, autorange=False, range=yr[::-1]),
         hovermode="closest", dragmode="pan", shapes=shapes, annotations=notes, showlegend=False,
         uirevision=None,
     )
     return traces, lay
+
+
+def shared_yrange(*layouts: Layout, max_ratio: float = 2.5) -> tuple[float, float] | None:
+    """One vertical range for side-by-side panes, when their depths are comparable.
+
+    With one scale, a rank sits at the same height in both panes, so the eye
+    can follow the graph across. When one graph is much deeper (ratio above
+    ``max_ratio``), sharing would squash the other into a strip: None, and
+    each pane keeps its own range.
+    """
+    depths = [lay.depth for lay in layouts if len(lay)]
+    if len(depths) < 2 or max(depths) > max_ratio * max(1, min(depths)):
+        return None
+    lo = min(min(lay.y) for lay in layouts if len(lay))
+    hi = max(max(lay.y) for lay in layouts if len(lay))
+    return (lo - 1.2, hi + 1.2)
 
 
 def _range(v: list[float], pad: float) -> list[float]:
@@ -173,27 +249,37 @@ def graph_figure(layout: Layout, **kw):
     return go.Figure(data=traces, layout=lay)
 
 
-def update_graph_figure(fig, layout: Layout, **kw) -> None:
-    """Redraw ``fig`` (a Figure or FigureWidget) in place with a new layout or highlights.
+def update_graph_figure(fig, layout: Layout, **kw) -> bool:
+    """Redraw ``fig`` (a Figure or FigureWidget) with a new layout or new highlights.
 
-    Trace properties are assigned inside one ``batch_update`` so the front-end
-    receives a single message; traces are replaced only when the view switches
-    between SVG and WebGL.
+    When the items and their labels are the ones already drawn (a new
+    highlight, a latency overlay, a title), trace properties are assigned in
+    place inside one ``batch_update``. A different set of items replaces the
+    traces: plotly.js, restyled in place, leaves out the labels of points that
+    had none before, so a new view is drawn fresh.
+
+    Returns:
+        True when the traces were replaced (click handlers must be attached again).
     """
     traces, lay = graph_spec(layout, **kw)
-    same = len(fig.data) == len(traces) and all(t.type == d["type"] for t, d in zip(fig.data, traces))
+    same = (len(fig.data) == len(traces) and all(t.type == d["type"] for t, d in zip(fig.data, traces))
+            and list(fig.data[1].customdata or ()) == list(traces[1]["customdata"])
+            and list(fig.data[1].text or ()) == list(traces[1]["text"] or ()))
     if not same:
+        fig.data = []
         with fig.batch_update():
-            fig.data = []
             fig.add_traces([{k: v for k, v in d.items()} for d in traces])
+            fig.layout.shapes = lay.pop("shapes")
+            fig.layout.annotations = lay.pop("annotations")
             fig.update_layout(lay)
-        return
+        return True
     with fig.batch_update():
         for t, d in zip(fig.data, traces):
             t.update({k: v for k, v in d.items() if k != "type"}, overwrite=True)
         fig.layout.shapes = lay.pop("shapes")
         fig.layout.annotations = lay.pop("annotations")
         fig.update_layout(lay)
+    return False
 
 
 def highlight_only(fig, layout: Layout, highlight: Iterable[str] = (), selected: Iterable[str] = ()) -> None:

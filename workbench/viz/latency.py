@@ -28,6 +28,16 @@ def _base(title: str, height: int, **kw) -> dict:
     return lay
 
 
+def _waiting(fig, text: str):
+    """An empty figure says what fills it, instead of showing bare axes."""
+    if not any(len(t.x if t.x is not None else ()) or len(t.y if t.y is not None else ()) for t in fig.data):
+        fig.update_layout(xaxis=dict(visible=False), yaxis=dict(visible=False), annotations=[dict(
+            text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=12, color="#888"))])
+    else:  # explicit, so a live widget that showed the empty state gets its axes back
+        fig.update_layout(xaxis=dict(visible=True), yaxis=dict(visible=True))
+    return fig
+
+
 def percentiles(values: Sequence[float]) -> dict:
     """p50, p90, p99, mean and count of a list of milliseconds (empty → zeros)."""
     import numpy as np
@@ -53,7 +63,7 @@ def live_figure(series: Mapping[str, Sequence[float]], *, title: str = "latency 
     if floor_ms:
         lay["shapes"] = [_floor_line(floor_ms)]
         lay["annotations"] = [_floor_note(floor_ms)]
-    return go.Figure(data=data, layout=lay)
+    return _waiting(go.Figure(data=data, layout=lay), "press Run: one line per variant grows here, run by run")
 
 
 def _floor_line(ms: float) -> dict:
@@ -80,7 +90,9 @@ def distribution_figure(series: Mapping[str, Sequence[float]], *, kind: str = "b
         else:
             t.update(box=dict(visible=True), meanline=dict(visible=True), points=False)
         data.append(t)
-    return go.Figure(data=data, layout=_base(title, height, yaxis=dict(title="ms", gridcolor="#eee", rangemode="tozero")))
+    return _waiting(go.Figure(data=data, layout=_base(title, height, yaxis=dict(title="ms", gridcolor="#eee",
+                                                                                  rangemode="tozero"))),
+                    "the spread of each variant's runs")
 
 
 def percentile_figure(stats: Mapping[str, Mapping[str, float]], *, floor_ms: float | None = None,
@@ -99,7 +111,7 @@ def percentile_figure(stats: Mapping[str, Mapping[str, float]], *, floor_ms: flo
     if floor_ms:
         lay["shapes"] = [_floor_line(floor_ms)]
         lay["annotations"] = [_floor_note(floor_ms)]
-    return go.Figure(data=data, layout=lay)
+    return _waiting(go.Figure(data=data, layout=lay), "p50, p90 and p99 per variant, against the hardware floor")
 
 
 def op_breakdown_figure(ops: Mapping[str, Mapping[str, float]], *, top: int = 10, title: str = "time per op type",
@@ -121,8 +133,11 @@ def op_breakdown_figure(ops: Mapping[str, Mapping[str, float]], *, top: int = 10
             xs.append(sum(float(v) for k, v in per.items() if k not in keep) if op == "other" else float(per.get(op, 0.0)))
         data.append(dict(type="bar", orientation="h", name=op, y=names, x=xs, marker=dict(color=colour(i)),
                          hovertemplate=f"{op}<br>%{{y}}: %{{x:.2f}} ms<extra></extra>"))
-    return go.Figure(data=data, layout=_base(title, height, barmode="stack", xaxis=dict(title="ms", gridcolor="#eee"),
-                                             yaxis=dict(automargin=True)))
+    # Legend on the right: below the bars it collides with the axis title.
+    return _waiting(go.Figure(data=data, layout=_base(title, height, barmode="stack",
+                                                      xaxis=dict(title="ms", gridcolor="#eee"), yaxis=dict(automargin=True),
+                                                      legend=dict(orientation="v", x=1.02, y=1, font=dict(size=10)))),
+                    "press Profile ops: time per op type, before and after the selected step")
 
 
 def sweep_figure(rows: Sequence[Mapping], *, x: str = "seq", y: str = "p50", by: str = "variant",
