@@ -173,3 +173,4 @@ def test_without_constants_drops_value_holders_only(tiny_model):
     assert all(n.id in slim.by_id for n in kept_identity)  # an Identity of a computed tensor stays
     assert len(slim.nodes) == len(tab.nodes) - sum(1 for n in tab.nodes if n.op_type == "Constant") - sum(
         1 for n in tab.nodes if n.op_type == "Identity" and all(t in tab.initializers for t in n.inputs if t))
+    assert slim.hidden == len(tab.nodes) - len(slim.nodes) and tab.hidden == 0  # the view can say what it left out

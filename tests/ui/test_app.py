@@ -304,6 +304,11 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
         badges = [w._rows[n][3].value for n in shown]
         assert all("wb-ok" in b for b in badges), badges  # every step that ran: green
         assert w.error is None
+        w.toggle("attention", True)
+        w.wait(300)
+        w._stop_threads(timeout=30)  # what the kernel's exit does: no thread left inside ONNX Runtime
+        assert w._parity_thread is None or not w._parity_thread.is_alive()
+        assert not w.timeline.warming
     finally:
         w.close()
 
@@ -327,3 +332,8 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
                 assert (x2 - x) * px >= 9 + CHAR_PX * len(t), (t, x, x2)
     # before and after share one vertical scale when their depths are comparable
     assert fig.layout.height == app.fig_after.layout.height
+
+
+def test_warm_up_line_says_when_clicks_are_lookups(app):
+    assert app.timeline.wait_warm(300)
+    assert "precomputed" in app.warm_text() and "a click is a lookup" in app.warm_text()

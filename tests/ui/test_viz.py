@@ -121,6 +121,15 @@ def test_labels_are_short_and_never_collide(table):
     assert not any(visible_labels(lay, lay.labels, width=540, height=60, xrange=(-5, 5), yrange=(-1, lay.depth + 1)))
 
 
+def test_collapsed_layer_squares_never_overlap(table):
+    lay = layout_graph(table)  # every layer collapsed: squares stacked one row apart
+    fig = graph_figure(lay, height=200)
+    yr = fig.layout.yaxis.range
+    row_px = (200 - 46) / abs(yr[0] - yr[1])
+    sizes = [sz for sz, k in zip(fig.data[1].marker.size, lay.kinds) if k == "group"]
+    assert sizes and all(sz <= max(10, row_px) for sz in sizes)
+
+
 def test_panes_share_a_vertical_scale_only_when_depths_are_comparable(table):
     one, two = layout_graph(table, layer=0), layout_graph(table, layer=1)
     yr = shared_yrange(one, two)

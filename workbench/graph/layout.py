@@ -59,6 +59,7 @@ class NodeTable:
     graph_outputs: tuple[str, ...]
     shapes: dict[str, str] = field(default_factory=dict)  # tensor -> "float[batch,sequence,768]"
     initializers: frozenset[str] = frozenset()
+    hidden: int = 0  # nodes left out of this table for readability (see without_constants)
 
     def __post_init__(self):
         self.by_id = {n.id: n for n in self.nodes}
@@ -303,7 +304,8 @@ def without_constants(table: NodeTable) -> NodeTable:
     if len(keep) == len(table.nodes):
         return table
     return NodeTable(nodes=keep, graph_inputs=table.graph_inputs, graph_outputs=table.graph_outputs,
-                     shapes=table.shapes, initializers=table.initializers)
+                     shapes=table.shapes, initializers=table.initializers,
+                     hidden=table.hidden + len(table.nodes) - len(keep))
 
 
 # --------------------------------------------------------------------------- layout

@@ -10,8 +10,10 @@ expected error is shown in the app's status line, never as a traceback.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import html
+import weakref
 from collections import OrderedDict
 import os
 import threading
@@ -80,6 +82,21 @@ button.wb-row-name:hover{text-decoration:underline}
 
 def _step_name(step) -> str:
     return str(getattr(step, "name", step) or "export")
+
+
+#: Apps alive in this process: their background threads are stopped before the interpreter exits.
+_LIVE: "weakref.WeakSet[Workbench]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_threads() -> None:
+    # A daemon thread still inside an ONNX Runtime call when the kernel exits aborts the process
+    # ("terminate called without an active exception"); give each a moment to leave it.
+    for app in list(_LIVE):
+        try:
+            app._stop_threads(timeout=10)
+        except Exception:
+            pass
 
 
 def engine_summary(asked: str, used: str, fused: dict[str, dict[str, int]]) -> str:
@@ -183,8 +200,10 @@ class Workbench:
         self._parity_wake = threading.Event()
         self._parity_guard = threading.Lock()
         self.engine_summary = ""
+        self.engine_note = ""
         self._quiet: set[str] = set()  # steps whose checkbox the app is moving itself
         self._pending: dict[str, bool] = {}  # toggles clicked whose run has not finished
+        _LIVE.add(self)
         self.export_result = None
         self.timeline = None
         self.snapshots: list = []
@@ -630,7 +649,7 @@ class Workbench:
             self.timeline.stop_warming(wait=False)
         tl = Timeline(self.export_result.path, s.fusion_plan(), **kw)
         snaps = tl.run()
-        note = tl.engine_note or ""
+        note = self.engine_note = tl.engine_note or ""  # the auto run's reasons (set_plan below replaces tl's)
         self.engine_summary = engine_summary(s.engine, tl.engine_used, {e: r[-1].fused for e, r in tl.runs.items() if r})
         if s.engine == "auto" and tl.engine_used:
             # Keep the engine auto chose: a later toggle must not switch engines (and step lists)
@@ -731,7 +750,7 @@ class Workbench:
         if tl is None:
             return ""
         if tl.warming:
-            return "⏳ precomputing every single toggle in the background: until it is done a click may take a few seconds"
+            return "precomputing every toggle in the background… until then a click may take a few seconds"
         if tl.warm_error:
             return f"precomputing toggles stopped: {' '.join(str(tl.warm_error).split())[:160]}"
         if tl.warm_s is not None:
@@ -1015,6 +1034,7 @@ class Workbench:
         yr = shared_yrange(lb, la)
         height = int(min(900, max(360, 22 * max(lb.depth, la.depth) + 80)))
         size = dict(width=self.state.pane_width, height=height, yrange=yr)
+        s_view_model = self.state.view == "model"  # a layer title counts its own nodes; the model title all
         diff = getattr(self.snapshots[a], "diff", None) if a != b else None
         removed = self._table(b).resolve(getattr(diff, "removed", []) or [])
         added = self._table(a).resolve(getattr(diff, "added", []) or [])
@@ -1022,10 +1042,16 @@ class Workbench:
         add_items = self._items_for(la, added)
         sel_after, sel_before = self._selection(lb, la, diff)
         name = _step_name(self.snapshots[a].step)
+        def note(i: int) -> str:  # say what the view leaves out, so its count matches the table's
+            hidden = getattr(self._table(i), "hidden", 0)
+            return f" <span style='font-size:10px;color:#888'>(+{hidden} constants hidden)</span>" if hidden else ""
+
         new_b = update_graph_figure(self.fig_before, lb, highlight=rem_items, selected=sel_before,
-                                    latency=self._latency_map(b), **size, title=f"before {name}: {lb.title}")
+                                    latency=self._latency_map(b), **size,
+                                    title=f"before {name}: {lb.title}{note(b) if s_view_model else ''}")
         new_a = update_graph_figure(self.fig_after, la, highlight=add_items, selected=sel_after,
-                                    latency=self._latency_map(a), **size, title=f"after {name}: {la.title}")
+                                    latency=self._latency_map(a), **size,
+                                    title=f"after {name}: {la.title}{note(a) if s_view_model else ''}")
         if new_a or new_b:
             self._hooked = False  # new traces: attach the click handlers again
         self._hook_clicks()
@@ -1304,7 +1330,13 @@ class Workbench:
                 if self.widget is not None:
                     self.progress.layout.visibility = "hidden"
                     self.w_profile.disabled = False
-            ops = {f"{i}: {self.profiles[i].variant}": {k: v / 1e3 for k, v in self.profiles[i].op_type_totals().items()}
+            step = _step_name(self.snapshots[a].step)
+
+            def label(i: int) -> str:  # the pair on screen by its role; others by index and name
+                return {b: f"before {step}", a: f"after {step}"}.get(i, f"{i}: {self.profiles[i].variant}") \
+                    if a != b else f"{i}: {self.profiles[i].variant}"
+
+            ops = {label(i): {k: v / 1e3 for k, v in self.profiles[i].op_type_totals().items()}
                    for i in sorted(self.profiles)}
             if self.widget is not None:
                 vl.refresh(self.fig_ops, vl.op_breakdown_figure(ops))
@@ -1328,7 +1360,7 @@ class Workbench:
             data["export"] = self.export_result.to_dict()
         if self.snapshots:
             data["fusion"] = {"engine": getattr(self.timeline, "engine_used", self.state.engine),
-                              "engine_note": getattr(self.timeline, "engine_note", ""),
+                              "engine_note": self.engine_note or getattr(self.timeline, "engine_note", ""),
                               "steps": [self._snap_dict(sn) for sn in self.snapshots]}
         if self.bench_result is not None:
             data["bench"] = self.bench_result.to_dict(samples=True)
@@ -1362,6 +1394,18 @@ class Workbench:
             return None
         self._set_status(f"report saved to {out}", "ok")
         return out
+
+    def _stop_threads(self, timeout: float = 10) -> None:
+        """Stop the background parity checks and toggle warm-up, waiting up to ``timeout`` seconds."""
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        if self.timeline is not None:
+            self.timeline.stop_warming(wait=False)
+        t = self._parity_thread
+        if t is not None and t.is_alive() and t is not threading.current_thread():
+            t.join(max(0.0, deadline - time.monotonic()))
+        if self.timeline is not None:
+            self.timeline.wait_warm(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Stop Netron and any running benchmark, and close the widgets."""

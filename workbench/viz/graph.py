@@ -158,13 +158,17 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
             colours.append("#bbbbbb")
         else:
             colours.append(op_colour(op))
-    symbols = [KIND_STYLE[k][0] for k in layout.kinds]
-    sizes = [KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0) for k, op in zip(layout.kinds, layout.ops)]
-    symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
     w = int(width or DEFAULT_WIDTH)
     h = height or int(min(900, max(360, 22 * layout.depth + 80)))
     xr = _range(layout.x, 2.5)
     yr = list(yrange) if yrange is not None else _range(layout.y, 1.2)
+    symbols = [KIND_STYLE[k][0] for k in layout.kinds]
+    # A collapsed layer's square may not be taller than the gap between rows, or the squares overlap.
+    row_px = (h - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yr[1] - yr[0]))
+    group_px = max(10, min(KIND_STYLE["group"][1], int(row_px * 0.8)))
+    sizes = [group_px if k == "group" else KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0)
+             for k, op in zip(layout.kinds, layout.ops)]
+    symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
     # A ringed node's label starts past its ring (an en space), or the ring hides its first letters.
     ringed = set(highlight) | set(selected)
     labels = [("\u2002" if iid in ringed else "") + short_label(lb) for iid, lb in zip(layout.ids, layout.labels)]

@@ -131,7 +131,8 @@ def op_breakdown_figure(ops: Mapping[str, Mapping[str, float]], *, top: int = 10
         for n in names:
             per = ops[n]
             xs.append(sum(float(v) for k, v in per.items() if k not in keep) if op == "other" else float(per.get(op, 0.0)))
-        data.append(dict(type="bar", orientation="h", name=op, y=names, x=xs, marker=dict(color=colour(i)),
+        data.append(dict(type="bar", orientation="h", name=op, y=names, x=xs,
+                         marker=dict(color="#c7c7c7" if op == "other" else colour(i)),
                          hovertemplate=f"{op}<br>%{{y}}: %{{x:.2f}} ms<extra></extra>"))
     # Legend on the right: below the bars it collides with the axis title.
     return _waiting(go.Figure(data=data, layout=_base(title, height, barmode="stack",
