@@ -126,7 +126,9 @@ def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
 
     def counted(*a, **k):
         calls.append(a)
-        return real(*a, **k, seconds=0.3)
+        info = real(*a, **k, seconds=0.3)
+        info["quiet"] = True  # this test is about the cache, not about how busy the machine is now
+        return info
 
     monkeypatch.setattr(floor, "measure_matmul_gflops", counted)
     r1 = floor.machine_matmul_gflops(threads=1, refresh=True)
@@ -135,3 +137,50 @@ def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
     assert floor.cached_rate(1) == r1
     ms = floor.floor_ms("bert-base", 1, 128, threads=1)
     assert ms == pytest.approx(22.35e9 / (r1 * 1e9) * 1e3, rel=1e-3)
+
+
+def test_probe_reports_its_spread_and_retries_when_disturbed():
+    from workbench.runtime.floor import QUIET_SPREAD, measure_matmul_gflops
+
+    info = measure_matmul_gflops(1, seconds=0.2, shape=(64, 128, 256), attempts=2)
+    assert info["spread"] == pytest.approx(info["median_ms"] / info["p10_ms"])
+    assert info["quiet"] == (info["spread"] <= QUIET_SPREAD)
+    assert info["attempts"] == 1 if info["quiet"] else info["attempts"] == 2
+    assert info["gflops"] == pytest.approx(2 * 64 * 128 * 256 / (info["p10_ms"] / 1e3) / 1e9)
+
+
+def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
+    """A rate measured while other work ran is slower; it must not replace a quiet one (it would fake a pass)."""
+    from workbench.runtime import floor
+
+    real = floor.measure_matmul_gflops
+    mode = {"quiet": True, "scale": 1.0}
+
+    def probe(*a, **k):
+        info = real(*a, **k, seconds=0.2)
+        info["gflops"] *= mode["scale"]
+        info["quiet"] = mode["quiet"]
+        return info
+
+    monkeypatch.setattr(floor, "measure_matmul_gflops", probe)
+    quiet = floor.machine_matmul_gflops(threads=1, refresh=True)
+    mode.update(quiet=False, scale=0.3)  # a busy moment: a third of the rate, and the probe says so
+    assert floor.machine_matmul_gflops(threads=1, refresh=True) == quiet
+    assert floor.cached_rate(1) == quiet
+    # a cached figure that was never quiet is measured again on the next plain call
+    path = floor._cache_file(1, "cpu", "fp32")
+    doc = json.loads(path.read_text())
+    doc.update(quiet=False, gflops=1.0)
+    path.write_text(json.dumps(doc))
+    mode.update(quiet=True, scale=1.0)
+    assert floor.machine_matmul_gflops(threads=1) > 1.0
+
+
+def test_streaming_rate_is_below_the_hot_rate():
+    """Weights read from memory (as in a real model) cannot beat one weight that stays in cache."""
+    from workbench.runtime.floor import measure_matmul_gflops
+
+    hot = measure_matmul_gflops(1, seconds=0.3)
+    stream = measure_matmul_gflops(1, seconds=0.3, weights=16)
+    assert stream["weights"] == 16 and stream["runs"] >= 10
+    assert stream["gflops"] < hot["best_gflops"] * 1.1

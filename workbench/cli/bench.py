@@ -69,6 +69,10 @@ def run(args) -> int:
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
     print(f"batch {cfg.batch}, sequence {cfg.seq}, {cfg.threads} threads, {cfg.runs} runs each, interleaved; "
           f"hardware floor {floor}")
+    if res.floor_ms and res.matmul_bound_ms:
+        print(f"  floor = FLOPs / {res.floor['gflops']:.0f} GFLOP/s (MatMul with its weight in cache); "
+              f"MatMuls alone {res.matmul_bound_ms:.2f} ms at {res.floor['stream_gflops']:.0f} GFLOP/s "
+              f"(weights read from memory, as in the model)")
     first = res.variants[0]
     print(f"{'variant':<10}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'x floor':>9}"
           f"{'vs ' + first.name:>12}{'cosine':>10}")

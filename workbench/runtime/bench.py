@@ -154,14 +154,21 @@ class BenchResult:
                 return v
         raise KeyError(name)
 
+    @property
+    def matmul_bound_ms(self) -> float | None:
+        """The model's FLOPs at the streaming MatMul rate (weights from memory), or None."""
+        v = self.floor.get("matmul_bound_ms")
+        return float(v) if v else None
+
     def ratio(self, slower: str, faster: str) -> float | None:
         """How many times faster ``faster`` is than ``slower`` (ratio of p50s)."""
         a, b = self[slower].p50_ms, self[faster].p50_ms
         return a / b if a and b else None
 
     def to_dict(self, samples: bool = True) -> dict:
-        """JSON-ready: ``{"machine", "floor_ms", "config", "stopped", "variants": [...]}``."""
-        return {"machine": self.machine, "floor_ms": self.floor_ms, "floor": self.floor, "config": self.config,
+        """JSON-ready: ``{"machine", "floor_ms", "matmul_bound_ms", "config", "stopped", "variants": [...]}``."""
+        return {"machine": self.machine, "floor_ms": self.floor_ms, "matmul_bound_ms": self.matmul_bound_ms,
+                "floor": self.floor, "config": self.config,
                 "stopped": self.stopped, "variants": [v.to_dict(samples) for v in self.variants]}
 
     def to_frame(self):
