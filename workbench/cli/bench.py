@@ -26,6 +26,9 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, default=5, help="warm-up runs per variant (default: 5)")
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
+    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                   help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
+    common.add_plan_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
     p.set_defaults(func=run)
@@ -40,13 +43,14 @@ def run(args) -> int:
     from ..runtime.recipes import standard_variants
     from . import print_json
 
+    plan = common.fusion_plan(args)
     default = "torch,unfused,fused,int8" if args.provider == "cpu" else "torch,unfused,fused,fp16"
     names = (args.variants or default).split(",")
     cfg = BenchConfig(provider=args.provider, batch=args.batch, seq=args.seq, threads=args.threads,
                       runs=args.runs, warmup=args.warmup)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
-                                     progress=bar)
+                                     progress=bar, plan=plan, exporter=args.exporter)
     show = sys.stderr.isatty()
     pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr, disable=not show,
                 leave=False)

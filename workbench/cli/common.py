@@ -25,6 +25,29 @@ def add_engine_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default="auto", help="fusion engine (default: auto = both, keep the better)")
 
 
+def add_plan_args(p: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--disable`` and ``--enable``: the fusion plan."""
+    add_engine_arg(p)
+    p.add_argument("--disable", default="", metavar="STEP,...", help="comma-separated catalog steps to switch off")
+    p.add_argument("--enable", default="", metavar="STEP,...",
+                   help="comma-separated steps that are off by default to switch on (e.g. gelu_approximation)")
+
+
+def steps_arg(text: str) -> list[str]:
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def fusion_plan(args):
+    """The FusionPlan the plan arguments describe; unknown step names give a one-line FusionError."""
+    from ..config import FusionPlan
+    from ..fusion import get_step
+
+    disabled, enabled = steps_arg(args.disable), steps_arg(args.enable)
+    for name in disabled + enabled:
+        get_step(name)
+    return FusionPlan(engine=args.engine, disabled=frozenset(disabled), opted_in=frozenset(enabled))
+
+
 def export_config(args) -> ExportConfig:
     return ExportConfig(exporter=args.exporter, opset=args.opset, attention=args.attention)
 

@@ -11,10 +11,7 @@ def register(sub) -> None:
                                    "step fused and why a step fused less than it could, and write the result.")
     common.add_model_arg(p)
     common.add_export_args(p)
-    common.add_engine_arg(p)
-    p.add_argument("--disable", default="", metavar="STEP,...", help="comma-separated catalog steps to switch off")
-    p.add_argument("--enable", default="", metavar="STEP,...",
-                   help="comma-separated steps the engine leaves off by default (gelu_approximation, gemm_fast_gelu)")
+    common.add_plan_args(p)
     p.add_argument("-o", "--output", metavar="OUT.onnx", help="write the fused model here (never overwrites)")
     p.add_argument("--parity", action="store_true", help="check every snapshot against the unfused model")
     p.add_argument("--session-layer", action="store_true",
@@ -23,29 +20,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _steps(text: str) -> list[str]:
-    return [s.strip() for s in text.split(",") if s.strip()]
-
-
 def run(args) -> int:
-    from ..config import FusionPlan
     from ..export import export
     from ..fusion import Timeline, get_step
     from ..models import resolve
     from . import print_json
 
-    disabled = _steps(args.disable)
-    enabled = _steps(args.enable)
-    for name in disabled + enabled:
-        get_step(name)  # unknown names: one-line FusionError
+    plan = common.fusion_plan(args)  # unknown names: one-line FusionError
     source = resolve(args.model)
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
         result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)
-    plan = FusionPlan(engine=args.engine, disabled=frozenset(disabled))
     tl = Timeline(result.path, plan, num_heads=source.num_heads, hidden_size=source.hidden_size,
                   num_layers=source.num_layers)
-    for name in enabled:
-        tl.opted_in.add(name)
     snaps = tl.run()
     ok = True
     if args.parity:

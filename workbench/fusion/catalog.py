@@ -32,6 +32,11 @@ class Step:
             (they change numerics or target one device).
         in_bert: False for patterns a BERT encoder does not contain (rotary
             embeddings, RMS norm, grouped-query attention).
+        session: ONNX Runtime's own session-level graph transformers that
+            redo this step when a session is created at level "extended" or
+            "all" (names as ``InferenceSession(disabled_optimizers=...)``
+            takes them). A step switched off must switch these off too, or
+            the session silently fuses it again.
     """
 
     name: str
@@ -45,12 +50,13 @@ class Step:
     kind: str = "fusion"
     default_on: bool = True
     in_bert: bool = True
+    session: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "title": self.title, "matches": self.matches, "pattern": self.pattern,
                 "emits": self.emits, "prerequisites": list(self.prerequisites), "effect": self.effect,
                 "engines": list(self.engines), "kind": self.kind, "default_on": self.default_on,
-                "in_bert": self.in_bert}
+                "in_bert": self.in_bert, "session": list(self.session)}
 
 
 ORT, OS = "ort", "onnxscript"
@@ -74,15 +80,18 @@ CATALOG: tuple[Step, ...] = (
     Step("layer_norm", "LayerNormalization",
          "the decomposed layer norm: mean, subtract, square, mean, add epsilon, sqrt, divide, scale, shift",
          "ReduceMean -> Sub -> Pow -> ReduceMean -> Add -> Sqrt -> Div -> Mul -> Add", "LayerNormalization", (),
-         "9 element-wise kernels become 1; one pass over the activations instead of nine", (ORT,)),
+         "9 element-wise kernels become 1; one pass over the activations instead of nine", (ORT,),
+         session=("LayerNormFusionL1", "LayerNormFusionL2")),
     Step("simplified_layer_norm", "SimplifiedLayerNormalization (RMS norm)",
          "RMS normalization without mean subtraction (T5, LLaMA style); absent in BERT",
          "Pow -> ReduceMean -> Add -> Sqrt -> Div -> Mul", "SimplifiedLayerNormalization", (),
-         "as LayerNormalization, for RMS norm", (ORT, OS), in_bert=False),
+         "as LayerNormalization, for RMS norm", (ORT, OS), in_bert=False,
+         session=("SimplifiedLayerNormFusion",)),
     Step("gelu", "Gelu",
          "the exact erf formula of GELU (ORT's step also turns the tanh formula into FastGelu)",
          "Div(sqrt2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5)", "Gelu", (),
-         "5 element-wise kernels become 1 in every feed-forward block", (ORT, OS)),
+         "5 element-wise kernels become 1 in every feed-forward block", (ORT, OS),
+         session=("GeluFusionL1", "GeluFusionL2")),
     Step("reshape", "Reshape clean-up",
          "Reshape nodes whose target shape is built from Shape/Gather/Concat, and empty reshapes",
          "Shape -> Gather -> Unsqueeze -> Concat -> Reshape => Reshape(const)", "", ("identity_cast",),
@@ -90,7 +99,8 @@ CATALOG: tuple[Step, ...] = (
     Step("skip_layer_norm", "SkipLayerNormalization",
          "a residual Add feeding a LayerNormalization", "Add(x, skip) -> LayerNormalization",
          "SkipLayerNormalization", ("layer_norm",),
-         "the residual add is done inside the norm kernel: one less read and write of the activations", (ORT, OS)),
+         "the residual add is done inside the norm kernel: one less read and write of the activations", (ORT, OS),
+         session=("SkipLayerNormFusion",)),
     Step("skip_simplified_layer_norm", "SkipSimplifiedLayerNormalization",
          "a residual Add feeding an RMS norm; absent in BERT", "Add -> SimplifiedLayerNormalization",
          "SkipSimplifiedLayerNormalization", ("simplified_layer_norm",), "as SkipLayerNormalization", (ORT, OS), in_bert=False),
@@ -126,7 +136,8 @@ CATALOG: tuple[Step, ...] = (
          "the whole self-attention block: Q, K, V projections from one input, scores, mask, softmax, context",
          "MatMul+Add (Q,K,V) -> Reshape -> Transpose -> MatMul -> Div -> Add(mask) -> Softmax -> MatMul",
          "Attention", ("layer_norm", "skip_layer_norm"),
-         "Q, K and V projections become one packed MatMul and about 30 nodes become 1 kernel", (ORT, OS)),
+         "Q, K and V projections become one packed MatMul and about 30 nodes become 1 kernel", (ORT, OS),
+         session=("AttentionFusion",)),
     Step("shape", "Shape clean-up",
          "Shape -> Gather -> Unsqueeze -> Concat chains that rebuild an input's shape",
          "Concat(Unsqueeze(Gather(Shape(x))), ...) => Shape(x)", "", (), "fewer tiny shape kernels", (ORT,), "cleanup"),
@@ -134,7 +145,7 @@ CATALOG: tuple[Step, ...] = (
          "word, position and token-type embedding Gathers, their sum, and the LayerNormalization after them",
          "Gather(word) + Gather(position) + Gather(type) -> LayerNormalization", "EmbedLayerNormalization",
          ("layer_norm", "attention"), "the embedding block becomes 1 kernel and the mask is turned into a mask index",
-         (ORT,)),
+         (ORT,), session=("EmbedLayerNormFusion",)),
     Step("postprocess", "Post-fusion clean-up",
          "reshapes whose input and output shapes are equal, dead mask paths, unused nodes",
          "Reshape(x -> same shape) => x", "", (), "removes what the fusions left dangling", (ORT,), "cleanup"),
@@ -142,13 +153,14 @@ CATALOG: tuple[Step, ...] = (
          "GELU written out in the forms the first rule missed: the tanh approximation (to FastGelu) and "
          "x * 0.5 * (1 + erf(x / sqrt 2)) (to Gelu)",
          "Pow(3) -> Mul(0.044715) -> Add -> Mul(sqrt(2/pi)) -> Tanh -> ...;  Mul(x) -> Mul(0.5) -> ... Erf",
-         "FastGelu", (), "5 to 7 element-wise kernels become 1", (OS,)),
+         "FastGelu", (), "5 to 7 element-wise kernels become 1", (OS,), session=("FastGeluFusion",)),
     Step("bias_gelu", "BiasGelu",
          "the bias Add of the first feed-forward MatMul feeding Gelu", "Add(x, bias) -> Gelu", "BiasGelu",
-         ("gelu",), "the bias add happens inside the Gelu kernel", (ORT, OS)),
+         ("gelu",), "the bias add happens inside the Gelu kernel", (ORT, OS), session=("BiasGeluFusion",)),
     Step("bias_skip_layer_norm", "Bias folded into SkipLayerNormalization",
          "the bias Add of the projection before a SkipLayerNormalization", "Add(x, bias) -> SkipLayerNormalization",
-         "SkipLayerNormalization", ("skip_layer_norm",), "one more element-wise kernel folded into the norm", (ORT,)),
+         "SkipLayerNormalization", ("skip_layer_norm",), "one more element-wise kernel folded into the norm", (ORT,),
+         session=("BiasSkipLayerNormFusion",)),
     Step("sdpa_to_mha", "Remaining SDPA to MultiHeadAttention",
          "SDPA intermediates no MultiHeadAttention rule consumed", "SDPA => MultiHeadAttention",
          "MultiHeadAttention", ("sdpa",), "leftover attention still runs as one kernel", (OS,)),
@@ -184,3 +196,19 @@ def get_step(name: str) -> Step:
     except KeyError:
         from ..errors import FusionError
         raise FusionError(f"unknown fusion step {name!r}; steps are: {', '.join(BY_NAME)}") from None
+
+
+def session_optimizers_off(disabled) -> tuple[str, ...]:
+    """ONNX Runtime session transformers to switch off so that ``disabled`` steps stay off in a session.
+
+    Pass the result as ``disabled_optimizers`` when creating a session at
+    level "extended" or "all": otherwise the session fuses those patterns
+    again and a measurement credits the step with nothing.
+    """
+    names: list[str] = []
+    for name in sorted(set(disabled)):
+        step = BY_NAME.get(name)
+        for o in step.session if step else ():
+            if o not in names:
+                names.append(o)
+    return tuple(names)

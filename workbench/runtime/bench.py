@@ -49,6 +49,8 @@ class Variant:
             (ONNX), or ``model.half()`` (torch).
         torch_source: for ``kind="torch"``: ``{"model": preset, folder or hub
             id, "attention": "eager"|"sdpa", "seed": int}``.
+        disabled_optimizers: ONNX Runtime session transformers to skip, so
+            fusions switched off in the plan stay off at level "all".
     """
 
     name: str
@@ -58,8 +60,10 @@ class Variant:
     kind: str = "onnx"
     fp16: bool = False
     torch_source: dict | None = None
+    disabled_optimizers: tuple[str, ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "disabled_optimizers", tuple(self.disabled_optimizers or ()))
         from .session import LEVELS
 
         if not self.name:
@@ -78,7 +82,8 @@ class Variant:
     def describe(self) -> dict:
         """Plain-dict form for the worker and for results (bytes not included)."""
         d = {"name": self.name, "provider": self.provider, "level": self.level, "kind": self.kind,
-             "fp16": self.fp16, "torch_source": dict(self.torch_source) if self.torch_source else None}
+             "fp16": self.fp16, "torch_source": dict(self.torch_source) if self.torch_source else None,
+             "disabled_optimizers": list(self.disabled_optimizers)}
         d["model"] = None if self.model is None or isinstance(self.model, bytes) else str(self.model)
         return d
 
@@ -112,6 +117,8 @@ class VariantStats:
     kind: str = "onnx"
     level: str = "all"
     fp16: bool = False
+    #: ONNX Runtime session transformers this variant ran without (fusions the plan keeps off).
+    disabled_optimizers: list[str] = field(default_factory=list)
 
     @classmethod
     def from_samples(cls, v: dict, samples: list[float], batch: int, floor: float | None,
@@ -128,7 +135,8 @@ class VariantStats:
             p50 = p90 = p99 = mean = std = thr = None
         ratio = p50 / floor if p50 and floor else None
         return cls(v["name"], v["provider"], p50, p90, p99, mean, std, thr, n, list(samples), parity, ratio,
-                   list(session_providers), v.get("kind", "onnx"), v.get("level", "all"), bool(v.get("fp16")))
+                   list(session_providers), v.get("kind", "onnx"), v.get("level", "all"), bool(v.get("fp16")),
+                   list(v.get("disabled_optimizers") or ()))
 
     def to_dict(self, samples: bool = True) -> dict:
         d = asdict(self)

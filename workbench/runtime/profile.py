@@ -209,14 +209,15 @@ class OpProfile:
 
 
 def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", fp16: bool = False,
-                name: str = "model", timeout: float | None = 600) -> OpProfile:
+                name: str = "model", timeout: float | None = 600, disabled_optimizers=()) -> OpProfile:
     """Profile one model's operators in a worker process.
 
     Args:
         model: ONNX path or bytes (a snapshot of the fusion timeline, say).
         cfg: BenchConfig for shape, threads, warm-up and runs (default:
             batch 1, sequence 128, 2 threads, 5 + 30 runs).
-        provider, level, fp16: as in :class:`workbench.runtime.bench.Variant`.
+        provider, level, fp16, disabled_optimizers: as in
+            :class:`workbench.runtime.bench.Variant`.
 
     Raises:
         BenchmarkError: bad shape, a failing model, or the worker died.
@@ -227,7 +228,8 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
     from .bench import BenchHandle, Variant, _prepare
 
     cfg = cfg or BenchConfig()
-    described, cleanup = _prepare([Variant(name, model, provider=provider, level=level, fp16=fp16)])
+    described, cleanup = _prepare([Variant(name, model, provider=provider, level=level, fp16=fp16,
+                                           disabled_optimizers=disabled_optimizers)])
     job = {"mode": "profile", "variants": described, "cfg": asdict(cfg)}
     handle = BenchHandle(job, cfg, described, cleanup=cleanup)
     with handle:

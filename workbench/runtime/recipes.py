@@ -5,8 +5,9 @@ compare the same things:
 
 ``torch``    PyTorch eager on the same weights (the "before" users know);
 ``unfused``  the TorchScript export with every ONNX Runtime optimization off;
-``fused``    that export after ONNX Runtime's transformers optimizer (BERT
-             fusions), session level "all";
+``fused``    that export after the fusion timeline (the BERT fusions of
+             ONNX Runtime's transformers optimizer, or onnxscript's, engine
+             "auto"), session level "all";
 ``int8``     ``fused`` after dynamic int8 quantization;
 ``fp16``     ``fused`` (GPU fusions) in float16 with fp32 inputs/outputs.
 
@@ -25,7 +26,7 @@ from ..errors import BenchmarkError, ConfigError, RuntimeUnavailableError
 from .bench import Variant
 
 STANDARD = ("torch", "unfused", "fused", "int8", "fp16")
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 Progress = Callable[[str, float], None]
 
 
@@ -65,13 +66,22 @@ def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Pa
     return final / "model.onnx"
 
 
-def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = False) -> Path:
-    """ONNX Runtime's transformers optimizer (model_type "bert"), cached.
+def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = False,
+              plan=None) -> Path:
+    """The export after the fusion timeline's last step (the BERT fusions), cached.
 
-    Python fusions only (``opt_level=0``), so the session's own level decides
-    the rest and the file runs on any provider.
+    CPU: the same :class:`~workbench.fusion.timeline.Timeline` the notebook
+    and ``workbench fuse`` show, with ``plan`` (default: engine "auto", every
+    default step on), so what is timed is what was shown, on either exporter
+    and attention. GPU (``use_gpu``): ONNX Runtime's optimizer with its GPU
+    options. Python fusions only, so the session's own level decides the
+    rest and the file runs on any provider.
     """
-    def build(out: Path) -> None:
+    from ..config import FusionPlan
+
+    plan = plan or FusionPlan()
+
+    def build_gpu(out: Path) -> None:
         import logging
 
         from onnxruntime.transformers.optimizer import optimize_model
@@ -82,7 +92,7 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
         log.setLevel(logging.ERROR)
         try:
             opt = optimize_model(str(export_path), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
-                                 opt_level=0, use_gpu=use_gpu)
+                                 opt_level=0, use_gpu=True)
         except Exception as e:
             raise BenchmarkError(f"the BERT fusions failed on {Path(export_path).name}: "
                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
@@ -95,7 +105,24 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
             model.opset_import.append(__import__("onnx").helper.make_opsetid(d, 1))
         save_model(model, out)
 
-    return _cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-gpu{int(use_gpu)}", build)
+    def build(out: Path) -> None:
+        from ..errors import WorkbenchError
+        from ..fusion.timeline import run_fusion
+        from ..modelio import save_model
+
+        try:
+            tl = run_fusion(Path(export_path), plan, num_heads=num_heads or None, hidden_size=hidden_size or None)
+        except WorkbenchError:
+            raise
+        except Exception as e:
+            raise BenchmarkError(f"the BERT fusions failed on {Path(export_path).name}: "
+                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+        save_model(tl.final.model, out)
+
+    if use_gpu:
+        return _cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-gpu1", build_gpu)
+    key = f"timeline-{plan.engine}-off:{','.join(sorted(plan.disabled))}-in:{','.join(sorted(plan.opted_in))}"
+    return _cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-{key}", build)
 
 
 def int8_of(fused_path: Path) -> Path:
@@ -111,7 +138,8 @@ def fp16_of(fused_path: Path) -> Path:
 
 
 def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, provider: str = "cpu",
-                      attention: str = "eager", progress: Progress | None = None) -> list[Variant]:
+                      attention: str = "eager", progress: Progress | None = None, plan=None,
+                      exporter: str = "torchscript") -> list[Variant]:
     """Build (or find in the cache) the models behind the standard variants.
 
     Args:
@@ -119,6 +147,11 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
         names: a subset of :data:`STANDARD`, in the order to report them.
         provider: "cpu" or "cuda" for every variant (int8 is CPU-only).
         attention: transformers attention for the export and the torch variant.
+        plan: the :class:`~workbench.config.FusionPlan` behind ``fused`` and
+            ``int8`` (default: engine "auto", every default step on). Steps
+            it switches off stay off in the sessions too (ONNX Runtime's own
+            transformers for them are disabled).
+        exporter: "torchscript" or "dynamo".
 
     Raises:
         ConfigError: an unknown variant name.
@@ -141,11 +174,13 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
     if src.kind == "onnx" and "torch" in names:
         raise BenchmarkError(f"{src.name} is an ONNX file: there are no PyTorch weights for the torch variant")
     progress("export", 0.05)
-    exp = export(src, ExportConfig(exporter="torchscript", attention=attention))
+    exp = export(src, ExportConfig(exporter=exporter, attention=attention))
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
     out: list[Variant] = []
     need_fused = any(n in names for n in ("fused", "int8"))
-    fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden) if need_fused else None
+    fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=plan) if need_fused else None
+    from ..fusion.catalog import session_optimizers_off
+    keep_off = session_optimizers_off(plan.disabled) if plan is not None else ()
     progress("fusions", 0.5)
     for n in names:
         if n == "torch":
@@ -155,10 +190,10 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
         elif n == "unfused":
             out.append(Variant("unfused", exp.path, provider=provider, level="disable"))
         elif n == "fused":
-            out.append(Variant("fused", fused, provider=provider, level="all"))
+            out.append(Variant("fused", fused, provider=provider, level="all", disabled_optimizers=keep_off))
         elif n == "int8":
             progress("int8 quantization", 0.7)
-            out.append(Variant("int8", int8_of(fused), provider="cpu", level="all"))
+            out.append(Variant("int8", int8_of(fused), provider="cpu", level="all", disabled_optimizers=keep_off))
         elif n == "fp16":
             progress("fp16 conversion", 0.85)
             gpu_fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, use_gpu=True)

@@ -135,8 +135,13 @@ def session_options(level: str = "all", threads: int | None = None, *, spinning:
 def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, level: str = "all",
                    threads: int | None = None, spinning: bool = False,
                    optimized_model_path: str | os.PathLike | None = None,
-                   profile_prefix: str | None = None, cuda_options: dict | None = None):
+                   profile_prefix: str | None = None, cuda_options: dict | None = None,
+                   disabled_optimizers=()):
     """Open an InferenceSession and verify it runs on the asked provider.
+
+    ``disabled_optimizers`` names ONNX Runtime graph transformers to skip
+    (see :func:`workbench.fusion.catalog.session_optimizers_off`), so fusions
+    switched off in a plan are not redone by the session.
 
     Raises:
         RuntimeUnavailableError: CUDA asked for but unavailable, or the
@@ -157,7 +162,8 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
         providers = ["CPUExecutionProvider"]
     src = model if isinstance(model, bytes) else str(model)
     try:
-        sess = ort.InferenceSession(src, so, providers=providers)
+        kw = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
+        sess = ort.InferenceSession(src, so, providers=providers, **kw)
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if provider == "cuda":

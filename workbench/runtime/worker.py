@@ -89,6 +89,8 @@ class OrtRunner:
             kw["profile_prefix"] = v["profile_prefix"]
         if v.get("optimized_model_path"):
             kw["optimized_model_path"] = v["optimized_model_path"]
+        if v.get("disabled_optimizers"):
+            kw["disabled_optimizers"] = tuple(v["disabled_optimizers"])
         try:
             self.sess = create_session(path, self.provider, level=v.get("level", "all"), threads=threads, **kw)
         except (ValueError, OSError) as e:
