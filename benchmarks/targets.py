@@ -5,7 +5,13 @@ hardware floor; int8 >= 3.5x faster than PyTorch eager with cosine >= 0.99;
 two runs of the same comparison give p50 ratios within 5% of each other.
 Prints each figure with PASS/MISS and writes benchmarks/results/targets.json::
 
-    python benchmarks/targets.py [--model bert-base] [--runs 30] [--threads 2]
+    python benchmarks/targets.py [--model bert-base] [--runs 30] [--threads 2] [--tuned STEP,...]
+
+``--tuned`` adds a "tuned" variant: the fusion plan with those steps switched
+off (``benchmarks/fusion_ablation.py`` says which steps hurt on this machine),
+measured in the same interleaved run, with its own floor figure. The floor
+line also gives the MatMuls-alone figure (weights read from memory), which
+shows how much of the distance to the floor no fusion can remove.
 """
 
 from __future__ import annotations
@@ -32,8 +38,17 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--tuned", default="", metavar="STEP,...",
+                    help="also measure the fused plan with these steps off (as variant 'tuned')")
     args = ap.parse_args(argv)
     variants = standard_variants(args.model, ("torch", "unfused", "fused", "int8"))
+    tuned_off = [t.strip() for t in args.tuned.split(",") if t.strip()]
+    if tuned_off:
+        from dataclasses import replace
+
+        from workbench.config import FusionPlan
+        tv = standard_variants(args.model, ("fused",), plan=FusionPlan(disabled=frozenset(tuned_off)))[0]
+        variants.append(replace(tv, name="tuned"))
     cfg = BenchConfig(seq=args.seq, batch=1, threads=args.threads, runs=args.runs, warmup=5)
     runs = []
     for i in range(2):
@@ -51,7 +66,7 @@ def main(argv=None) -> int:
         "unfused_vs_torch": a.ratio("torch", "unfused"),
     }
     repeat = {}
-    for name in ("unfused", "fused", "int8"):
+    for name in ("unfused", "fused", "int8") + (("tuned",) if tuned_off else ()):
         r1, r2 = a.ratio("torch", name), b.ratio("torch", name)
         repeat[name] = abs(r1 - r2) / r1
     figures["repeatability_worst"] = max(repeat.values())
@@ -62,16 +77,24 @@ def main(argv=None) -> int:
         "int8_cosine": figures["int8_cosine"] >= 0.99,
         "repeatability_worst": figures["repeatability_worst"] <= 0.05,
     }
+    if tuned_off:
+        figures["tuned_vs_torch"] = a.ratio("torch", "tuned")
+        figures["tuned_vs_floor"] = a["tuned"].floor_ratio
+        checks["tuned_vs_torch"] = figures["tuned_vs_torch"] >= 1.4
+        checks["tuned_vs_floor"] = figures["tuned_vs_floor"] <= 1.3
     print(machine_line(a.machine))
     print(f"{args.model}, batch 1, sequence {args.seq}, {args.threads} threads, {args.runs} runs, floor "
-          f"{a.floor_ms:.1f} ms ({a.floor.get('gflops', 0):.0f} GFLOP/s fp32 MatMul)")
+          f"{a.floor_ms:.1f} ms ({a.floor.get('gflops', 0):.0f} GFLOP/s fp32 MatMul, weight in cache); "
+          f"MatMuls alone {a.matmul_bound_ms or 0:.1f} ms ({a.floor.get('stream_gflops') or 0:.0f} GFLOP/s, "
+          f"weights from memory){'; tuned = fused without ' + ', '.join(tuned_off) if tuned_off else ''}")
     for v in a.variants:
         print(f"  {v.name:<8} p50 {v.p50_ms:8.2f} ms  p90 {v.p90_ms:8.2f}  p99 {v.p99_ms:8.2f}  "
               f"x floor {v.floor_ratio:.2f}  second run p50 {b[v.name].p50_ms:8.2f}")
     for k, v in figures.items():
         mark = "" if k not in checks else ("PASS" if checks[k] else "MISS")
         print(f"  {k:<22} {v:8.3f} {mark}")
-    doc = {"measured": time.strftime("%Y-%m-%d %H:%M"), "model": args.model, "figures": figures, "checks": checks,
+    doc = {"measured": time.strftime("%Y-%m-%d %H:%M"), "model": args.model, "tuned_disabled": tuned_off,
+           "figures": figures, "checks": checks,
            "repeatability": repeat, "runs": [r.to_dict(samples=False) for r in runs]}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "targets.json", json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,36 @@
+"""What each fusion buys: the full plan against the plan without each step, timed side by side."""
+
+from __future__ import annotations
+
+import json
+
+from workbench.config import BenchConfig
+
+
+def test_ablation_rows_graph_changes_and_tuned_plan():
+    from workbench.runtime.ablation import fusion_ablation
+
+    stages = []
+    res = fusion_ablation("bert-tiny", BenchConfig(seq=16, runs=6, warmup=1, threads=1),
+                          progress=lambda s, f: stages.append(s))
+    steps = [r.step for r in res.rows]
+    # every fusion that fired in the full plan gets a row (TorchScript export, ORT engine)
+    assert {"skip_layer_norm", "attention", "bias_gelu"} <= set(steps) and res.engine == "ort"
+    by = {r.step: r for r in res.rows}
+    # left out, the step's op is gone from the graph the session runs and its parts are back
+    assert by["skip_layer_norm"].graph_change["SkipLayerNormalization"] < 0
+    assert by["skip_layer_norm"].graph_change["LayerNormalization"] > 0
+    assert by["attention"].graph_change["Attention"] == -2 and by["attention"].graph_change["Softmax"] == 2
+    assert by["bias_gelu"].graph_change == {"Add": 2, "BiasGelu": -2, "Gelu": 2}
+    for r in res.rows:
+        assert r.verdict in ("helps", "hurts", "within noise") and r.p50_without_ms > 0
+        assert abs(r.saves_ms - (r.p50_without_ms - res.full_p50_ms)) < 1e-9
+        assert r.parity_max_abs_diff is not None and r.parity_max_abs_diff < 1e-3
+        if abs(r.saves_pct) <= res.noise_pct:
+            assert r.verdict == "within noise"
+    assert res.noise_pct >= 1.0 and res.unfused_p50_ms > 0 and res.floor_ms > 0
+    hurt = {r.step for r in res.rows if r.verdict == "hurts"}
+    assert set(res.tuned_plan.disabled) == hurt and res.tuned_plan.engine == "ort"
+    doc = json.loads(json.dumps(res.to_dict(), default=str))
+    assert [r["step"] for r in doc["rows"]] == steps and "measuring" in stages
+    assert list(res.to_frame()["step"]) == steps

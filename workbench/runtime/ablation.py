@@ -1,0 +1,178 @@
+"""What each fusion buys on this machine: the full plan against the plan without one step, side by side.
+
+For every fusion step that fired, the model is fused again with that step
+switched off (and ONNX Runtime's own session transformer for it switched off
+too, so the session does not quietly redo it), and all of them are timed
+interleaved in one worker with the full plan twice: the two copies of the full
+plan measure the noise, so a step is only called helpful or harmful when its
+effect is larger than that.
+
+The answer is per machine: a kernel that wins on one CPU can lose on another
+(on an Intel Xeon with AVX-512, ONNX Runtime 1.31's SkipLayerNormalization
+kernel measured slower than the Add + LayerNormalization it replaces).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..config import BenchConfig, FusionPlan
+
+Progress = Callable[[str, float], None]
+FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"
+
+
+@dataclass
+class AblationRow:
+    """One fusion step: the model's latency without it against the full plan.
+
+    Attributes:
+        step: catalog step name.
+        fused_here: op types the step emitted in the full plan, counted.
+        graph_change: op type → change in count when the step is left out
+            (what the session runs instead), e.g. ``{"SkipLayerNormalization":
+            -24, "LayerNormalization": 24, "Add": 48}``.
+        p50_without_ms: p50 of the plan without this step.
+        saves_ms: ``p50_without - p50_full``: positive when the step helps.
+        saves_pct: the same in percent of the full plan's p50.
+        verdict: "helps", "hurts" or "within noise".
+    """
+
+    step: str
+    fused_here: dict
+    graph_change: dict
+    p50_without_ms: float
+    saves_ms: float
+    saves_pct: float
+    verdict: str
+    parity_max_abs_diff: float | None = None
+
+
+@dataclass
+class AblationResult:
+    """The full plan, each step's row, the noise band and the plan that keeps only what helps."""
+
+    model: str
+    engine: str
+    rows: list[AblationRow]
+    full_p50_ms: float
+    noise_pct: float
+    unfused_p50_ms: float | None
+    floor_ms: float | None
+    matmul_bound_ms: float | None
+    machine: dict
+    config: dict
+    plan: FusionPlan = field(default_factory=FusionPlan)
+
+    @property
+    def tuned_plan(self) -> FusionPlan:
+        """The plan with every step that measured harmful switched off."""
+        hurt = {r.step for r in self.rows if r.verdict == "hurts"}
+        return FusionPlan(engine=self.engine or self.plan.engine, disabled=frozenset(self.plan.disabled | hurt),
+                          opted_in=self.plan.opted_in)
+
+    def to_frame(self):
+        import pandas as pd
+        return pd.DataFrame([r.__dict__ for r in self.rows])
+
+    def to_dict(self) -> dict:
+        t = self.tuned_plan
+        return {"model": self.model, "engine": self.engine, "full_p50_ms": self.full_p50_ms,
+                "noise_pct": self.noise_pct, "unfused_p50_ms": self.unfused_p50_ms, "floor_ms": self.floor_ms,
+                "matmul_bound_ms": self.matmul_bound_ms, "machine": self.machine, "config": self.config,
+                "rows": [dict(r.__dict__) for r in self.rows],
+                "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled)}}
+
+
+def _noop(stage: str, fraction: float) -> None:
+    pass
+
+
+def _op_counts(path) -> dict:
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    out: dict[str, int] = {}
+    for n in m.graph.node:
+        out[n.op_type] = out.get(n.op_type, 0) + 1
+    return out
+
+
+def _change(full: dict, other: dict) -> dict:
+    return {k: other.get(k, 0) - full.get(k, 0) for k in sorted(set(full) | set(other))
+            if other.get(k, 0) != full.get(k, 0)}
+
+
+def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: FusionPlan | None = None,
+                    exporter: str = "torchscript", attention: str = "eager", steps: list[str] | None = None,
+                    progress: Progress | None = None, timeout: float | None = 3600) -> AblationResult:
+    """Time the full fusion plan against the plan without each fusion step, interleaved.
+
+    Args:
+        model: preset, folder, hub id or .onnx file.
+        cfg: shape, threads and runs (default: batch 1, sequence 128, 2 threads, 30 runs).
+        plan: the full plan (default: engine "auto", every default step on).
+        exporter, attention: how the model is exported.
+        steps: the steps to leave out one at a time (default: every fusion
+            step that emitted something in the full plan).
+
+    Raises:
+        BenchmarkError, ConfigError: as :func:`workbench.runtime.bench.benchmark`.
+    """
+    from ..config import ExportConfig
+    from ..export import export
+    from ..fusion.catalog import BY_NAME, session_optimizers_off
+    from ..fusion.timeline import run_fusion
+    from ..models import ModelSource, resolve
+    from .bench import Variant, benchmark
+    from .recipes import fuse_bert
+
+    progress = progress or _noop
+    cfg = cfg or BenchConfig()
+    plan = plan or FusionPlan()
+    src = model if isinstance(model, ModelSource) else resolve(model)
+    progress("export", 0.02)
+    exp = export(src, ExportConfig(exporter=exporter, attention=attention))
+    heads, hidden = src.num_heads or 0, src.hidden_size or 0
+    progress("fusion timeline", 0.05)
+    tl = run_fusion(exp.path, plan, num_heads=heads or None, hidden_size=hidden or None)
+    engine = tl.engine_used or plan.engine
+    fired = [s.step for s in tl.snapshots[1:]
+             if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion" and s.fused_here]
+    emitted = {s.step: s.fused_here for s in tl.snapshots[1:]}
+    todo = [s for s in (steps or fired) if s in BY_NAME]
+    base = FusionPlan(engine=engine, disabled=plan.disabled, opted_in=plan.opted_in)
+    full = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base)
+    keep_off = session_optimizers_off(base.disabled)
+    variants = [Variant(FULL, full, provider=cfg.provider, disabled_optimizers=keep_off),
+                Variant(AGAIN, full, provider=cfg.provider, disabled_optimizers=keep_off)]
+    full_ops = _op_counts(full)
+    change: dict[str, dict] = {}
+    for i, step in enumerate(todo):
+        progress(f"fusing without {step}", 0.1 + 0.6 * i / max(1, len(todo)))
+        p = base.with_step(step, False)
+        path = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=p)
+        change[step] = _change(full_ops, _op_counts(path))
+        variants.append(Variant(f"without {step}", path, provider=cfg.provider,
+                                disabled_optimizers=session_optimizers_off(p.disabled)))
+    variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable"))
+    progress("measuring", 0.75)
+    res = benchmark(variants, cfg, timeout=timeout)
+    full_p50 = res[FULL].p50_ms
+    noise = abs(res[AGAIN].p50_ms - full_p50) / full_p50 * 100.0
+    band = max(1.0, 2.0 * noise)
+    rows = []
+    for step in todo:
+        v = res[f"without {step}"]
+        saves = v.p50_ms - full_p50
+        pct = saves / full_p50 * 100.0
+        verdict = "helps" if pct > band else "hurts" if pct < -band else "within noise"
+        rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], v.p50_ms, saves, pct, verdict,
+                                (v.parity or {}).get("max_abs_diff")))
+    progress("done", 1.0)
+    return AblationResult(src.name, engine, rows, full_p50, band, res[UNFUSED].p50_ms, res.floor_ms,
+                          res.matmul_bound_ms, res.machine, dict(res.config), plan)
+
+
+__all__ = ["fusion_ablation", "AblationResult", "AblationRow"]
