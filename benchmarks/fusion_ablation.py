@@ -56,9 +56,12 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--exporter", default="torchscript", choices=("torchscript", "dynamo"))
+    ap.add_argument("--dynamic-block-base", type=int, default=0, metavar="N",
+                    help="ONNX Runtime session.dynamic_block_base for every plan (default 0)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    cfg = BenchConfig(seq=args.seq, batch=args.batch, threads=args.threads, runs=args.runs, warmup=5)
+    cfg = BenchConfig(seq=args.seq, batch=args.batch, threads=args.threads, runs=args.runs, warmup=5,
+                      dynamic_block_base=args.dynamic_block_base)
     t0 = time.perf_counter()
     res = fusion_ablation(args.model, cfg, exporter=args.exporter,
                           progress=lambda stage, f: print(f"[{time.perf_counter() - t0:5.0f} s] {stage}",

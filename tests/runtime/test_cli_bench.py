@@ -32,11 +32,13 @@ def test_bench_json_has_the_documented_shape():
 def test_bench_plan_and_exporter_flags():
     """--disable keeps a fusion off through the session; --exporter dynamo fuses the dynamo export."""
     p = _cli("bench", "bert-tiny", "--seq", "8", "--runs", "2", "--warmup", "1", "--threads", "1",
-             "--variants", "unfused,fused", "--disable", "skip_layer_norm", "--exporter", "dynamo", "--json")
+             "--variants", "unfused,fused", "--disable", "skip_layer_norm", "--exporter", "dynamo",
+             "--dynamic-block-base", "4", "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     fused = doc["variants"][1]
     assert fused["parity"]["max_abs_diff"] < 1e-3
+    assert doc["config"]["dynamic_block_base"] == 4
     assert "SkipLayerNormFusion" in fused["disabled_optimizers"] and doc["variants"][0]["disabled_optimizers"] == []
     assert doc["matmul_bound_ms"] >= doc["floor_ms"] * 0.9
 
@@ -53,6 +55,7 @@ def test_bench_table_output():
     (("--variants", "fused,nope"), "unknown variant(s) nope"),
     (("--seq", "0",), "seq must be at least 1"),
     (("--disable", "skip_layer_nrom"), "skip_layer_nrom"),
+    (("--dynamic-block-base", "-1"), "dynamic_block_base must be 0 or more"),
 ])
 def test_bench_bad_input_exit_2_one_line(args, message):
     p = _cli("bench", "bert-tiny", "--runs", "1", "--warmup", "1", *args)

@@ -29,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     common.add_plan_args(p)
+    p.add_argument("--dynamic-block-base", type=int, default=0, metavar="N",
+                   help="ONNX Runtime session.dynamic_block_base for every ONNX Runtime variant (default: 0, ORT's "
+                        "static split; 4 balances 2 threads on a shared VM better)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
     p.set_defaults(func=run)
@@ -47,7 +50,7 @@ def run(args) -> int:
     default = "torch,unfused,fused,int8" if args.provider == "cpu" else "torch,unfused,fused,fp16"
     names = (args.variants or default).split(",")
     cfg = BenchConfig(provider=args.provider, batch=args.batch, seq=args.seq, threads=args.threads,
-                      runs=args.runs, warmup=args.warmup)
+                      runs=args.runs, warmup=args.warmup, dynamic_block_base=args.dynamic_block_base)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
                                      progress=bar, plan=plan, exporter=args.exporter)

@@ -109,7 +109,8 @@ def _cuda_missing_reason() -> str:
 
 
 def session_options(level: str = "all", threads: int | None = None, *, spinning: bool = False,
-                    optimized_model_path: str | os.PathLike | None = None, profile_prefix: str | None = None):
+                    optimized_model_path: str | os.PathLike | None = None, profile_prefix: str | None = None,
+                    dynamic_block_base: int = 0):
     import onnxruntime as ort
 
     if level not in LEVELS:
@@ -124,6 +125,8 @@ def session_options(level: str = "all", threads: int | None = None, *, spinning:
     # Spinning threads steal cores from other variants measured in turn (MEASURING.md).
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
+    if dynamic_block_base:
+        so.add_session_config_entry("session.dynamic_block_base", str(int(dynamic_block_base)))
     if optimized_model_path:
         so.optimized_model_filepath = str(optimized_model_path)
     if profile_prefix:
@@ -136,7 +139,7 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
                    threads: int | None = None, spinning: bool = False,
                    optimized_model_path: str | os.PathLike | None = None,
                    profile_prefix: str | None = None, cuda_options: dict | None = None,
-                   disabled_optimizers=()):
+                   disabled_optimizers=(), dynamic_block_base: int = 0):
     """Open an InferenceSession and verify it runs on the asked provider.
 
     ``disabled_optimizers`` names ONNX Runtime graph transformers to skip
@@ -151,8 +154,8 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
 
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {sorted(PROVIDERS)}")
-    so = session_options(level, threads, spinning=spinning,
-                         optimized_model_path=optimized_model_path, profile_prefix=profile_prefix)
+    so = session_options(level, threads, spinning=spinning, optimized_model_path=optimized_model_path,
+                         profile_prefix=profile_prefix, dynamic_block_base=dynamic_block_base)
     if provider == "cuda":
         ok, why = cuda_status()
         if not ok:

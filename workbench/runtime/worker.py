@@ -91,6 +91,8 @@ class OrtRunner:
             kw["optimized_model_path"] = v["optimized_model_path"]
         if v.get("disabled_optimizers"):
             kw["disabled_optimizers"] = tuple(v["disabled_optimizers"])
+        if v.get("dynamic_block_base"):
+            kw["dynamic_block_base"] = int(v["dynamic_block_base"])
         try:
             self.sess = create_session(path, self.provider, level=v.get("level", "all"), threads=threads, **kw)
         except (ValueError, OSError) as e:
@@ -288,7 +290,7 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
         limit = int(job["memory_limit_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     _set_threads(threads)
-    variants = job["variants"]
+    variants = [dict(v, dynamic_block_base=int(cfg.get("dynamic_block_base") or 0)) for v in job["variants"]]
     runners = []
     for i, v in enumerate(variants):
         ch.check_stop()
@@ -387,7 +389,7 @@ def _profile(ch: _Channel, job: dict, workdir: Path) -> None:
     cfg = job["cfg"]
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     _set_threads(threads)
-    v = dict(job["variants"][0])
+    v = dict(job["variants"][0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
     v["profile_prefix"] = str(workdir / "ort_profile")
     v["optimized_model_path"] = str(workdir / "optimized.onnx")
     ch.send({"type": "status", "stage": "building", "variant": v["name"], "index": 0, "count": 1})
