@@ -149,6 +149,18 @@ def test_session_layer_shows_what_ort_adds_at_session_time(tiny_export):
     assert none["nodes"] == tl.snapshots[0].nodes and not none["diff"].removed
 
 
+def test_session_layer_keeps_a_switched_off_step_off(tiny_export):
+    """Switch SkipLayerNormalization off: the session must not quietly fuse it back (unless asked to show that)."""
+    tl = run_fusion(tiny_export("dynamo", "eager").path, FusionPlan(engine="onnxscript"), num_heads=HEADS,
+                    hidden_size=HIDDEN)
+    tl.toggle("skip_layer_norm", False)
+    kept = tl.session_layer(len(tl.snapshots) - 1, "all")
+    assert kept["kept_off"] == ["SkipLayerNormFusion"]
+    assert kept["fused"].get("SkipLayerNormalization", 0) == 0 and kept["fused"]["LayerNormalization"] > 0
+    plain = tl.session_layer(len(tl.snapshots) - 1, "all", honour_plan=False)
+    assert plain["kept_off"] == [] and plain["added_ops"].get("SkipLayerNormalization", 0) > 0
+
+
 def test_snapshot_json_and_shared_weights(tiny_export):
     import json
 

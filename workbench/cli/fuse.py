@@ -49,7 +49,7 @@ def run(args) -> int:
         d["output"] = str(out_path) if out_path else None
         if layer2 is not None:
             d["session_layer"] = {"level": "all", "nodes": layer2["nodes"], "added_ops": layer2["added_ops"],
-                                  "fused": layer2["fused"]}
+                                  "fused": layer2["fused"], "kept_off": layer2["kept_off"]}
         print_json(d)
     else:
         print(f"{source.label}, {result.config.exporter} export, {result.config.attention} attention, "
@@ -67,7 +67,8 @@ def run(args) -> int:
         print("final: " + f"{f.nodes} nodes; " + ", ".join(f"{op} {n}" for op, n in f.fused.items()))
         if layer2 is not None:
             added = ", ".join(f"{op} {n}" for op, n in sorted(layer2["added_ops"].items())) or "nothing new"
-            print(f"then ONNX Runtime's session (ORT_ENABLE_ALL): {f.nodes} → {layer2['nodes']} nodes; adds {added}")
+            print(f"then ONNX Runtime's session (ORT_ENABLE_ALL): {f.nodes} → {layer2['nodes']} nodes; adds {added}"
+                  + (f"; kept off as the plan says: {', '.join(layer2['kept_off'])}" if layer2["kept_off"] else ""))
         if out_path:
             print(out_path)
     return 0 if ok else 1

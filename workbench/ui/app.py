@@ -907,7 +907,9 @@ class Workbench:
             self.session_layer = extra
             added = ", ".join(f"{op} {n}" for op, n in sorted(extra["added_ops"].items())) or "nothing new"
             text = (f"ORT session ({level}) on top of <b>{html.escape(_step_name(self.snapshots[i].step))}</b>: "
-                    f"{self.snapshots[i].nodes} → {extra['nodes']} nodes; adds {html.escape(added)}")
+                    f"{self.snapshots[i].nodes} → {extra['nodes']} nodes; adds {html.escape(added)}"
+                    + (f"; kept off as the plan says: {html.escape(', '.join(extra['kept_off']))}"
+                       if extra.get("kept_off") else ""))
             if self.widget is not None:
                 self.w_session_out.value = f"<div style='font-size:12px'>{text}</div>"
             self._set_status("session layer shown", "ok")
@@ -1297,7 +1299,11 @@ class Workbench:
             rows.append(f"<tr><td>{html.escape(v.name)}</td><td>{f(v.p50_ms)}</td><td>{f(v.p90_ms)}</td>"
                         f"<td>{f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td><td>{f(v.floor_ratio)}</td>"
                         f"<td>{_badge(par.get('ok'), 'ok' if par.get('ok') else ('—' if not par else 'diff'))}</td></tr>")
-        floor = f"<div style='font-size:11px'>hardware floor {r.floor_ms:.2f} ms</div>" if r.floor_ms else ""
+        floor = ""
+        if r.floor_ms:
+            bound = (f"; the MatMuls alone, weights read from memory: {r.matmul_bound_ms:.2f} ms (no fusion goes "
+                     f"below this)") if r.matmul_bound_ms else ""
+            floor = f"<div style='font-size:11px'>hardware floor {r.floor_ms:.2f} ms{bound}</div>"
         return ("<div class='wb-table'><table><tr><th>variant</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
                 "<th>runs</th><th>speed-up</th><th>x floor</th><th>parity</th></tr>" + "".join(rows) + "</table></div>" + floor)
 

@@ -125,8 +125,10 @@ def render(data: dict) -> str:
                          "max abs diff": par.get("max_abs_diff", ""), "cosine": par.get("cosine", "")})
         s.append(_table(rows))
         if bench.get("floor_ms"):
+            bound = (f"; the MatMuls alone with weights read from memory: {bench['matmul_bound_ms']:.2f} ms "
+                     f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
             s.append(f"<p class='note'>hardware floor: {bench['floor_ms']:.2f} ms (model FLOPs / measured "
-                     f"matrix-multiply rate of this machine)</p>")
+                     f"matrix-multiply rate of this machine){bound}</p>")
         if bench.get("machine"):
             s.append("<h2>Machine</h2>" + _kv(bench["machine"]))
     for err in data.get("errors", []):
