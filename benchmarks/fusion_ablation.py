@@ -20,32 +20,8 @@ from pathlib import Path
 from workbench.config import BenchConfig
 from workbench.paths import atomic_write_text
 from workbench.runtime.ablation import fusion_ablation
-from workbench.runtime.machine import machine_line
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def markdown(res, cfg: BenchConfig, measured: str) -> str:
-    lines = [f"Measured {measured} on: {machine_line(res.machine)}",
-             "",
-             f"{res.model}, engine {res.engine}, batch {cfg.batch}, sequence {cfg.seq}, {cfg.threads} threads, "
-             f"{cfg.runs} runs per plan, interleaved, spinning off. Full plan p50 {res.full_p50_ms:.2f} ms "
-             f"(unfused {res.unfused_p50_ms:.2f} ms; hardware floor {res.floor_ms or 0:.2f} ms; MatMuls alone "
-             f"with weights from memory {res.matmul_bound_ms or 0:.2f} ms). Noise band ±{res.noise_pct:.1f}% "
-             f"(twice the gap between two copies of the full plan, at least 1%).",
-             "",
-             "| step left out | what it fuses | the graph without it | p50 without it (ms) | the step saves | verdict |",
-             "|---|---|---|---|---|---|"]
-    for r in res.rows:
-        fused = ", ".join(f"{k} {v}" for k, v in sorted(r.fused_here.items()))
-        change = ", ".join(f"{k} {v:+d}" for k, v in r.graph_change.items())
-        lines.append(f"| {r.step} | {fused} | {change or 'unchanged'} | {r.p50_without_ms:.2f} | "
-                     f"{r.saves_ms:+.2f} ms ({r.saves_pct:+.1f}%) | {r.verdict} |")
-    t = res.tuned_plan
-    lines += ["", "Tuned plan for this machine: " + (f"switch off {', '.join(sorted(t.disabled))} "
-              f"(`workbench bench {res.model} --disable {','.join(sorted(t.disabled))}`)" if t.disabled
-              else "the full plan (no step measured harmful)")]
-    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
@@ -67,7 +43,7 @@ def main(argv=None) -> int:
                           progress=lambda stage, f: print(f"[{time.perf_counter() - t0:5.0f} s] {stage}",
                                                           file=sys.stderr, flush=True))
     measured = time.strftime("%Y-%m-%d %H:%M")
-    md = markdown(res, cfg, measured)
+    md = res.to_markdown(measured)
     print(md)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "" if (args.model, args.exporter, args.seq) == ("bert-base", "torchscript", 128) else \

@@ -34,3 +34,21 @@ def test_ablation_rows_graph_changes_and_tuned_plan():
     doc = json.loads(json.dumps(res.to_dict(), default=str))
     assert [r["step"] for r in doc["rows"]] == steps and "measuring" in stages
     assert list(res.to_frame()["step"]) == steps
+
+
+def test_ablate_cli_json_and_bad_step():
+    import subprocess
+    import sys
+
+    def cli(*a):
+        return subprocess.run([sys.executable, "-c", "import sys; from workbench.cli import main; sys.exit(main())",
+                               *a], capture_output=True, text=True, timeout=600)
+
+    p = cli("ablate", "bert-tiny", "--steps", "bias_gelu", "--seq", "8", "--runs", "3", "--warmup", "1",
+            "--threads", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [r["step"] for r in doc["rows"]] == ["bias_gelu"] and doc["rows"][0]["graph_change"]["BiasGelu"] == -2
+    assert doc["tuned_plan"]["engine"] == "ort" and doc["floor_ms"] > 0
+    p = cli("ablate", "bert-tiny", "--steps", "bias_gleu")
+    assert p.returncode == 2 and "unknown fusion step 'bias_gleu'" in p.stderr and "Traceback" not in p.stderr

@@ -72,6 +72,32 @@ class AblationResult:
         return FusionPlan(engine=self.engine or self.plan.engine, disabled=frozenset(self.plan.disabled | hurt),
                           opted_in=self.plan.opted_in)
 
+    def to_markdown(self, measured: str = "") -> str:
+        """The result as a markdown table with the machine and the tuned plan."""
+        from .machine import machine_line
+
+        c = self.config
+        lines = [f"Measured {measured + ' ' if measured else ''}on: {machine_line(self.machine)}", "",
+                 f"{self.model}, engine {self.engine}, batch {c.get('batch')}, sequence {c.get('seq')}, "
+                 f"{c.get('threads')} threads, {c.get('runs')} runs per plan, interleaved, spinning off"
+                 + (f", session.dynamic_block_base {c['dynamic_block_base']}" if c.get("dynamic_block_base") else "")
+                 + f". Full plan p50 {self.full_p50_ms:.2f} ms (unfused {self.unfused_p50_ms or 0:.2f} ms; hardware "
+                 f"floor {self.floor_ms or 0:.2f} ms; MatMuls alone with weights from memory "
+                 f"{self.matmul_bound_ms or 0:.2f} ms). Noise band ±{self.noise_pct:.1f}% (twice the gap between "
+                 f"two copies of the full plan, at least 1%).", "",
+                 "| step left out | what it fuses | the graph without it | p50 without it (ms) | the step saves | verdict |",
+                 "|---|---|---|---|---|---|"]
+        for r in self.rows:
+            fused = ", ".join(f"{k} {v}" for k, v in sorted(r.fused_here.items()))
+            change = ", ".join(f"{k} {v:+d}" for k, v in r.graph_change.items())
+            lines.append(f"| {r.step} | {fused} | {change or 'unchanged'} | {r.p50_without_ms:.2f} | "
+                         f"{r.saves_ms:+.2f} ms ({r.saves_pct:+.1f}%) | {r.verdict} |")
+        t = self.tuned_plan
+        off = ",".join(sorted(t.disabled))
+        lines += ["", "Tuned plan for this machine: " + (f"switch off {off} (`workbench bench {self.model} --disable "
+                                                         f"{off}`)" if off else "the full plan (no step measured harmful)")]
+        return "\n".join(lines) + "\n"
+
     def to_frame(self):
         import pandas as pd
         return pd.DataFrame([r.__dict__ for r in self.rows])
