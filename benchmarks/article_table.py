@@ -99,6 +99,10 @@ def main(argv=None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     cfg = BenchConfig(batch=args.batch, seq=args.seq, threads=args.threads, runs=args.runs, warmup=args.warmup)
+    # The floor's MatMul rates, measured now, next to the latencies they are compared with.
+    from workbench.runtime.floor import refresh_rates
+    for kind, info in refresh_rates(args.threads).items():
+        log(f"{kind} MatMul rate {info['gflops']:.0f} GFLOP/s (quiet: {info['quiet']})")
     gpu_ok, gpu_reason = cuda_status()
     rows = []
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:

@@ -51,6 +51,12 @@ def main(argv=None) -> int:
         from workbench.config import FusionPlan
         tv = standard_variants(args.model, ("fused",), plan=FusionPlan(disabled=frozenset(tuned_off)))[0]
         variants.append(replace(tv, name="tuned"))
+    # The floor's MatMul rates are measured now, next to the latencies they are compared with (the
+    # rate of this VM drifts by a few percent from hour to hour).
+    from workbench.runtime.floor import refresh_rates
+    for kind, info in refresh_rates(args.threads).items():
+        print(f"{kind} MatMul rate {info['gflops']:.0f} GFLOP/s (quiet: {info['quiet']}, spread "
+              f"{info['spread']:.2f})", file=sys.stderr, flush=True)
     cfg = BenchConfig(seq=args.seq, batch=1, threads=args.threads, runs=args.runs, warmup=5,
                       dynamic_block_base=args.dynamic_block_base)
     runs = []

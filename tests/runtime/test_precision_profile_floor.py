@@ -167,6 +167,9 @@ def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
     mode.update(quiet=False, scale=0.3)  # a busy moment: a third of the rate, and the probe says so
     assert floor.machine_matmul_gflops(threads=1, refresh=True) == quiet
     assert floor.cached_rate(1) == quiet
+    mode.update(quiet=True, scale=0.9)  # a quiet later measurement is the machine now: it replaces the old one
+    later = floor.machine_matmul_gflops(threads=1, refresh=True)
+    assert floor.cached_rate(1) == later and later < quiet
     # a cached figure that was never quiet is measured again on the next plain call
     path = floor._cache_file(1, "cpu", "fp32")
     doc = json.loads(path.read_text())

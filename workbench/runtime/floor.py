@@ -217,16 +217,19 @@ def _read(path: Path) -> dict | None:
 
 
 def _better(old: dict | None, new: dict) -> dict:
-    """Which of two measurements of one rate to keep: a quiet one over a disturbed one, then the faster.
+    """Which of two measurements of one rate to keep.
 
-    Other work only ever slows the probe down, so the highest quiet rate seen
-    is the closest to what the hardware sustains; keeping it means a busy
-    moment can never lower the floor's rate (and fake a pass) later.
+    The latest quiet measurement wins (the rate of a shared VM drifts by a
+    few percent from hour to hour, and keeping the maximum of many noisy
+    estimates would drift upward by itself); a disturbed one never replaces
+    a quiet one, so a busy moment cannot lower the floor's rate and fake a
+    pass. Between two disturbed ones the faster is kept.
     """
-    if old is None:
+    if old is None or new.get("quiet"):
         return new
-    key = lambda i: (bool(i.get("quiet")), float(i["gflops"]))  # noqa: E731
-    return new if key(new) > key(old) else old
+    if old.get("quiet"):
+        return old
+    return new if float(new["gflops"]) > float(old["gflops"]) else old
 
 
 def machine_matmul_info(threads: int = 2, provider: str = "cpu", dtype: str = "fp32", *, kind: str = "hot",
@@ -242,8 +245,8 @@ def machine_matmul_info(threads: int = 2, provider: str = "cpu", dtype: str = "f
         dtype: "fp32" or "fp16".
         kind: "hot" (one weight in cache: the hardware floor's rate) or
             "stream" (:data:`STREAM_WEIGHTS` weights read from memory).
-        refresh: measure again even when a quiet cached figure exists; the
-            cache keeps the better of the two (see :func:`_better`).
+        refresh: measure again even when a quiet cached figure exists; a
+            quiet new figure replaces it, a disturbed one does not (see :func:`_better`).
     """
     from ..paths import atomic_write_text
 
@@ -261,6 +264,11 @@ def machine_matmul_info(threads: int = 2, provider: str = "cpu", dtype: str = "f
         except OSError:
             pass  # a read-only cache only costs a re-measurement
     return keep
+
+
+def refresh_rates(threads: int = 2, provider: str = "cpu", dtype: str = "fp32") -> dict[str, dict]:
+    """Measure the hot and streaming rates now (for a benchmark that compares with the floor right after)."""
+    return {kind: machine_matmul_info(threads, provider, dtype, kind=kind, refresh=True) for kind in ("hot", "stream")}
 
 
 def machine_matmul_gflops(threads: int = 2, provider: str = "cpu", dtype: str = "fp32", *,
@@ -296,5 +304,5 @@ def cached_rate(threads: int, provider: str = "cpu", dtype: str = "fp32", kind: 
 
 
 __all__ = ["bert_flops", "onnx_flops", "model_flops", "machine_matmul_gflops", "machine_matmul_info",
-           "measure_matmul_gflops", "floor_ms", "matmul_bound_ms", "cached_rate", "PROBE_SHAPE", "QUIET_SPREAD",
+           "measure_matmul_gflops", "refresh_rates", "floor_ms", "matmul_bound_ms", "cached_rate", "PROBE_SHAPE", "QUIET_SPREAD",
            "STREAM_WEIGHTS"]
