@@ -14,6 +14,19 @@ os.environ.setdefault("WORKBENCH_CACHE", str(_BASE / "cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove this run's private cache (about 2 GB of exports and variants) unless asked to keep it.
+
+    Only the folder this process created under its own pid is removed; a cache
+    the caller pointed at with WORKBENCH_CACHE is never touched.
+    """
+    import shutil
+
+    if os.environ.get("WORKBENCH_KEEP_TEST_TMP") or hasattr(session.config, "workerinput"):
+        return
+    shutil.rmtree(_BASE, ignore_errors=True)
+
 TINY = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
             vocab_size=1000, max_position_embeddings=160)
 

@@ -339,3 +339,25 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
 def test_warm_up_line_says_when_clicks_are_lookups(app):
     assert app.timeline.wait_warm(300)
     assert "precomputed" in app.warm_text() and "a click is a lookup" in app.warm_text()
+
+
+def test_what_each_fusion_buys(app, tmp_path):
+    """The ablation button's work: a row per fused step, the bar figure, the table and the tuned plan."""
+    app.w_runs.value = 4
+    app.w_seq.value = 16
+    app.background = True
+    try:
+        app.ablate(steps=["bias_gelu", "skip_layer_norm"])
+        app.run_benchmark()  # refused while the ablation measures: two workers would time each other
+        assert "already running" in (app.error or "")
+        app.wait_benchmark(600)
+    finally:
+        app.background = False
+    res = app.ablation
+    assert res is not None, app.error
+    assert [r.step for r in res.rows] == ["bias_gelu", "skip_layer_norm"]
+    assert list(app.fig_ablation.data[0].y) == ["bias_gelu", "skip_layer_norm"]
+    assert list(app.fig_ablation.data[0].x) == pytest.approx([r.saves_pct for r in res.rows])
+    assert "bias_gelu" in app.w_ablation.value and f"±{res.noise_pct:.1f}%" in app.w_ablation.value
+    assert res.config["seq"] == 16 and res.config["runs"] == 4
+    assert "What each fusion buys here" in app.save_report(tmp_path / "r.html").read_text()

@@ -131,7 +131,8 @@ def _change(full: dict, other: dict) -> dict:
 
 
 def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: FusionPlan | None = None,
-                    exporter: str = "torchscript", attention: str = "eager", steps: list[str] | None = None,
+                    exporter: str = "torchscript", attention: str = "eager", opset: int | None = None,
+                    steps: list[str] | None = None,
                     progress: Progress | None = None, timeout: float | None = 3600) -> AblationResult:
     """Time the full fusion plan against the plan without each fusion step, interleaved.
 
@@ -139,7 +140,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
         model: preset, folder, hub id or .onnx file.
         cfg: shape, threads and runs (default: batch 1, sequence 128, 2 threads, 30 runs).
         plan: the full plan (default: engine "auto", every default step on).
-        exporter, attention: how the model is exported.
+        exporter, attention, opset: how the model is exported.
         steps: the steps to leave out one at a time (default: every fusion
             step that emitted something in the full plan).
 
@@ -159,7 +160,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     plan = plan or FusionPlan()
     src = model if isinstance(model, ModelSource) else resolve(model)
     progress("export", 0.02)
-    exp = export(src, ExportConfig(exporter=exporter, attention=attention))
+    exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
     progress("fusion timeline", 0.05)
     tl = run_fusion(exp.path, plan, num_heads=heads or None, hidden_size=hidden or None)

@@ -208,6 +208,8 @@ class Workbench:
         self.timeline = None
         self.snapshots: list = []
         self.bench_result = None
+        #: The last "what each fusion buys" result (workbench.runtime.ablation.AblationResult), or None.
+        self.ablation = None
         self.profiles: dict[int, Any] = {}
         self._profiled: dict[int, Any] = {}  # index → the snapshot its profile was taken on
         self.series: dict[str, list[float]] = {}
@@ -362,6 +364,11 @@ class Workbench:
                                   tooltip="profile the operators of the selected step's before and after graphs: "
                                           "time per op type, and nodes coloured by their share of latency")
         self.w_profile.on_click(lambda _: self.profile())
+        self.w_ablate = W.Button(description="What each fusion buys", icon="balance-scale", layout=L(width="190px"),
+                                 tooltip="fuse again without each fusion step in turn and time every plan "
+                                         "interleaved with the full plan (twice, for the noise): what each step "
+                                         "saves or costs on this machine")
+        self.w_ablate.on_click(lambda _: self.ablate())
         self.w_report = W.Button(description="Save report", icon="save", layout=L(width="120px"))
         self.w_report.on_click(lambda _: self.save_report())
         from ..viz import latency as vl
@@ -370,10 +377,13 @@ class Workbench:
         self.fig_dist = go.FigureWidget(vl.distribution_figure({}))
         self.fig_pct = go.FigureWidget(vl.percentile_figure({}))
         self.fig_ops = go.FigureWidget(vl.op_breakdown_figure({}))
-        for f in (self.fig_live, self.fig_dist, self.fig_pct, self.fig_ops):
+        self.fig_ablation = go.FigureWidget(vl.ablation_figure([]))
+        for f in (self.fig_live, self.fig_dist, self.fig_pct, self.fig_ops, self.fig_ablation):
             f.layout.width, f.layout.autosize = s.pane_width, False  # like the graph panes: never wider than their box
         self.w_results = W.HTML()
         self.w_results.add_class("wb-results")
+        self.w_ablation = W.HTML()
+        self.w_ablation.add_class("wb-ablation")
         box = lambda f: W.Box([f], layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
         live_box = box(self.fig_live)
         live_box.add_class("wb-live-plot")
@@ -381,10 +391,12 @@ class Workbench:
             W.HTML("<div class='wb-section'>Latency (measured in a worker process, variants interleaved, "
                    "thread spinning off)</div>"),
             W.HBox([self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs], layout=L(flex_flow="row wrap")),
-            W.HBox([self.w_variants, W.VBox([self.w_int8, W.HBox([self.w_run, self.w_stop, self.w_profile, self.w_report])])]),
+            W.HBox([self.w_variants, W.VBox([self.w_int8, W.HBox([self.w_run, self.w_stop, self.w_profile, self.w_report]),
+                                             self.w_ablate])]),
             W.HBox([live_box, box(self.fig_dist)], layout=L(flex_flow="row wrap")),
             W.HBox([box(self.fig_pct), box(self.fig_ops)], layout=L(flex_flow="row wrap")),
-            self.w_results])
+            self.w_results,
+            W.HBox([box(self.fig_ablation), self.w_ablation], layout=L(flex_flow="row wrap"))])
         profile_panel.add_class("wb-profile-panel")
         self.widget = W.VBox([self.title, W.HBox([self.status]), model_bar,
                               fusion_panel, graph_panel, profile_panel])
@@ -1194,7 +1206,7 @@ class Workbench:
         if not self.snapshots:
             self._set_status("load a model first", "error")
             return
-        if self._bench is not None and not self._bench.done:
+        if self._measuring():
             self._set_status("a benchmark is already running: stop it first", "error")
             return
         if self.widget is not None:
@@ -1229,6 +1241,11 @@ class Workbench:
             self._set_status(msg, "ok")
 
         self._run_bench_thread(work)
+
+    def _measuring(self) -> bool:
+        """A benchmark, profile or ablation is running (two at once would time each other)."""
+        t = getattr(self, "_bench_thread", None)
+        return bool((self._bench is not None and not self._bench.done) or (t is not None and t.is_alive()))
 
     def _run_bench_thread(self, work) -> None:
         # Benchmarks have their own thread so the fusion panel stays usable meanwhile.
@@ -1312,6 +1329,9 @@ class Workbench:
         if not self.snapshots:
             self._set_status("load a model first", "error")
             return
+        if self._measuring():
+            self._set_status("a measurement is already running: wait for it or stop it first", "error")
+            return
 
         def work():
             from ..runtime.profile import profile_ops
@@ -1355,6 +1375,57 @@ class Workbench:
 
         self._run_bench_thread(work)
 
+    def ablate(self, steps: list[str] | None = None) -> None:
+        """What each fusion buys here: the plan without each fired step, timed against the full plan."""
+        if not self.snapshots or self.export_result is None:
+            self._set_status("load a model first", "error")
+            return
+        if self._measuring():
+            self._set_status("a measurement is already running: wait for it or stop it first", "error")
+            return
+
+        def work():
+            from ..runtime.ablation import fusion_ablation
+            from ..viz import latency as vl
+
+            if self.widget is not None:
+                self._read_profile_bar()
+                self.w_ablate.disabled = True
+            st = self.state
+            try:
+                res = fusion_ablation(self.export_result.source, st.bench_config(), plan=self.timeline.plan,
+                                      exporter=st.exporter, attention=st.attention, opset=st.opset, steps=steps,
+                                      progress=lambda stage, f: self._progress(f"what each fusion buys: {stage}", f))
+            finally:
+                if self.widget is not None:
+                    self.progress.layout.visibility = "hidden"
+                    self.w_ablate.disabled = False
+            self.ablation = res
+            if self.widget is not None:
+                vl.refresh(self.fig_ablation, vl.ablation_figure([r.__dict__ for r in res.rows], res.noise_pct))
+                self.w_ablation.value = self._ablation_html(res)
+            t = res.tuned_plan
+            self._set_status("each fusion measured; " + (f"on this machine switch off {', '.join(sorted(t.disabled))}"
+                                                        if t.disabled else "every step helps or is within noise"),
+                             "ok")
+
+        self._run_bench_thread(work)
+
+    @staticmethod
+    def _ablation_html(res) -> str:
+        rows = "".join(
+            f"<tr><td>{html.escape(r.step)}</td><td>{html.escape(', '.join(f'{k} {v}' for k, v in sorted(r.fused_here.items())))}</td>"
+            f"<td>{r.p50_without_ms:.2f}</td><td>{r.saves_ms:+.2f} ({r.saves_pct:+.1f}%)</td>"
+            f"<td>{_badge(r.verdict == 'helps' if r.verdict != 'within noise' else None, r.verdict)}</td></tr>"
+            for r in res.rows)
+        t = res.tuned_plan
+        tail = (f"full plan p50 {res.full_p50_ms:.2f} ms, noise band ±{res.noise_pct:.1f}%; "
+                + (f"tuned plan: switch off {html.escape(', '.join(sorted(t.disabled)))}" if t.disabled
+                   else "no step measured harmful"))
+        return ("<div class='wb-table'><table><tr><th>step left out</th><th>what it fuses</th><th>p50 without (ms)</th>"
+                "<th>the step saves (ms)</th><th>verdict</th></tr>" + rows + "</table></div>"
+                f"<div style='font-size:11px'>{tail}</div>")
+
     # ----------------------------------------------------------------- report and close
     def report_data(self) -> dict:
         """Plain data for :func:`workbench.viz.report.write_report`."""
@@ -1370,6 +1441,8 @@ class Workbench:
                               "steps": [self._snap_dict(sn) for sn in self.snapshots]}
         if self.bench_result is not None:
             data["bench"] = self.bench_result.to_dict(samples=True)
+        if self.ablation is not None:
+            data["ablation"] = self.ablation.to_dict()
         if self.error:
             data["errors"].append(self.error)
         return data

@@ -164,6 +164,35 @@ def sweep_figure(rows: Sequence[Mapping], *, x: str = "seq", y: str = "p50", by:
     return go.Figure(data=data, layout=lay)
 
 
+VERDICT_COLOUR = {"helps": "#2ca02c", "hurts": "#d62728", "within noise": "#9e9e9e"}
+
+
+def ablation_figure(rows: Sequence[Mapping], noise_pct: float = 0.0, *, title: str = "what each fusion saves here",
+                    height: int = 300):
+    """Horizontal bars: per step, the percent of the full plan's p50 it saves (negative: it costs).
+
+    ``rows`` are :class:`workbench.runtime.ablation.AblationRow` dicts
+    (``step``, ``saves_pct``, ``saves_ms``, ``verdict``); the grey band is
+    the measured noise, inside which no verdict is given.
+    """
+    import plotly.graph_objects as go
+
+    steps = [r["step"] for r in rows]
+    fig = go.Figure(go.Bar(
+        y=steps, x=[r["saves_pct"] for r in rows], orientation="h", name="saves",
+        marker_color=[VERDICT_COLOUR.get(r["verdict"], "#9e9e9e") for r in rows],
+        customdata=[[r["saves_ms"], r["verdict"]] for r in rows],
+        hovertemplate="%{y}: %{x:+.1f}% (%{customdata[0]:+.2f} ms), %{customdata[1]}<extra></extra>"))
+    lay = _base(title, height, xaxis=dict(title="% of the full plan's p50 saved (negative: the step costs time)",
+                                          zeroline=True, zerolinecolor="#444"),
+                yaxis=dict(autorange="reversed"), showlegend=False)
+    if noise_pct and rows:
+        lay["shapes"] = [dict(type="rect", xref="x", yref="paper", x0=-noise_pct, x1=noise_pct, y0=0, y1=1,
+                              fillcolor="rgba(150,150,150,0.15)", line=dict(width=0), layer="below")]
+    fig.update_layout(**lay)
+    return _waiting(fig, "leave each fusion out in turn: press 'What each fusion buys'")
+
+
 def refresh(target, source) -> None:
     """Make ``target`` (a FigureWidget) show ``source`` (a Figure), in one message.
 

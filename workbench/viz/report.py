@@ -131,6 +131,17 @@ def render(data: dict) -> str:
                      f"matrix-multiply rate of this machine){bound}</p>")
         if bench.get("machine"):
             s.append("<h2>Machine</h2>" + _kv(bench["machine"]))
+    ab = data.get("ablation")
+    if ab:
+        s.append("<h2>What each fusion buys here</h2>")
+        s.append(f"<p>The full plan (p50 {ab['full_p50_ms']:.2f} ms) against the plan without each step, interleaved, "
+                 f"the full plan measured twice: noise band ±{ab['noise_pct']:.1f}%.</p>")
+        s.append(_table([{"step left out": r["step"],
+                          "what it fuses": ", ".join(f"{k} {v}" for k, v in sorted(r["fused_here"].items())),
+                          "p50 without (ms)": r["p50_without_ms"], "saves (ms)": r["saves_ms"],
+                          "saves (%)": r["saves_pct"], "verdict": r["verdict"]} for r in ab.get("rows", [])]))
+        off = ab.get("tuned_plan", {}).get("disabled") or []
+        s.append(f"<p class='note'>tuned plan for this machine: {_e('switch off ' + ', '.join(off)) if off else 'the full plan'}</p>")
     for err in data.get("errors", []):
         s.append(f"<p class='bad'>{_e(err)}</p>")
     s.append(_figures(data))
