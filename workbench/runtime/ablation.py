@@ -118,11 +118,8 @@ def _noop(stage: str, fraction: float) -> None:
 def _op_counts(path) -> dict:
     import onnx
 
-    m = onnx.load(str(path), load_external_data=False)
-    out: dict[str, int] = {}
-    for n in m.graph.node:
-        out[n.op_type] = out.get(n.op_type, 0) + 1
-    return out
+    from ..graph.summary import histogram
+    return histogram(onnx.load(str(path), load_external_data=False))
 
 
 def _change(full: dict, other: dict) -> dict:
