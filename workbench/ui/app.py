@@ -1203,11 +1203,7 @@ class Workbench:
 
     def run_benchmark(self, names: list[str] | None = None) -> None:
         """Time the chosen variants in the worker; the plots grow while it runs."""
-        if not self.snapshots:
-            self._set_status("load a model first", "error")
-            return
-        if self._measuring():
-            self._set_status("a benchmark is already running: stop it first", "error")
+        if not self._ready_to_measure("a benchmark is already running: stop it first"):
             return
         if self.widget is not None:
             self._read_profile_bar()
@@ -1241,6 +1237,16 @@ class Workbench:
             self._set_status(msg, "ok")
 
         self._run_bench_thread(work)
+
+    def _ready_to_measure(self, busy: str = "a measurement is already running: wait for it or stop it first") -> bool:
+        """A model is loaded and nothing else is measuring; otherwise say why in the status line."""
+        if not self.snapshots:
+            self._set_status("load a model first", "error")
+            return False
+        if self._measuring():
+            self._set_status(busy, "error")
+            return False
+        return True
 
     def _measuring(self) -> bool:
         """A benchmark, profile or ablation is running (two at once would time each other)."""
@@ -1326,11 +1332,7 @@ class Workbench:
 
     def profile(self, indices: list[int] | None = None) -> None:
         """Profile operators of the before/after snapshots: op breakdown and latency overlay."""
-        if not self.snapshots:
-            self._set_status("load a model first", "error")
-            return
-        if self._measuring():
-            self._set_status("a measurement is already running: wait for it or stop it first", "error")
+        if not self._ready_to_measure():
             return
 
         def work():
@@ -1377,11 +1379,7 @@ class Workbench:
 
     def ablate(self, steps: list[str] | None = None) -> None:
         """What each fusion buys here: the plan without each fired step, timed against the full plan."""
-        if not self.snapshots or self.export_result is None:
-            self._set_status("load a model first", "error")
-            return
-        if self._measuring():
-            self._set_status("a measurement is already running: wait for it or stop it first", "error")
+        if not self._ready_to_measure():
             return
 
         def work():
