@@ -16,22 +16,15 @@ def register(sub) -> None:
                                    "against the first variant and the distance to the hardware floor.")
     common.add_model_arg(p)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
-    p.add_argument("--seq", type=int, default=128, help="sequence length (default: 128)")
-    p.add_argument("--threads", type=int, default=2, help="intra-op threads, equal for every variant (default: 2)")
+    common.add_measure_args(p)
     p.add_argument("--variants", default=None,
                    help="comma-separated subset of torch,unfused,fused,int8,fp16 "
                         "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per variant (default: 30)")
-    p.add_argument("--warmup", type=int, default=5, help="warm-up runs per variant (default: 5)")
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
     p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     common.add_plan_args(p)
-    p.add_argument("--dynamic-block-base", type=int, default=0, metavar="N",
-                   help="ONNX Runtime session.dynamic_block_base for every ONNX Runtime variant (default: 0, ORT's "
-                        "static split; 4 balances 2 threads on a shared VM better)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
     p.set_defaults(func=run)
@@ -40,7 +33,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from ..config import BenchConfig
     from ..runtime.bench import stream_benchmark
     from ..runtime.machine import machine_line
     from ..runtime.recipes import standard_variants
@@ -49,8 +41,7 @@ def run(args) -> int:
     plan = common.fusion_plan(args)
     default = "torch,unfused,fused,int8" if args.provider == "cpu" else "torch,unfused,fused,fp16"
     names = (args.variants or default).split(",")
-    cfg = BenchConfig(provider=args.provider, batch=args.batch, seq=args.seq, threads=args.threads,
-                      runs=args.runs, warmup=args.warmup, dynamic_block_base=args.dynamic_block_base)
+    cfg = common.bench_config(args, args.provider)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
                                      progress=bar, plan=plan, exporter=args.exporter)

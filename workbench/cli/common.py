@@ -48,6 +48,26 @@ def fusion_plan(args):
     return FusionPlan(engine=args.engine, disabled=frozenset(disabled), opted_in=frozenset(enabled))
 
 
+def add_measure_args(p: argparse.ArgumentParser) -> None:
+    """Shape, threads, runs and ONNX Runtime's dynamic block base: everything a BenchConfig needs but the provider."""
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
+    p.add_argument("--seq", type=int, default=128, help="sequence length (default: 128)")
+    p.add_argument("--threads", type=int, default=2, help="intra-op threads, equal for every variant (default: 2)")
+    p.add_argument("--runs", type=int, default=30, help="timed runs per variant (default: 30)")
+    p.add_argument("--warmup", type=int, default=5, help="warm-up runs per variant (default: 5)")
+    p.add_argument("--dynamic-block-base", type=int, default=0, metavar="N",
+                   help="ONNX Runtime session.dynamic_block_base for every ONNX Runtime variant (default: 0, ORT's "
+                        "static split; 4 balances 2 threads on a shared VM better)")
+
+
+def bench_config(args, provider: str = "cpu"):
+    """The BenchConfig the measure arguments describe (bad values: one-line ConfigError)."""
+    from ..config import BenchConfig
+
+    return BenchConfig(provider=provider, batch=args.batch, seq=args.seq, threads=args.threads, runs=args.runs,
+                       warmup=args.warmup, dynamic_block_base=args.dynamic_block_base)
+
+
 def export_config(args) -> ExportConfig:
     return ExportConfig(exporter=args.exporter, opset=args.opset, attention=args.attention)
 
