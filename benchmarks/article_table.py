@@ -22,10 +22,10 @@ from pathlib import Path
 
 from workbench.config import BenchConfig
 from workbench.paths import atomic_write_text
-from workbench.runtime.bench import benchmark
-from workbench.runtime.machine import describe_machine, machine_line
-from workbench.runtime.recipes import standard_variants
-from workbench.runtime.session import cuda_status
+from workbench.measure.bench import benchmark
+from workbench.ort.machine import describe_machine, machine_line
+from workbench.measure.recipes import standard_variants
+from workbench.ort.session import cuda_status
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CPU_VARIANTS = ("torch", "unfused", "fused", "int8")
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
 
     cfg = BenchConfig(batch=args.batch, seq=args.seq, threads=args.threads, runs=args.runs, warmup=args.warmup)
     # The floor's MatMul rates, measured now, next to the latencies they are compared with.
-    from workbench.runtime.floor import refresh_rates
+    from workbench.measure.floor import refresh_rates
     for kind, info in refresh_rates(args.threads).items():
         log(f"{kind} MatMul rate {info['gflops']:.0f} GFLOP/s (quiet: {info['quiet']})")
     gpu_ok, gpu_reason = cuda_status()

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from workbench.config import BenchConfig
 from workbench.paths import atomic_write_text
-from workbench.runtime.bench import benchmark
-from workbench.runtime.machine import machine_line
-from workbench.runtime.recipes import standard_variants
+from workbench.measure.bench import benchmark
+from workbench.ort.machine import machine_line
+from workbench.measure.recipes import standard_variants
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         variants.append(replace(tv, name="tuned"))
     # The floor's MatMul rates are measured now, next to the latencies they are compared with (the
     # rate of this VM drifts by a few percent from hour to hour).
-    from workbench.runtime.floor import refresh_rates
+    from workbench.measure.floor import refresh_rates
     for kind, info in refresh_rates(args.threads).items():
         print(f"{kind} MatMul rate {info['gflops']:.0f} GFLOP/s (quiet: {info['quiet']}, spread "
               f"{info['spread']:.2f})", file=sys.stderr, flush=True)

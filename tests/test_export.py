@@ -13,8 +13,8 @@ from workbench.config import ExportConfig
 from workbench.errors import ConfigError, ExportError
 from workbench.export import cache_key, export
 from workbench.models import resolve
-from workbench.runtime.inputs import InputSpec, make_inputs
-from workbench.runtime.session import create_session, run_session
+from workbench.ort.inputs import InputSpec, make_inputs
+from workbench.ort.session import create_session, run_session
 
 CELLS = [("torchscript", "eager"), ("torchscript", "sdpa"), ("dynamo", "eager"), ("dynamo", "sdpa")]
 

@@ -115,7 +115,7 @@ def _wrap(model, input_names: tuple[str, ...]):
 
 def _example_inputs(source: ModelSource, batch: int = 2, seq: int = 16, seed: int = 0):
     import torch
-    from .runtime.inputs import InputSpec, make_inputs
+    from .ort.inputs import InputSpec, make_inputs
 
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
@@ -275,7 +275,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
 
 
 def _parity_feeds(source: ModelSource) -> list[dict]:
-    from .runtime.inputs import InputSpec, make_inputs
+    from .ort.inputs import InputSpec, make_inputs
 
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
@@ -325,8 +325,8 @@ class _ReferenceOutputs:
 
 def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
     """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
-    from .runtime.parity import compare, merge
-    from .runtime.session import create_session, run_session
+    from .ort.parity import compare, merge
+    from .ort.session import create_session, run_session
 
     feeds = _parity_feeds(source)
     # onnxruntime (session creation and runs) works in a thread while torch computes the

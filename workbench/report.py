@@ -49,8 +49,8 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     if bench:
         progress("benchmark", 0.6)
         try:
-            from .runtime.bench import benchmark
-            from .runtime.recipes import standard_variants
+            from .measure.bench import benchmark
+            from .measure.recipes import standard_variants
 
             cfg = bench_cfg or BenchConfig(runs=20)
             names = ("torch", "unfused", "fused", "int8") if src.kind != "onnx" else ("unfused", "fused", "int8")

@@ -60,7 +60,7 @@ def test_fused_model_keeps_parity_including_padding(tiny_export):
     p = ref.compare(fused)
     assert p.cases == 4 and p.ok, p  # includes right-padded masks at sequence 8 and 128
     # The raw 2-D mask keeps left padding exact too (a 1-D mask index would not).
-    from workbench.runtime.session import create_session, run_session
+    from workbench.ort.session import create_session, run_session
 
     feeds = {k: v.copy() for k, v in ref.feeds[1].items()}
     feeds["attention_mask"][1] = feeds["attention_mask"][1][::-1]

@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..fusion import get_step
-    from ..runtime.ablation import fusion_ablation
+    from ..measure.ablation import fusion_ablation
     from . import print_json
 
     plan = common.fusion_plan(args)

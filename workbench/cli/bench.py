@@ -33,9 +33,9 @@ def register(sub) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from ..runtime.bench import stream_benchmark
-    from ..runtime.machine import machine_line
-    from ..runtime.recipes import standard_variants
+    from ..measure.bench import stream_benchmark
+    from ..ort.machine import machine_line
+    from ..measure.recipes import standard_variants
     from . import print_json
 
     plan = common.fusion_plan(args)

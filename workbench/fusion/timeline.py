@@ -22,7 +22,7 @@ from ..config import FusionPlan
 from ..errors import FusionError
 from ..graph.diff import Diff, diff_models
 from ..graph.summary import count_layers, fused_counts, histogram
-from ..runtime.parity import Parity
+from ..ort.parity import Parity
 from . import diagnostics
 from .catalog import BY_NAME, CATALOG, get_step
 from .engines import EngineContext, StepOutcome, engine_steps
@@ -132,8 +132,8 @@ class ParityReference:
     """Outputs of the unfused model on the parity cases, computed once."""
 
     def __init__(self, model: onnx.ModelProto):
-        from ..runtime.inputs import PARITY_CASES, make_inputs, spec_from_onnx
-        from ..runtime.session import create_session, run_session
+        from ..ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
+        from ..ort.session import create_session, run_session
 
         self.spec = spec_from_onnx(model)
         self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
@@ -142,8 +142,8 @@ class ParityReference:
         self.outputs = [run_session(sess, f) for f in self.feeds]
 
     def compare(self, model: onnx.ModelProto) -> Parity:
-        from ..runtime.parity import compare, merge
-        from ..runtime.session import create_session, run_session
+        from ..ort.parity import compare, merge
+        from ..ort.session import create_session, run_session
 
         model, _ = runnable(model)
         try:
@@ -578,7 +578,7 @@ class Timeline:
             ``{"level", "nodes", "histogram", "fused", "diff", "added_ops", "kept_off", "model"}``;
             ``diff`` is against snapshot ``i``.
         """
-        from ..runtime.session import create_session
+        from ..ort.session import create_session
         from .catalog import session_optimizers_off
 
         if not self.snapshots:

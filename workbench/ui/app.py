@@ -208,7 +208,7 @@ class Workbench:
         self.timeline = None
         self.snapshots: list = []
         self.bench_result = None
-        #: The last "what each fusion buys" result (workbench.runtime.ablation.AblationResult), or None.
+        #: The last "what each fusion buys" result (workbench.measure.ablation.AblationResult), or None.
         self.ablation = None
         self.profiles: dict[int, Any] = {}
         self._profiled: dict[int, Any] = {}  # index → the snapshot its profile was taken on
@@ -346,7 +346,7 @@ class Workbench:
             layout=L(width="100%"))
         graph_panel.add_class("wb-graph-panel")
         # Profile panel
-        from ..runtime.session import cuda_status
+        from ..ort.session import cuda_status
 
         self.w_provider = W.Dropdown(options=["cpu"], value="cpu", description="provider", layout=L(width="170px"))
         self._cuda_checked = False
@@ -1180,7 +1180,7 @@ class Workbench:
 
     def variants(self, names: list[str] | None = None) -> list:
         """Benchmark variants for the chosen snapshots (and int8 if asked)."""
-        from ..runtime.bench import Variant
+        from ..measure.bench import Variant
 
         idx = {f"{i}: {_step_name(sn.step)}": i for i, sn in enumerate(self.snapshots)}
         chosen = list(names if names is not None else (self.w_variants.value if self.widget else []))
@@ -1193,7 +1193,7 @@ class Workbench:
             out.append(Variant(_step_name(sn.step) if idx[label] else "unfused", sn.model.SerializeToString(),
                                provider=self.state.provider, level="disable"))
         if self.widget is not None and self.w_int8.value:
-            from ..runtime.precision import quantize_int8
+            from ..measure.precision import quantize_int8
 
             self._set_status("quantizing the last snapshot to int8", "busy")
             q = quantize_int8(self.snapshots[-1].model)
@@ -1209,7 +1209,7 @@ class Workbench:
             self._read_profile_bar()
 
         def work():
-            from ..runtime.bench import stream_benchmark
+            from ..measure.bench import stream_benchmark
 
             if self.state.provider == "cuda":
                 ok, why = self._cuda_status()
@@ -1336,7 +1336,7 @@ class Workbench:
             return
 
         def work():
-            from ..runtime.profile import profile_ops
+            from ..measure.profile import profile_ops
             from ..viz import latency as vl
 
             b, a = self._pair()
@@ -1383,7 +1383,7 @@ class Workbench:
             return
 
         def work():
-            from ..runtime.ablation import fusion_ablation
+            from ..measure.ablation import fusion_ablation
             from ..viz import latency as vl
 
             if self.widget is not None:

@@ -8,7 +8,7 @@ from workbench.config import BenchConfig
 
 
 def test_ablation_rows_graph_changes_and_tuned_plan():
-    from workbench.runtime.ablation import fusion_ablation
+    from workbench.measure.ablation import fusion_ablation
 
     stages = []
     res = fusion_ablation("bert-tiny", BenchConfig(seq=16, runs=6, warmup=1, threads=1),

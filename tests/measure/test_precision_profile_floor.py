@@ -19,7 +19,7 @@ def tiny(tiny_export):
 
 @pytest.fixture(scope="module")
 def fused(tiny):
-    from workbench.runtime.recipes import fuse_bert
+    from workbench.measure.recipes import fuse_bert
     return fuse_bert(tiny, num_heads=2, hidden_size=128)
 
 
@@ -28,7 +28,7 @@ def _ops(path):
 
 
 def test_fused_model_has_bert_fusions_and_is_cached(tiny, fused):
-    from workbench.runtime.recipes import fuse_bert
+    from workbench.measure.recipes import fuse_bert
 
     ops = _ops(fused)
     assert ops["Attention"] == 2 and ops["SkipLayerNormalization"] == 4 and ops["EmbedLayerNormalization"] == 1
@@ -37,7 +37,7 @@ def test_fused_model_has_bert_fusions_and_is_cached(tiny, fused):
 
 
 def test_int8_quantizes_and_keeps_parity(fused, tmp_path):
-    from workbench.runtime.precision import precision_parity, quantize_int8
+    from workbench.measure.precision import precision_parity, quantize_int8
 
     out = quantize_int8(fused, tmp_path / "int8.onnx")
     ops = _ops(out)
@@ -48,7 +48,7 @@ def test_int8_quantizes_and_keeps_parity(fused, tmp_path):
 
 
 def test_fp16_keeps_fp32_io_and_parity(fused, tmp_path):
-    from workbench.runtime.precision import is_fp16, precision_parity, to_fp16
+    from workbench.measure.precision import is_fp16, precision_parity, to_fp16
 
     out = to_fp16(fused, tmp_path / "fp16.onnx")
     m = onnx.load(str(out))
@@ -61,7 +61,7 @@ def test_fp16_keeps_fp32_io_and_parity(fused, tmp_path):
 
 
 def test_profile_ops_per_type_node_layer_provider(tiny, fused):
-    from workbench.runtime.profile import profile_ops
+    from workbench.measure.profile import profile_ops
 
     cfg = BenchConfig(seq=32, runs=4, warmup=1, threads=1)
     before = profile_ops(tiny, cfg, level="disable", name="unfused")
@@ -80,21 +80,21 @@ def test_profile_ops_per_type_node_layer_provider(tiny, fused):
     assert len(after.records) < len(before.records) / 3
     assert abs(sum(r["share"] for r in after.records) - 1.0) < 1e-6
     json.dumps(after.to_dict())
-    from workbench.runtime.profile import compare_profiles
+    from workbench.measure.profile import compare_profiles
     diff = compare_profiles(before, after).set_index("op_type")
     assert diff.loc["Softmax", "after_us"] == 0 and diff.loc["Softmax", "delta_us"] < 0
     assert diff.loc["Attention", "before_us"] == 0 and diff.loc["Attention", "after_us"] > 0
 
 
 def test_profile_bad_shape_is_clear(tiny):
-    from workbench.runtime.profile import profile_ops
+    from workbench.measure.profile import profile_ops
 
     with pytest.raises(BenchmarkError, match="longer than"):
         profile_ops(tiny, BenchConfig(seq=1000, runs=1, warmup=1, threads=1))
 
 
 def test_parse_profile_skips_warmup():
-    from workbench.runtime.profile import parse_profile_events
+    from workbench.measure.profile import parse_profile_events
 
     ev = []
     for run, ts in enumerate((0, 1000, 2000)):
@@ -109,7 +109,7 @@ def test_parse_profile_skips_warmup():
 
 def test_flops_formula_and_graph_count_agree(tiny, fused):
     from workbench.models import PRESETS
-    from workbench.runtime.floor import model_flops, onnx_flops
+    from workbench.measure.floor import model_flops, onnx_flops
 
     assert model_flops("bert-base", 1, 128) == pytest.approx(22.35e9, rel=1e-3)  # MEASURING.md
     want = model_flops(PRESETS["bert-tiny"], 2, 64)
@@ -119,7 +119,7 @@ def test_flops_formula_and_graph_count_agree(tiny, fused):
 
 
 def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
-    from workbench.runtime import floor
+    from workbench.measure import floor
 
     calls = []
     real = floor.measure_matmul_gflops
@@ -140,7 +140,7 @@ def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
 
 
 def test_probe_reports_its_spread_and_retries_when_disturbed():
-    from workbench.runtime.floor import QUIET_SPREAD, measure_matmul_gflops
+    from workbench.measure.floor import QUIET_SPREAD, measure_matmul_gflops
 
     info = measure_matmul_gflops(1, seconds=0.2, shape=(64, 128, 256), attempts=2)
     assert info["spread"] == pytest.approx(info["median_ms"] / info["p10_ms"])
@@ -151,7 +151,7 @@ def test_probe_reports_its_spread_and_retries_when_disturbed():
 
 def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
     """A rate measured while other work ran is slower; it must not replace a quiet one (it would fake a pass)."""
-    from workbench.runtime import floor
+    from workbench.measure import floor
 
     real = floor.measure_matmul_gflops
     mode = {"quiet": True, "scale": 1.0}
@@ -181,7 +181,7 @@ def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
 
 def test_streaming_rate_is_below_the_hot_rate():
     """Weights read from memory (as in a real model) cannot beat one weight that stays in cache."""
-    from workbench.runtime.floor import measure_matmul_gflops
+    from workbench.measure.floor import measure_matmul_gflops
 
     hot = measure_matmul_gflops(1, seconds=0.3)
     stream = measure_matmul_gflops(1, seconds=0.3, weights=16)

@@ -65,8 +65,8 @@ class OrtRunner:
 
     def __init__(self, v: dict, threads: int, workdir: Path):
         from ..errors import BenchmarkError
-        from .inputs import spec_from_onnx
-        from .session import create_session
+        from ..ort.inputs import spec_from_onnx
+        from ..ort.session import create_session
         import onnx
 
         self.name, self.provider = v["name"], v["provider"]
@@ -166,7 +166,7 @@ class TorchRunner:
         from ..errors import BenchmarkError, WorkbenchError
         from ..export import _wrap
         from ..models import resolve
-        from .inputs import InputSpec
+        from ..ort.inputs import InputSpec
 
         self.name, self.provider = v["name"], v["provider"]
         src = dict(v.get("torch_source") or {})
@@ -279,8 +279,8 @@ def _fault(kind: str | None, where: str) -> None:
 
 def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     from ..errors import BenchmarkError
-    from .inputs import make_inputs
-    from .machine import describe_machine
+    from ..ort.inputs import make_inputs
+    from ..ort.machine import describe_machine
 
     cfg = job["cfg"]
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
@@ -328,7 +328,7 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     ref_name = job.get("reference") or runners[0].name
     ref = outputs.get(ref_name)
     if ref is not None:
-        from .parity import compare
+        from ..ort.parity import compare
         for r in runners:
             if r.name != ref_name:
                 p = compare(ref, outputs[r.name])
@@ -383,8 +383,8 @@ def _floor(job: dict, runners: list, threads: int, batch: int, seq: int) -> dict
 
 def _profile(ch: _Channel, job: dict, workdir: Path) -> None:
     """Run one variant with ONNX Runtime's profiler on and send parsed records."""
-    from .inputs import make_inputs
-    from .profile import parse_profile_events, layer_map
+    from ..ort.inputs import make_inputs
+    from .profile_events import parse_profile_events, layer_map
 
     cfg = job["cfg"]
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])

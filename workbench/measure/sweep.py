@@ -64,7 +64,7 @@ def sweep(variants: list[Variant], batches: Iterable[int] = (1,), seqs: Iterable
     """Benchmark ``variants`` at every batch x sequence x threads point.
 
     Args:
-        variants: as for :func:`workbench.runtime.bench.benchmark`.
+        variants: as for :func:`workbench.measure.bench.benchmark`.
         batches, seqs, threads: the grid.
         cfg: warm-up, runs, seed and provider (its batch, seq and threads
             are replaced by the grid's).

@@ -114,7 +114,7 @@ STREAM_WEIGHTS = 16
 
 def _cache_file(threads: int, provider: str, dtype: str, kind: str = "hot") -> Path:
     from ..paths import cache_root
-    from .machine import _cpuinfo, _gpus, _version
+    from ..ort.machine import _cpuinfo, _gpus, _version
 
     cpu = _cpuinfo()[0] if provider == "cpu" else ",".join(_gpus())
     ort_v = _version("onnxruntime-gpu") or _version("onnxruntime")
@@ -182,7 +182,7 @@ def measure_matmul_gflops(threads: int, provider: str = "cpu", dtype: str = "fp3
             streaming rate (each MatMul reads a different weight from memory,
             as in a real model).
     """
-    from .session import create_session
+    from ..ort.session import create_session
 
     m, k, n = shape
     model, np_dt = _matmul_model(m, k, n, dtype, weights)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import BenchmarkError
-from .parity import Parity, compare, merge
+from ..ort.parity import Parity, compare, merge
 
 
 def _load(model):
@@ -128,8 +128,8 @@ def precision_parity(reference, candidate, *, provider: str = "cpu", cases=None,
             the reference always runs on the CPU with optimizations off.
         cases: ``(batch, seq, padded)`` tuples; default the short parity cases.
     """
-    from .inputs import PARITY_CASES, make_inputs, spec_from_onnx
-    from .session import create_session, run_session
+    from ..ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
+    from ..ort.session import create_session, run_session
 
     ref_m = _load(reference)
     spec = spec or spec_from_onnx(ref_m)

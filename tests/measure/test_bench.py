@@ -12,7 +12,7 @@ import pytest
 
 from workbench.config import BenchConfig
 from workbench.errors import BenchmarkError, ConfigError, RuntimeUnavailableError, WorkbenchError
-from workbench.runtime.bench import BenchResult, RunSample, Variant, benchmark, stream_benchmark
+from workbench.measure.bench import BenchResult, RunSample, Variant, benchmark, stream_benchmark
 
 FAST = BenchConfig(seq=16, runs=4, warmup=1, threads=1)
 
@@ -137,7 +137,7 @@ def test_out_of_memory_is_a_clear_error(tiny):
 
 
 def test_cuda_variant_without_gpu_names_what_is_missing(tiny):
-    from workbench.runtime.session import cuda_status
+    from workbench.ort.session import cuda_status
 
     ok, reason = cuda_status()
     if ok:

@@ -3,7 +3,7 @@
 import pytest
 
 from workbench.errors import RuntimeUnavailableError
-from workbench.runtime.session import create_session, cuda_status, probe_cuda_provider
+from workbench.ort.session import create_session, cuda_status, probe_cuda_provider
 
 
 def test_cuda_status_names_what_is_missing_without_noise(capfd):

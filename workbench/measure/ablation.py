@@ -74,7 +74,7 @@ class AblationResult:
 
     def to_markdown(self, measured: str = "") -> str:
         """The result as a markdown table with the machine and the tuned plan."""
-        from .machine import machine_line
+        from ..ort.machine import machine_line
 
         c = self.config
         lines = [f"Measured {measured + ' ' if measured else ''}on: {machine_line(self.machine)}", "",
@@ -142,7 +142,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
             step that emitted something in the full plan).
 
     Raises:
-        BenchmarkError, ConfigError: as :func:`workbench.runtime.bench.benchmark`.
+        BenchmarkError, ConfigError: as :func:`workbench.measure.bench.benchmark`.
     """
     from ..config import ExportConfig
     from ..export import export

@@ -37,7 +37,7 @@ def _noop(stage: str, fraction: float) -> None:
 def _derived_dir(export_path: Path, recipe: str) -> Path:
     from ..models import file_identity
     from ..paths import cache_root
-    from .machine import _version
+    from ..ort.machine import _version
 
     key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,
                       _version("onnxruntime-gpu") or _version("onnxruntime")])

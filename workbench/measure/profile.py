@@ -10,126 +10,10 @@ named node downstream.
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 
-_LAYER = re.compile(r"layers?[._/](\d+)[._/]")
-_EMBED = re.compile(r"embeddings?", re.I)
-
-
-def _layer_of(text: str) -> int | None:
-    m = _LAYER.search(text + "/")
-    return int(m.group(1)) if m else None
-
-
-def layer_map(model) -> dict[str, str]:
-    """Map each node name of ``model`` to "embeddings", "shared", "layer N" or "output".
-
-    "shared" marks nodes feeding several layers (attention-mask and shape
-    preparation).
-
-    Args:
-        model: ONNX path or ModelProto (the session-optimized graph).
-    """
-    import onnx
-
-    if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(str(model), load_external_data=False)
-    nodes = list(model.graph.node)
-    inits = {i.name for i in model.graph.initializer}
-    known: dict[int, object] = {}
-    for idx, n in enumerate(nodes):
-        lay = _layer_of(n.name)
-        for o in n.output:  # a node's own output names beat shared (deduplicated) weights
-            if lay is None:
-                lay = _layer_of(o)
-        if lay is None:
-            for i in n.input:
-                if i in inits and (lay := _layer_of(i)) is not None:
-                    break
-        if lay is not None:
-            known[idx] = lay
-        elif _EMBED.search(n.name) or any(i in inits and _EMBED.search(i) for i in n.input):
-            known[idx] = "embeddings"
-    consumers = defaultdict(list)
-    for idx, n in enumerate(nodes):
-        for i in n.input:
-            consumers[i].append(idx)
-    first_layer = min((i for i, v in known.items() if isinstance(v, int)), default=len(nodes))
-    out: dict[str, str] = {}
-    for idx, n in enumerate(nodes):
-        lay = known.get(idx)
-        if lay is None:
-            # Named nodes downstream: a fused Attention feeds its own layer's output projection;
-            # mask and shape preparation feeds every layer, so it is "shared".
-            seen, todo, found = {idx}, deque((c, 1) for o in n.output for c in consumers[o]), set()
-            while todo:
-                c, depth = todo.popleft()
-                if c in seen or depth > 8:
-                    continue
-                seen.add(c)
-                if c in known:
-                    found.add(known[c])
-                else:
-                    todo.extend((cc, depth + 1) for o in nodes[c].output for cc in consumers[o])
-            ints = sorted(f for f in found if isinstance(f, int))
-            if len(ints) > 1:
-                lay = "shared"
-            elif ints:
-                lay = ints[0]
-            elif found:
-                lay = next(iter(found))
-            else:
-                lay = "embeddings" if idx < first_layer else "output"
-        out[n.name] = f"layer {lay}" if isinstance(lay, int) else lay
-    return out
-
-
-def parse_profile_events(events: list[dict], *, skip_runs: int = 0,
-                         layers: dict[str, str] | None = None) -> tuple[list[dict], float | None]:
-    """Aggregate a profiler trace into one record per node.
-
-    Args:
-        events: the JSON list ONNX Runtime writes (Chrome trace format).
-        skip_runs: leading ``model_run`` events to ignore (warm-up).
-        layers: node name → layer label (see :func:`layer_map`).
-
-    Returns:
-        ``(records, run_ms)``: records with ``node, op_type, provider, layer,
-        mean_us, calls_per_run, share``; ``run_ms`` the mean measured run.
-    """
-    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                  key=lambda e: e["ts"])
-    kept = runs[skip_runs:] if len(runs) > skip_runs else runs
-    if not kept:
-        return [], None
-    start = kept[0]["ts"]
-    n_runs = len(kept)
-    per_node: dict[str, dict] = {}
-    layers = layers or {}
-    for e in events:
-        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e["ts"] < start:
-            continue
-        args = e.get("args", {})
-        node = e["name"][: -len("_kernel_time")]
-        rec = per_node.get(node)
-        if rec is None:
-            rec = per_node[node] = {"node": node, "op_type": args.get("op_name", "?"),
-                                    "provider": args.get("provider", "?"), "layer": layers.get(node, "?"),
-                                    "total_us": 0.0, "calls": 0}
-        rec["total_us"] += float(e.get("dur", 0))
-        rec["calls"] += 1
-    run_us = sum(float(r["dur"]) for r in kept) / n_runs
-    node_sum = sum(r["total_us"] for r in per_node.values()) / n_runs
-    records = []
-    for rec in per_node.values():
-        mean = rec["total_us"] / n_runs
-        records.append({"node": rec["node"], "op_type": rec["op_type"], "provider": rec["provider"],
-                        "layer": rec["layer"], "mean_us": mean, "calls_per_run": rec["calls"] / n_runs,
-                        "share": mean / node_sum if node_sum else 0.0})
-    records.sort(key=lambda r: -r["mean_us"])
-    return records, run_us / 1e3
+from .profile_events import layer_map, parse_profile_events  # noqa: F401  (public here too)
 
 
 def _layer_key(label: str):
@@ -217,7 +101,7 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
         cfg: BenchConfig for shape, threads, warm-up and runs (default:
             batch 1, sequence 128, 2 threads, 5 + 30 runs).
         provider, level, fp16, disabled_optimizers: as in
-            :class:`workbench.runtime.bench.Variant`.
+            :class:`workbench.measure.bench.Variant`.
 
     Raises:
         BenchmarkError: bad shape, a failing model, or the worker died.

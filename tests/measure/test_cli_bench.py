@@ -65,7 +65,7 @@ def test_bench_bad_input_exit_2_one_line(args, message):
 
 
 def test_bench_cuda_without_gpu_exit_2():
-    from workbench.runtime.session import cuda_status
+    from workbench.ort.session import cuda_status
 
     if cuda_status()[0]:
         pytest.skip("a GPU is present here")

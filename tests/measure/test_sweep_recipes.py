@@ -11,8 +11,8 @@ from workbench.errors import BenchmarkError, ConfigError
 
 
 def test_sweep_grid_table_and_json(tiny_export, tmp_path):
-    from workbench.runtime.bench import Variant
-    from workbench.runtime.sweep import COLUMNS, sweep
+    from workbench.measure.bench import Variant
+    from workbench.measure.sweep import COLUMNS, sweep
 
     path = tiny_export().path
     seen = []
@@ -39,7 +39,7 @@ def test_sweep_grid_table_and_json(tiny_export, tmp_path):
 
 
 def test_standard_variants_for_onnx_file_and_errors(tiny_export):
-    from workbench.runtime.recipes import standard_variants
+    from workbench.measure.recipes import standard_variants
 
     path = tiny_export().path
     vs = standard_variants(str(path), ["unfused", "fused"])
@@ -59,7 +59,7 @@ def _session_ops(model, disabled=()) -> dict:
     import onnx
     import onnxruntime as ort
 
-    from workbench.runtime.session import session_options
+    from workbench.ort.session import session_options
 
     with tempfile.TemporaryDirectory() as d:
         so = session_options("all", 1, optimized_model_path=Path(d) / "opt.onnx")
@@ -76,7 +76,7 @@ def test_a_step_switched_off_stays_off_in_the_session(tiny_export, step, fused_o
     """ONNX Runtime's session would fuse the pattern again; the plan's session options keep it off."""
     from workbench.config import FusionPlan
     from workbench.fusion.catalog import session_optimizers_off
-    from workbench.runtime.recipes import fuse_bert
+    from workbench.measure.recipes import fuse_bert
 
     exp = tiny_export()
     plan = FusionPlan(disabled={step})
@@ -93,8 +93,8 @@ def test_a_step_switched_off_stays_off_in_the_session(tiny_export, step, fused_o
 def test_bench_variants_follow_the_plan(tiny_export):
     """The fused variant of a plan without skip_layer_norm runs LayerNormalization, and says so in its profile."""
     from workbench.config import FusionPlan
-    from workbench.runtime.profile import profile_ops
-    from workbench.runtime.recipes import standard_variants
+    from workbench.measure.profile import profile_ops
+    from workbench.measure.recipes import standard_variants
 
     plan = FusionPlan(disabled={"skip_layer_norm"})
     v = {x.name: x for x in standard_variants("bert-tiny", ("unfused", "fused"), plan=plan)}

@@ -64,7 +64,7 @@ class Variant:
 
     def __post_init__(self):
         object.__setattr__(self, "disabled_optimizers", tuple(self.disabled_optimizers or ()))
-        from .session import LEVELS
+        from ..ort.session import LEVELS
 
         if not self.name:
             raise ConfigError("a variant needs a name")
@@ -470,7 +470,7 @@ def _prepare(variants: list[Variant]) -> tuple[list[dict], list[Path]]:
                 raise BenchmarkError(f"variant {v.name!r}: {p} is not a file")
         out.append(d)
     if any(v.provider == "cuda" for v in variants):
-        from .session import cuda_status
+        from ..ort.session import cuda_status
         ok, reason = cuda_status()
         if not ok:
             from ..errors import RuntimeUnavailableError

@@ -1,1 +1,0 @@
-"""Running ONNX models: sessions, inputs, parity, and (in the worker) timing."""
