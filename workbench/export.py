@@ -72,6 +72,8 @@ def cache_key(source: ModelSource, cfg: ExportConfig) -> str:
         "recipe": RECIPE_VERSION, "model": source.identity, "export": cfg.to_dict(),
         "versions": {p: _version(p) for p in ("torch", "transformers", "onnx", "onnxscript")},
     }
+    if getattr(source, "task", "embedding") != "embedding":  # a kept head changes the graph (keys of bare encoders stay)
+        payload["task"] = source.task
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -89,8 +91,18 @@ def _noop(stage: str, fraction: float) -> None:
     pass
 
 
+def _head_output(out):
+    """The task head's logits when the model has one, else the encoder's last hidden state."""
+    logits = getattr(out, "logits", None)
+    return logits if logits is not None else out.last_hidden_state
+
+
 def _wrap(model, input_names: tuple[str, ...]):
-    """transformers 5 models take keyword inputs; torch.onnx passes positionals."""
+    """transformers 5 models take keyword inputs; torch.onnx passes positionals.
+
+    The wrapper returns the task's output: a model with a head (masked LM,
+    classification) gives its logits, a bare encoder its last hidden state.
+    """
     import torch
 
     class KeywordInputs(torch.nn.Module):
@@ -101,12 +113,11 @@ def _wrap(model, input_names: tuple[str, ...]):
         def forward(self, input_ids, attention_mask, token_type_ids):
             out = self.inner(input_ids=input_ids, attention_mask=attention_mask,
                              token_type_ids=token_type_ids, return_dict=True)
-            return out.last_hidden_state
+            return _head_output(out)
 
     class KeywordInputsNoTypes(KeywordInputs):
         def forward(self, input_ids, attention_mask):  # DistilBERT has no token types
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              return_dict=True).last_hidden_state
+            return _head_output(self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True))
 
     if tuple(input_names) == ("input_ids", "attention_mask"):
         return KeywordInputsNoTypes(model).eval()
@@ -149,11 +160,14 @@ def torch_export(model, source: ModelSource, cfg: ExportConfig, path: Path) -> N
     wrapped = _wrap(model, source.input_names)
     args = _example_inputs(source, seed=cfg.seed)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
-    kwargs = dict(input_names=names, output_names=["last_hidden_state"], opset_version=cfg.resolved_opset)
+    out_name = getattr(source, "output_name", "last_hidden_state")
+    kwargs = dict(input_names=names, output_names=[out_name], opset_version=cfg.resolved_opset)
     if cfg.exporter == "torchscript":
         if cfg.dynamic_axes:
             axes = {n: {0: "batch", 1: "sequence"} for n in names}
-            axes["last_hidden_state"] = {0: "batch", 1: "sequence"}
+            # Sequence classification logits are (batch, labels): no sequence axis.
+            axes[out_name] = ({0: "batch"} if getattr(source, "task", "") == "sequence_classification"
+                              else {0: "batch", 1: "sequence"})
             kwargs["dynamic_axes"] = axes
         kwargs["dynamo"] = False
         kwargs["do_constant_folding"] = True
@@ -288,7 +302,7 @@ def _torch_outputs(model, feeds: list[dict]) -> list:
     import torch
 
     with torch.no_grad():
-        return [model(**{k: torch.from_numpy(v) for k, v in f.items()}).last_hidden_state.numpy() for f in feeds]
+        return [_head_output(model(**{k: torch.from_numpy(v) for k, v in f.items()})).numpy() for f in feeds]
 
 
 class _ReferenceOutputs:

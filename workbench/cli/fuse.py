@@ -14,6 +14,7 @@ def register(sub) -> None:
     common.add_plan_args(p)
     p.add_argument("-o", "--output", metavar="OUT.onnx", help="write the fused model here (never overwrites)")
     p.add_argument("--parity", action="store_true", help="check every snapshot against the unfused model")
+    common.add_text_arg(p)
     p.add_argument("--session-layer", action="store_true",
                    help="also show what ONNX Runtime's own session-time fusion (ORT_ENABLE_ALL) adds on top")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -28,12 +29,15 @@ def run(args) -> int:
 
     plan = common.fusion_plan(args)  # unknown names: one-line FusionError
     source = resolve(args.model)
+    text = common.text_batches(args, source)  # before the export: a bad file fails in a moment
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
         result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)
     tl = Timeline(result.path, plan, num_heads=source.num_heads, hidden_size=source.hidden_size,
                   num_layers=source.num_layers)
     snaps = tl.run()
     ok = True
+    if text is not None:
+        tl.use_text(text)
     if args.parity:
         for i in range(1, len(snaps)):
             ok = tl.check_parity(i).ok and ok
@@ -47,6 +51,7 @@ def run(args) -> int:
         d["model"] = source.describe()
         d["export"] = result.config.to_dict()
         d["output"] = str(out_path) if out_path else None
+        d["text"] = text.describe() if text is not None else None
         if layer2 is not None:
             d["session_layer"] = {"level": "all", "nodes": layer2["nodes"], "added_ops": layer2["added_ops"],
                                   "fused": layer2["fused"], "kept_off": layer2["kept_off"]}
@@ -60,7 +65,8 @@ def run(args) -> int:
             here = ", ".join(f"{op} {n}" for op, n in s.fused_here.items() if n) or "-"
             par = "" if s.parity is None else (f"ok {s.parity.max_abs_diff:.1e}" if s.parity.ok
                                                else f"MISMATCH {s.parity.max_abs_diff:.1e}")
-            print(f"{s.step:28s} {s.nodes:6d} {s.elapsed_s:6.2f}s  {here[:30]:30s} {par}")
+            print(f"{s.step:28s} {s.nodes:6d} {s.elapsed_s:6.2f}s  {here[:30]:30s} {par}"
+                  + (f"  {task_line(s.task_parity)}" if s.task_parity else ""))
             if s.diagnostic and get_step(s.step).in_bert:
                 print(f"    why: {s.diagnostic}")
         f = tl.final
@@ -72,3 +78,16 @@ def run(args) -> int:
         if out_path:
             print(out_path)
     return 0 if ok else 1
+
+
+def task_line(tp: dict) -> str:
+    """One short line for a task parity dict."""
+    if tp["kind"] == "embedding":
+        return f"top-1 {tp['top1_agreement']:.0%}, spearman {tp['spearman']:.4f}"
+    if tp["kind"] == "masked_lm":
+        if tp["top1_agreement"] is None:
+            return "no masked positions"
+        return f"top-1 {tp['top1_agreement']:.0%}, top-5 {tp['top5_agreement']:.0%}"
+    if tp["label_agreement"] is None:
+        return "no answers"
+    return f"labels {tp['label_agreement']:.0%}, max prob change {tp['max_prob_change']:.2e}"

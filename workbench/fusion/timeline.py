@@ -73,6 +73,8 @@ class Snapshot:
     #: True when this snapshot's graph came from an earlier run of the same step on the same graph.
     reused: bool = field(default=False, repr=False)
     fingerprint: str = field(default="", repr=False)
+    #: The answer-level check on text (``ort.task_parity``), filled by ``Timeline.check_parity`` after ``use_text``.
+    task_parity: dict | None = None
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -107,6 +109,7 @@ class Snapshot:
              "removed": len(self.diff.removed), "added": len(self.diff.added),
              "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
                         if self.parity else None),
+             "task_parity": self.task_parity,
              "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
         if provenance:
             ops = {n.name: n.op_type for n in self.skeleton.graph.node}
@@ -152,6 +155,37 @@ class ParityReference:
             raise FusionError(f"ONNX Runtime cannot load this snapshot: "
                               f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
         return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
+
+
+class TextReference:
+    """Outputs of the unfused model on tokenized text batches, and the task check against them."""
+
+    def __init__(self, model: onnx.ModelProto, text):
+        from ..ort.session import create_session, run_session
+
+        self.text = text
+        sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
+        names = {i.name for i in sess.get_inputs()}
+        self.feeds = [{k: v for k, v in b.items() if k in names} for b in text.batches]
+        self.outputs = [run_session(sess, f)[0] for f in self.feeds]
+
+    def compare(self, model: onnx.ModelProto) -> dict:
+        """The task check plus max abs diff and cosine on the text batches."""
+        from ..ort.parity import compare
+        from ..ort.session import create_session, run_session
+        from ..ort.task_parity import task_parity
+
+        model, _ = runnable(model)
+        try:
+            sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
+        except Exception as e:
+            raise FusionError(f"ONNX Runtime cannot load this snapshot: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
+        got = [run_session(sess, f)[0] for f in self.feeds]
+        d = task_parity(self.text.kind, self.outputs, got, self.feeds, mask_token_id=self.text.mask_token_id)
+        p = compare(self.outputs, got)
+        d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
+        return d
 
 
 #: Domains of intermediate ops an engine uses between its own steps; no runtime implements them.
@@ -559,12 +593,27 @@ class Timeline:
             self._reference = ParityReference(self.input.model)
         return self._reference
 
+    #: Tokenized text (``workbench.text.TextBatches``) for answer-level parity; set with :meth:`use_text`.
+    text = None
+    _text_reference = None
+
+    def use_text(self, text) -> None:
+        """Check answers on ``text`` too: each ``check_parity`` then fills the snapshot's ``task_parity``."""
+        self.text, self._text_reference = text, None
+        for s in self.snapshots:
+            s.task_parity = None
+
     def check_parity(self, i: int) -> Parity:
-        """Compare snapshot ``i`` with the unfused input on the seeded parity cases."""
+        """Compare snapshot ``i`` with the unfused input on the seeded parity cases (and on the text, if set)."""
         if not self.snapshots:
             self.run()
         snap = self.snapshots[i]
-        return snap.check_parity(reference=self.reference())
+        parity = snap.check_parity(reference=self.reference())
+        if self.text is not None:
+            if self._text_reference is None:
+                self._text_reference = TextReference(self.input.model, self.text)
+            snap.task_parity = self._text_reference.compare(snap.model)
+        return parity
 
     def session_layer(self, i: int, level: str = "all", *, honour_plan: bool = True) -> dict:
         """What ONNX Runtime's own session-time fusion adds on top of snapshot ``i``.
@@ -615,7 +664,8 @@ class Timeline:
                 "input": {"nodes": self.input.nodes, "fused": dict(self.input.fused)},
                 "steps": [s.to_dict(provenance=False) for s in self.snapshots[1:]],
                 "final": {"nodes": f.nodes, "fused": final_fused,
-                          "parity": ({"max_abs_diff": f.parity.max_abs_diff, "ok": f.parity.ok} if f.parity else None)}}
+                          "parity": ({"max_abs_diff": f.parity.max_abs_diff, "ok": f.parity.ok} if f.parity else None),
+                          "task_parity": f.task_parity}}
 
 
 def _enabled_in(plan: FusionPlan, opted_in: set[str], step: str) -> bool:
