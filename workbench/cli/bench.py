@@ -25,6 +25,7 @@ def register(sub) -> None:
     p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     common.add_plan_args(p)
+    common.add_text_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
     p.set_defaults(func=run)
@@ -36,12 +37,20 @@ def run(args) -> int:
     from ..measure.bench import stream_benchmark
     from ..ort.machine import machine_line
     from ..measure.recipes import standard_variants
+    from .fuse import task_line
     from . import print_json
 
     plan = common.fusion_plan(args)
     default = "torch,unfused,fused,int8" if args.provider == "cpu" else "torch,unfused,fused,fp16"
     names = (args.variants or default).split(",")
     cfg = common.bench_config(args, args.provider)
+    text = None
+    if args.text:
+        from ..models import resolve
+        text = common.text_batches(args, resolve(args.model))
+        import dataclasses
+        cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
+                                  seq=max(text.lengths))
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
                                      progress=bar, plan=plan, exporter=args.exporter)
@@ -53,7 +62,8 @@ def run(args) -> int:
         if msg.get("type") == "status":
             pbar.set_postfix_str(f"{msg['stage']} {msg.get('variant') or ''}".strip())
 
-    handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event)
+    handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event, text=text,
+                              floor=text is None)  # one floor means one shape; a length mix has many
     try:
         with handle:
             res = handle.result()
@@ -65,8 +75,15 @@ def run(args) -> int:
         return 0
     print(machine_line(res.machine))
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
-    print(f"batch {cfg.batch}, sequence {cfg.seq}, {cfg.threads} threads, {cfg.runs} runs each, interleaved; "
-          f"hardware floor {floor}")
+    if text is not None:
+        t = text.describe()
+        mix = ", ".join(f"{n}x{k}" for k, n in t["bucket_mix"].items())
+        print(f"{t['sentences']} sentences in {t['batches']} batches (length buckets {mix}; "
+              f"{t['padding_share']:.0%} padding), {cfg.threads} threads, {cfg.runs} runs each cycling through them, "
+              f"interleaved")
+    else:
+        print(f"batch {cfg.batch}, sequence {cfg.seq}, {cfg.threads} threads, {cfg.runs} runs each, interleaved; "
+              f"hardware floor {floor}")
     if res.floor_ms and res.matmul_bound_ms:
         print(f"  floor = FLOPs / {res.floor['gflops']:.0f} GFLOP/s (MatMul with its weight in cache); "
               f"MatMuls alone {res.matmul_bound_ms:.2f} ms at {res.floor['stream_gflops']:.0f} GFLOP/s "
@@ -79,5 +96,6 @@ def run(args) -> int:
         cos = f"{v.parity['cosine']:.5f}" if v.parity else "ref"
         ratio = f"{v.floor_ratio:.2f}" if v.floor_ratio else "-"
         print(f"{v.name:<10}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}{ratio:>9}"
-              f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}")
+              f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}"
+              + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
     return 0

@@ -119,6 +119,9 @@ class VariantStats:
     fp16: bool = False
     #: ONNX Runtime session transformers this variant ran without (fusions the plan keeps off).
     disabled_optimizers: list[str] = field(default_factory=list)
+    #: The answer-level check against the reference on real text (``ort.task_parity``); None for the
+    #: reference and without text.
+    task_parity: dict | None = None
 
     @classmethod
     def from_samples(cls, v: dict, samples: list[float], batch: int, floor: float | None,
@@ -266,6 +269,7 @@ class BenchHandle:
         self.variants = variants
         self.samples: dict[str, list[float]] = {v["name"]: [] for v in variants}
         self.parity: dict[str, dict] = {}
+        self.text_summary: dict | None = job.get("text_summary")
         self.session_providers: dict[str, list[str]] = {}
         self.machine: dict = {}
         self.floor: dict = {}
@@ -331,7 +335,8 @@ class BenchHandle:
                     self.session_providers = {v["name"]: v["session_providers"] for v in msg["variants"]}
                 elif kind == "parity":
                     self.parity[msg["variant"]] = {"max_abs_diff": msg["max_abs_diff"], "cosine": msg["cosine"],
-                                                   "reference": msg.get("reference")}
+                                                   "reference": msg.get("reference"),
+                                                   "task_parity": msg.get("task_parity")}
                 elif kind == "floor":
                     self.floor = {k: v for k, v in msg.items() if k != "type"}
                 elif kind == "status":
@@ -416,9 +421,11 @@ class BenchHandle:
                  for v in self.variants]
         for s in stats:
             if s.parity:
+                s.task_parity = s.parity.get("task_parity")
                 s.parity = {"max_abs_diff": s.parity["max_abs_diff"], "cosine": s.parity["cosine"]}
         cfg = asdict(self.cfg)
         cfg["reference"] = next((v["name"] for v in self.variants if v["name"] not in self.parity), None)
+        cfg["text"] = self.text_summary
         machine = dict(self.machine)
         machine["threads"] = self.cfg.threads
         return BenchResult(stats, machine, floor if floor and not math.isnan(floor) else None, cfg, self.stopped,
@@ -483,7 +490,8 @@ def _prepare(variants: list[Variant]) -> tuple[list[dict], list[Path]]:
 def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
                      on_sample: Callable[[RunSample], None] | None = None, *,
                      on_event: Callable[[dict], None] | None = None, reference: str | None = None,
-                     floor: bool = True, memory_limit_mb: int | None = None, _fault: str | None = None) -> BenchHandle:
+                     floor: bool = True, memory_limit_mb: int | None = None, text=None,
+                     _fault: str | None = None) -> BenchHandle:
     """Start a benchmark in a worker process and return at once.
 
     Args:
@@ -498,6 +506,10 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
             time on a machine, about 2 s).
         memory_limit_mb: cap the worker's address space (CPU only), so an
             oversized batch fails with a clear error instead of swapping.
+        text: tokenized sentences (``workbench.text.TextBatches``): the timed
+            runs cycle through its batches (a bucketed mix of lengths, so
+            p50/p90/p99 are over that mix instead of ``cfg``'s one shape), and
+            each variant gets ``task_parity`` against the reference.
 
     Raises:
         ConfigError: no variants, or repeated names.
@@ -511,6 +523,9 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
         raise ConfigError("memory_limit_mb works on the CPU only (CUDA reserves large address ranges)")
     job = {"mode": "bench", "variants": described, "cfg": asdict(cfg), "reference": reference, "floor": floor,
            "memory_limit_mb": memory_limit_mb, "fault": _fault}
+    if text is not None:
+        job["text"] = text.job()
+        job["text_summary"] = text.describe()
     return BenchHandle(job, cfg, described, on_sample=on_sample, on_event=on_event, cleanup=cleanup)
 
 

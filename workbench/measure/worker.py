@@ -304,14 +304,22 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     ch.send({"type": "ready", "machine": machine, "worker": _worker_info(),
              "variants": [{"name": r.name, "provider": r.provider, "session_providers": r.providers}
                           for r in runners]})
+    # Real text: tokenized batches of mixed lengths, cycled through round by round (the same batch for
+    # every variant in a round); otherwise one seeded random batch at the configured shape.
+    text = job.get("text")
+    batches = list(text["batches"]) if text else []
+    if batches:
+        by_len = sorted(batches, key=lambda b: b["input_ids"].shape[1])
+        batch, seq = (int(x) for x in by_len[len(by_len) // 2]["input_ids"].shape)  # the floor's shape: the median
     for r in runners:
-        if seq > r.spec.max_positions:
-            raise BenchmarkError(f"sequence {seq} is longer than {r.name}'s {r.spec.max_positions} positions")
+        longest = max((b["input_ids"].shape[1] for b in batches), default=seq)
+        if longest > r.spec.max_positions:
+            raise BenchmarkError(f"sequence {longest} is longer than {r.name}'s {r.spec.max_positions} positions")
         try:
-            r.prepare(make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0))))
+            r.prepare(batches[0] if batches else make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0))))
         except Exception as e:
             raise _run_error(e, r.name, batch, seq) from e
-    # Warm-up, round robin, and the first output of each variant for parity.
+    # Warm-up, round robin, and the first output of each variant for parity (every text batch's, with text).
     outputs = {}
     for w in range(max(1, int(cfg.get("warmup", 5)))):
         for r in runners:
@@ -319,7 +327,10 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
             ch.send({"type": "status", "stage": "warm-up", "variant": r.name, "index": w,
                      "count": int(cfg.get("warmup", 5))})
             try:
-                if w == 0:
+                if w == 0 and batches:
+                    outputs[r.name] = [r.prepare(b) or r.output() for b in batches]
+                    r.prepare(batches[0])
+                elif w == 0:
                     outputs[r.name] = r.output()
                 else:
                     r.run()
@@ -332,8 +343,13 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
         for r in runners:
             if r.name != ref_name:
                 p = compare(ref, outputs[r.name])
-                ch.send({"type": "parity", "variant": r.name, "reference": ref_name,
-                         "max_abs_diff": p.max_abs_diff, "cosine": p.cosine})
+                msg = {"type": "parity", "variant": r.name, "reference": ref_name,
+                       "max_abs_diff": p.max_abs_diff, "cosine": p.cosine}
+                if batches:
+                    from ..ort.task_parity import task_parity
+                    msg["task_parity"] = task_parity(text["kind"], ref, outputs[r.name], batches,
+                                                     mask_token_id=text.get("mask_token_id"))
+                ch.send(msg)
     outputs.clear()
     if job.get("floor", True):
         ch.send({"type": "status", "stage": "floor", "variant": None, "index": 0, "count": 1})
@@ -341,9 +357,12 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     import time as _t
     perf = _t.perf_counter
     for i in range(int(cfg["runs"])):
+        feeds = batches[i % len(batches)] if len(batches) > 1 else None
         for r in runners:
             ch.check_stop()
             try:
+                if feeds is not None:
+                    r.prepare(feeds)  # outside the timed span
                 t0 = perf()
                 r.run()
                 ms = (perf() - t0) * 1e3

@@ -1,0 +1,112 @@
+"""Does fusion or lower precision change the answers? Task parity step by step and per precision.
+
+One plain function for the benchmark script, notebook 05 and the app: the
+model's tokenizer over real sentences, every fusion snapshot checked against
+the unfused export (:meth:`Timeline.check_parity` with text), then the
+precision variants (int8 per tensor as in the benchmarks, int8 per channel,
+fp16) against the same reference. No timing here: answers only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..errors import WorkbenchError
+
+PRECISIONS = ("int8", "int8-per-channel", "fp16")
+Progress = Callable[[str, float], None]
+
+
+def _outputs(path, feeds: list[dict], level: str) -> list:
+    from ..ort.session import create_session, run_session
+
+    sess = create_session(path, "cpu", level=level, threads=2)
+    names = {i.name for i in sess.get_inputs()}
+    return [run_session(sess, {k: v for k, v in f.items() if k in names})[0] for f in feeds]
+
+
+def _precision_model(name: str, fused):
+    from .precision import quantize_int8
+    from .recipes import _cached, fp16_of, int8_of
+
+    if name == "int8":
+        return int8_of(fused)
+    if name == "int8-per-channel":
+        return _cached(fused, "int8-per-channel", lambda out: quantize_int8(fused, out, per_channel=True))
+    if name == "fp16":
+        return fp16_of(fused)
+    raise WorkbenchError(f"unknown precision {name!r} (one of {', '.join(PRECISIONS)})")
+
+
+def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECISIONS, text=None,
+                 progress: Progress | None = None) -> dict:
+    """Task parity of every fusion snapshot and of each precision, against the unfused export.
+
+    Args:
+        model: preset, real-model name or folder (it needs a tokenizer).
+        sentences: the text (default: :data:`workbench.text.BUILTIN_SENTENCES`).
+        plan: the fusion plan (default: engine "auto", default steps).
+        precisions: any of "int8" (per tensor, the benchmarks' variant), "int8-per-channel", "fp16".
+        text: already tokenized ``TextBatches`` (then ``sentences`` is ignored).
+
+    Returns:
+        ``{"model", "text", "steps": [{"step", "fused_here", "task_parity"}], "final", "precisions":
+        {name: task_parity | {"error": line}}, "seconds"}``
+    """
+    from ..config import FusionPlan
+    from ..export import export
+    from ..fusion.timeline import Timeline
+    from ..models import resolve
+    from ..text import text_batches
+    from .recipes import fuse_bert
+
+    t0 = time.perf_counter()
+    say = progress or (lambda stage, f: None)
+    plan = plan or FusionPlan()
+    src = resolve(model)
+    text = text or text_batches(src, sentences)
+    say("export", 0.05)
+    res = export(src)
+    kw = dict(num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0)
+    say("fusion timeline", 0.2)
+    tl = Timeline(res.path, plan, num_layers=src.num_layers, **kw)
+    snaps = tl.run()
+    tl.use_text(text)
+    steps = []
+    for i in range(1, len(snaps)):
+        say(f"checking {snaps[i].step}", 0.2 + 0.5 * i / len(snaps))
+        tl.check_parity(i)
+        steps.append({"step": snaps[i].step, "fused_here": snaps[i].fused_here,
+                      "task_parity": snaps[i].task_parity})
+    out = {"model": src.describe(), "text": text.describe(), "engine": tl.engine_used, "steps": steps,
+           "final": tl.final.task_parity, "precisions": {}}
+    if precisions:
+        from pathlib import Path
+
+        from ..ort.parity import compare
+        from ..ort.task_parity import task_parity
+
+        fused = fuse_bert(Path(res.path), plan=plan, **kw)
+        ref = _outputs(res.path, list(text.batches), "disable")
+        for j, name in enumerate(precisions):
+            say(f"{name}", 0.75 + 0.25 * j / len(precisions))
+            try:
+                got = _outputs(_precision_model(name, fused), list(text.batches), "all")
+            except WorkbenchError as e:
+                out["precisions"][name] = {"error": str(e)}
+                continue
+            except Exception as e:  # e.g. an fp16 kernel this CPU build lacks
+                from ..errors import first_line
+                out["precisions"][name] = {"error": f"ONNX Runtime cannot run {name} here: {first_line(e)}"}
+                continue
+            d = task_parity(text.kind, ref, got, list(text.batches), mask_token_id=text.mask_token_id)
+            p = compare(ref, got)
+            d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
+            out["precisions"][name] = d
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    say("done", 1.0)
+    return out
+
+
+__all__ = ["PRECISIONS", "task_answers"]
