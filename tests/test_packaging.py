@@ -32,7 +32,9 @@ def _conda_pip():
 def test_environment_yml_lists_the_same_packages_and_versions_as_pyproject():
     _, deps, test = _pyproject()
     conda, _ = _conda_pip()
-    assert conda == {**deps, **test}
+    data, _, _ = _pyproject()
+    extras = {_name(d): d.replace(" ", "") for group in data["project"]["optional-dependencies"].values() for d in group}
+    assert conda == {**deps, **test, **extras}
 
 
 def test_environment_yml_installs_the_project_itself():
