@@ -26,6 +26,26 @@ def _outputs(path, feeds: list[dict], level: str) -> list:
     return [run_session(sess, {k: v for k, v in f.items() if k in names})[0] for f in feeds]
 
 
+def neighbour_changes(sentences, reference: list, candidate: list, feeds: list[dict]) -> list[dict]:
+    """For embeddings: each sentence whose most similar other sentence changed, with both neighbours."""
+    import numpy as np
+
+    from ..ort.task_parity import mean_pool
+
+    def nearest(outs):
+        e = np.concatenate([mean_pool(o, f["attention_mask"]) for o, f in zip(outs, feeds)])
+        e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+        sim = e @ e.T
+        np.fill_diagonal(sim, -np.inf)
+        return sim.argmax(axis=1), sim
+
+    a, sa = nearest(reference)
+    b, sb = nearest(candidate)
+    return [{"sentence": sentences[i], "before": sentences[a[i]], "after": sentences[b[i]],
+             "similarity_before": float(sa[i, a[i]]), "similarity_after": float(sb[i, b[i]])}
+            for i in range(len(a)) if a[i] != b[i]]
+
+
 def _precision_model(name: str, fused):
     from .precision import quantize_int8
     from .recipes import _cached, fp16_of, int8_of
@@ -44,7 +64,7 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
     """Task parity of every fusion snapshot and of each precision, against the unfused export.
 
     Args:
-        model: preset, real-model name or folder (it needs a tokenizer).
+        model: preset, real-model name, folder (it needs a tokenizer) or a ModelSource.
         sentences: the text (default: :data:`workbench.text.BUILTIN_SENTENCES`).
         plan: the fusion plan (default: engine "auto", default steps).
         precisions: any of "int8" (per tensor, the benchmarks' variant), "int8-per-channel", "fp16".
@@ -52,19 +72,19 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
 
     Returns:
         ``{"model", "text", "steps": [{"step", "fused_here", "task_parity"}], "final", "precisions":
-        {name: task_parity | {"error": line}}, "seconds"}``
+        {name: task_parity (+ "changed" neighbours for embeddings) | {"error": line}}, "seconds"}``
     """
     from ..config import FusionPlan
     from ..export import export
     from ..fusion.timeline import Timeline
-    from ..models import resolve
+    from ..models import ModelSource, resolve
     from ..text import text_batches
     from .recipes import fuse_bert
 
     t0 = time.perf_counter()
     say = progress or (lambda stage, f: None)
     plan = plan or FusionPlan()
-    src = resolve(model)
+    src = model if isinstance(model, ModelSource) else resolve(model)
     text = text or text_batches(src, sentences)
     say("export", 0.05)
     res = export(src)
@@ -103,10 +123,12 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
             d = task_parity(text.kind, ref, got, list(text.batches), mask_token_id=text.mask_token_id)
             p = compare(ref, got)
             d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
+            if text.kind == "embedding":
+                d["changed"] = neighbour_changes(text.sentences, ref, got, list(text.batches))
             out["precisions"][name] = d
     out["seconds"] = round(time.perf_counter() - t0, 1)
     say("done", 1.0)
     return out
 
 
-__all__ = ["PRECISIONS", "task_answers"]
+__all__ = ["PRECISIONS", "task_answers", "neighbour_changes"]
