@@ -68,6 +68,25 @@ def check(res: dict) -> list[str]:
     return bad
 
 
+def summary(res: dict) -> str:
+    """The figures to quote: the worst fusion step, and each precision (embedding models)."""
+    if res["text"]["kind"] != "embedding":
+        return ""
+    worst = min(res["steps"], key=lambda s: s["task_parity"]["spearman"])
+    low = worst["task_parity"]["spearman"]
+    top1 = min(s["task_parity"]["top1_agreement"] for s in res["steps"])
+    lines = [f"fusion: {len(res['steps'])} snapshots, lowest top-1 {top1:.0%}, lowest Spearman {low:.6f}"
+             + (f" ({worst['step']})" if low < 1.0 else " (every step the same ranking)")]
+    for name, p in res["precisions"].items():
+        if "error" in p:
+            lines.append(f"{name}: {p['error']}")
+            continue
+        verdict = ("meets" if p["spearman"] >= INT8_SPEARMAN else "below") + f" the int8 target {INT8_SPEARMAN}" \
+            if name.startswith("int8") else ""
+        lines.append(f"{name}: top-1 {p['top1_agreement']:.1%}, Spearman {p['spearman']:.4f} {verdict}".rstrip())
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="minilm")
@@ -85,6 +104,7 @@ def main(argv=None) -> int:
     md = to_markdown(res, time.strftime("%Y-%m-%d %H:%M"))
     bad = check(res)
     print(md)
+    print(summary(res))
     print("targets: " + ("all met" if not bad else "MISSED: " + "; ".join(bad)))
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "" if (args.model, args.text) == ("minilm", None) else f"-{Path(str(args.model)).name}"
