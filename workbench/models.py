@@ -111,12 +111,15 @@ class ModelSource:
         folder = self.path if self.has_tokenizer else None
         if folder is None and self.kind == "preset" and self.vocab_size == 30522:
             folder = _real_model_folder("minilm", required=False)
+        if folder is None and self.kind == "hub":
+            folder = self.name  # the hub id: from the local Hugging Face cache (or the network)
         if folder is None:
             raise ModelSourceError(
                 f"{self.name} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}): text input needs a model "
                 f"folder with its tokenizer" + (" (or the minilm preset)" if self.kind == "preset" else ""))
         try:
-            return transformers.AutoTokenizer.from_pretrained(str(Path(folder).resolve()), local_files_only=True,
+            where = str(Path(folder).resolve()) if self.kind != "hub" else str(folder)
+            return transformers.AutoTokenizer.from_pretrained(where, local_files_only=self.kind != "hub",
                                                               trust_remote_code=False)
         except (OSError, ValueError, TypeError) as e:
             raise ModelSourceError(f"cannot load the tokenizer of {self.name}: {_first_line(e)}") from e
