@@ -157,37 +157,6 @@ class ParityReference:
         return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
 
 
-class TextReference:
-    """Outputs of the unfused model on tokenized text batches, and the task check against them."""
-
-    def __init__(self, model: onnx.ModelProto, text):
-        from ..ort.session import create_session, run_session
-
-        self.text = text
-        sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
-        names = {i.name for i in sess.get_inputs()}
-        self.feeds = [{k: v for k, v in b.items() if k in names} for b in text.batches]
-        self.outputs = [run_session(sess, f)[0] for f in self.feeds]
-
-    def compare(self, model: onnx.ModelProto) -> dict:
-        """The task check plus max abs diff and cosine on the text batches."""
-        from ..ort.parity import compare
-        from ..ort.session import create_session, run_session
-        from ..ort.task_parity import task_parity
-
-        model, _ = runnable(model)
-        try:
-            sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
-        except Exception as e:
-            raise FusionError(f"ONNX Runtime cannot load this snapshot: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
-        got = [run_session(sess, f)[0] for f in self.feeds]
-        d = task_parity(self.text.kind, self.outputs, got, self.feeds, mask_token_id=self.text.mask_token_id)
-        p = compare(self.outputs, got)
-        d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
-        return d
-
-
 #: Domains of intermediate ops an engine uses between its own steps; no runtime implements them.
 INTERMEDIATE_DOMAINS = ("ai.onnxruntime._fusion",)
 
@@ -611,8 +580,9 @@ class Timeline:
         parity = snap.check_parity(reference=self.reference())
         if self.text is not None:
             if self._text_reference is None:
+                from .text_parity import TextReference
                 self._text_reference = TextReference(self.input.model, self.text)
-            snap.task_parity = self._text_reference.compare(snap.model)
+            snap.task_parity = self._text_reference.compare(runnable(snap.model)[0])
         return parity
 
     def session_layer(self, i: int, level: str = "all", *, honour_plan: bool = True) -> dict:
