@@ -104,6 +104,8 @@ def test_bench_text_gives_task_parity_per_variant_over_a_length_mix(task_folder,
         assert 0 <= tp["max_prob_change"] <= 1 and tp["label_agreement"] in (0.0, 0.25, 0.5, 0.75, 1.0)
     assert by["fused"]["task_parity"]["label_agreement"] == 1.0
     assert all(len(v["samples_ms"]) == 4 and v["p99_ms"] >= v["p50_ms"] for v in d["variants"])
+    # Throughput counts sentences: 4 sentences in 2 batches, one batch a run.
+    assert all(v["throughput_per_s"] == pytest.approx(2 * 1000 / v["mean_ms"]) for v in d["variants"])
 
 
 def test_the_real_model_preset_says_how_to_install_it(monkeypatch):

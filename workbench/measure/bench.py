@@ -416,7 +416,9 @@ class BenchHandle:
 
     def _summary(self) -> BenchResult:
         floor = self.floor.get("floor_ms")
-        stats = [VariantStats.from_samples(v, self.samples.get(v["name"], []), self.cfg.batch, floor,
+        t = self.text_summary  # with text, a run is one batch of the mix: sentences per run on average
+        per_run = t["sentences"] / t["batches"] if t else self.cfg.batch
+        stats = [VariantStats.from_samples(v, self.samples.get(v["name"], []), per_run, floor,
                                            self.parity.get(v["name"]), self.session_providers.get(v["name"], []))
                  for v in self.variants]
         for s in stats:
