@@ -38,7 +38,7 @@ def run(args) -> int:
     ok = True
     if text is not None:
         tl.use_text(text)
-    if args.parity:
+    if args.parity or text is not None:  # --text asks for the answer check, which runs with parity
         for i in range(1, len(snaps)):
             ok = tl.check_parity(i).ok and ok
     layer2 = tl.session_layer(len(snaps) - 1, "all") if args.session_layer else None
