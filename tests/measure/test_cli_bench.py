@@ -76,3 +76,20 @@ def test_bench_cuda_without_gpu_exit_2():
 def test_int8_on_cuda_is_refused():
     p = _cli("bench", "bert-tiny", "--provider", "cuda", "--variants", "int8", "--runs", "1")
     assert p.returncode == 2 and "int8 dynamic quantization runs on the CPU" in p.stderr
+
+
+def test_bench_onnx_file_runs_every_onnx_variant_and_says_why_torch_is_skipped(tiny_export, tmp_path):
+    """An exported .onnx carries no PyTorch model: bench times what it can and says what it skipped."""
+    model = tmp_path / "exported.onnx"
+    model.write_bytes(tiny_export().path.read_bytes())
+    p = _cli("bench", str(model), "--seq", "8", "--runs", "2", "--warmup", "1", "--threads", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [v["name"] for v in doc["variants"]] == ["unfused", "fused", "int8"]
+    assert [s["name"] for s in doc["skipped"]] == ["torch"] and "no PyTorch model" in doc["skipped"][0]["why"]
+    notices = [line for line in p.stderr.splitlines() if "skipped" in line]
+    assert len(notices) == 1 and "torch" in notices[0]
+    # Asking for it explicitly is the one case that errors.
+    p = _cli("bench", str(model), "--variants", "torch,fused", "--runs", "1")
+    assert p.returncode == 2 and "no PyTorch model" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["exported.onnx"]  # nothing written beside it

@@ -41,8 +41,15 @@ def run(args) -> int:
     from . import print_json
 
     plan = common.fusion_plan(args)
-    default = "torch,unfused,fused,int8" if args.provider == "cpu" else "torch,unfused,fused,fp16"
-    names = (args.variants or default).split(",")
+    from ..measure.recipes import default_variants
+
+    skipped: list[dict] = []
+    if args.variants:
+        names = args.variants.split(",")
+    else:
+        names, skipped = default_variants(args.model, args.provider)
+        for sk in skipped:
+            print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     cfg = common.bench_config(args, args.provider)
     text = None
     if args.text:
@@ -71,6 +78,7 @@ def run(args) -> int:
         pbar.close()
     if args.json:
         doc = res.to_dict(samples=args.samples)
+        doc["skipped"] = skipped
         print_json(doc)
         return 0
     print(machine_line(res.machine))

@@ -137,6 +137,28 @@ def fp16_of(fused_path: Path) -> Path:
     return _cached(Path(fused_path), "fp16", lambda out: to_fp16(fused_path, out))
 
 
+#: Why a variant is left out of the default comparison for a kind of model source.
+TORCH_SKIPPED = "an ONNX file carries no PyTorch model, so there is no PyTorch eager variant to time"
+
+
+def default_variants(model, provider: str = "cpu") -> tuple[list[str], list[dict]]:
+    """The variants that make sense for this model and provider, and those left out with why.
+
+    Returns:
+        ``(names, skipped)``: names in report order; ``skipped`` as ``[{"name", "why"}]`` (plain
+        data for the CLI's JSON, its one-line notice and the app).
+    """
+    from ..models import ModelSource, resolve
+
+    src = model if isinstance(model, ModelSource) else resolve(model)
+    names = ["torch", "unfused", "fused", "int8" if provider == "cpu" else "fp16"]
+    skipped = []
+    if src.kind == "onnx":
+        names.remove("torch")
+        skipped.append({"name": "torch", "why": TORCH_SKIPPED})
+    return names, skipped
+
+
 def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, provider: str = "cpu",
                       attention: str = "eager", progress: Progress | None = None, plan=None,
                       exporter: str = "torchscript") -> list[Variant]:
@@ -172,7 +194,7 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
                                       "drop int8 or use --provider cpu")
     src = model if isinstance(model, ModelSource) else resolve(model)
     if src.kind == "onnx" and "torch" in names:
-        raise BenchmarkError(f"{src.name} is an ONNX file: there are no PyTorch weights for the torch variant")
+        raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop torch from --variants")
     progress("export", 0.05)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention))
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
@@ -202,4 +224,4 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
     return out
 
 
-__all__ = ["STANDARD", "standard_variants", "fuse_bert", "int8_of", "fp16_of"]
+__all__ = ["STANDARD", "default_variants", "standard_variants", "fuse_bert", "int8_of", "fp16_of"]
