@@ -189,9 +189,15 @@ class ModelSource:
                 "sequence_classification": transformers.AutoModelForSequenceClassification,
                 "token_classification": transformers.AutoModelForTokenClassification}.get(self.task, transformers.AutoModel)
         try:
-            model = auto.from_pretrained(target, **kwargs)
-        except (OSError, ValueError) as e:
-            raise ModelSourceError(f"cannot load {self.name}: {_first_line(e)}") from e
+            model, info = auto.from_pretrained(target, output_loading_info=True, **kwargs)
+        except Exception as e:  # safetensors, torch and transformers each raise their own types
+            raise ModelSourceError(f"cannot load {self.path or self.name}: {_first_line(e)}") from e
+        # A tensor missing from the checkpoint would be initialised at random, silently: refuse it.
+        # (The pooler is often left out of encoder checkpoints and is not part of the export.)
+        missing = [k for k in info.get("missing_keys", ()) if "pooler" not in k and not k.endswith("position_ids")]
+        if missing:
+            raise ModelSourceError(f"{self.path or self.name}: the weights lack {len(missing)} tensor(s) the model "
+                                   f"needs, e.g. {sorted(missing)[0]!r} (incomplete or damaged checkpoint)")
         return model.eval()
 
 
@@ -260,7 +266,11 @@ def _real_model_folder(name: str, *, required: bool = True) -> Path | None:
 
 
 def _from_folder(path: Path) -> ModelSource:
+    from .checks import check_config, check_float_weights, check_safetensors, special_kind
+
     cfg_file = path / "config.json"
+    if special_kind(cfg_file):
+        raise ModelSourceError(f"{cfg_file} is {special_kind(cfg_file)}, not a file; refused")
     if not cfg_file.is_file():
         raise ModelSourceError(f"{path} has no config.json: not a Hugging Face model folder")
     try:
@@ -272,7 +282,10 @@ def _from_folder(path: Path) -> ModelSource:
     model_type = _check_type(config.get("model_type"), str(path))
     if config.get("auto_map"):
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
+    check_config(config, str(cfg_file))
     weights = sorted(path.glob("*.safetensors"))
+    for w in weights:  # header against file size, dtypes, offsets: before anything is hashed or loaded
+        check_float_weights(check_safetensors(w), w)
     if not weights:
         pickled = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
         why = f" (found {', '.join(pickled)}: pickle files are refused)" if pickled else ""
@@ -295,6 +308,8 @@ def _from_hub(name: str) -> ModelSource:
             f"from the Hugging Face hub (no network, and not in the local cache?): {_first_line(e)}") from e
     model_type = _check_type(getattr(cfg, "model_type", None), name)
     config = cfg.to_dict()
+    from .checks import check_config
+    check_config(config, name)
     ident = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode() + name.encode())
     return ModelSource(name=name, kind="hub", identity=ident.hexdigest(),
                        model_type=model_type, config_dict=config)
@@ -330,6 +345,11 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
 
 
 def _from_path(text: str, path: Path) -> ModelSource:
+    from .checks import special_kind
+
+    kind = special_kind(path)
+    if kind:  # opening a pipe or a device would block or never end
+        raise ModelSourceError(f"{path} is {kind}, not a model file or folder; refused")
     if path.suffix == ".onnx" or path.is_file():
         if not path.exists():
             raise ModelSourceError(f"{path}: no such file")

@@ -1,0 +1,196 @@
+"""Checks a user's input passes before anything reads or builds it: refuse at once, never hang or crash.
+
+- Special files (named pipes, sockets, devices, ``/dev/zero`` behind a symlink) are refused before
+  they are opened: reading one blocks forever or never ends.
+- A model built from a ``config.json`` is sized from the config first (parameters and fp32 memory)
+  and refused when it cannot fit; impossible values (zero layers, heads that do not divide the
+  hidden size) are named.
+- A ``.safetensors`` file's header is read and checked against the file's size before any tensor is
+  loaded (truncated files, headers that lie about sizes, unknown dtypes).
+
+Every message is one line and names the user's file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import struct
+from pathlib import Path
+
+from .errors import ModelSourceError
+
+#: Limit for the fp32 memory a model may need, in GB (raise it with this environment variable).
+MAX_MODEL_GB_ENV = "WORKBENCH_MAX_MODEL_GB"
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def special_kind(path: str | os.PathLike) -> str | None:
+    """"a named pipe", "a socket", "a character device", "a block device", or None (regular, folder, missing)."""
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks: a link to /dev/zero is a device
+    except OSError:
+        return None
+    return next((name for test, name in _KINDS if test(mode)), None)
+
+
+def require_regular_file(path: str | os.PathLike, error=ModelSourceError) -> Path:
+    """Refuse anything but an existing regular file, without opening it."""
+    p = Path(path)
+    kind = special_kind(p)
+    if kind:
+        raise error(f"{p} is {kind}, not a file; refused (reading it could block forever)")
+    if p.is_dir():
+        raise error(f"{p} is a directory, not a file")
+    if not p.exists():
+        raise error(f"{p}: no such file")
+    return p
+
+
+# ── configs ──────────────────────────────────────────────────────────────────────────────────────
+_POSITIVE = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
+             "max_position_embeddings")
+_ALIASES = {"n_layers": "num_hidden_layers", "dim": "hidden_size", "n_heads": "num_attention_heads",
+            "hidden_dim": "intermediate_size"}  # DistilBERT's names
+
+
+def _normalized(config: dict) -> dict:
+    out = dict(config)
+    for alias, name in _ALIASES.items():
+        if name not in out and alias in out:
+            out[name] = out[alias]
+    return out
+
+
+def estimate_params(config: dict) -> int:
+    """Parameters of a BERT-family encoder described by ``config`` (embeddings + layers; heads ignored)."""
+    c = _normalized(config)
+    h, layers, inter = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c.get("intermediate_size", 4 * c["hidden_size"]))
+    emb = (int(c["vocab_size"]) + int(c.get("max_position_embeddings", 512)) + int(c.get("type_vocab_size", 2) or 0)) * h + 2 * h
+    layer = 4 * (h * h + h) + 2 * h + (h * inter + inter) + (inter * h + h) + 2 * h
+    return emb + layers * layer
+
+
+def _available_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_config(config: dict, where: str) -> None:
+    """Refuse impossible values and models too large to build here, before anything is allocated."""
+    c = _normalized(config)
+    for key in _POSITIVE:
+        if key not in c:
+            continue
+        v = c[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ModelSourceError(f"{where}: {key} is {v!r}; it must be a whole number of at least 1")
+    h, heads = c.get("hidden_size"), c.get("num_attention_heads")
+    if isinstance(h, int) and isinstance(heads, int) and h % heads:
+        raise ModelSourceError(f"{where}: hidden_size {h} is not divisible by num_attention_heads {heads}")
+    if not all(k in c for k in ("hidden_size", "num_hidden_layers", "vocab_size")):
+        return
+    params = estimate_params(c)
+    need_gb = params * 4 * 3 / 1e9  # fp32 weights, the exporter's copy, an ONNX Runtime session
+    limit = os.environ.get(MAX_MODEL_GB_ENV)
+    try:
+        cap = float(limit) if limit else _available_gb()
+    except ValueError:
+        raise ModelSourceError(f"{MAX_MODEL_GB_ENV}={limit!r} is not a number of GB") from None
+    if cap is not None and need_gb > cap:
+        source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap:.1f} GB of free memory"
+        raise ModelSourceError(
+            f"{where} describes a model of {_human(params)} parameters ({c['num_hidden_layers']:,} layers, hidden "
+            f"{c['hidden_size']:,}): about {need_gb:,.1f} GB to export and run, more than {source}; "
+            f"set {MAX_MODEL_GB_ENV} to raise the limit")
+
+
+def _human(n: int) -> str:
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= div:
+            return f"{n / div:,.1f}{unit}"
+    return str(n)
+
+
+# ── safetensors ──────────────────────────────────────────────────────────────────────────────────
+_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2,
+                "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+def check_safetensors(path: str | os.PathLike) -> dict:
+    """Read and check a ``.safetensors`` header against the file; return ``{name: (dtype, shape)}``.
+
+    Raises:
+        ModelSourceError: truncated file, a header that is not JSON or lies about sizes or offsets,
+            an unknown dtype, overlapping or out-of-file tensor data.
+    """
+    p = require_regular_file(path)
+    size = p.stat().st_size
+    if size < 8:
+        raise ModelSourceError(f"{p} is truncated ({size} bytes): not a safetensors file")
+    with open(p, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > min(size - 8, _MAX_HEADER):
+            raise ModelSourceError(f"{p}: its header claims {n:,} bytes but the file has {size - 8:,} after the "
+                                   f"length field (truncated or not a safetensors file)")
+        raw = f.read(n)
+    try:
+        header = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ModelSourceError(f"{p}: its header is not valid JSON (damaged safetensors file)") from None
+    if not isinstance(header, dict):
+        raise ModelSourceError(f"{p}: its header is not a JSON object (damaged safetensors file)")
+    data = size - 8 - n
+    spans, out = [], {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(t, dict) or not {"dtype", "shape", "data_offsets"} <= set(t):
+            raise ModelSourceError(f"{p}: tensor {name!r} has no dtype, shape or data_offsets (damaged header)")
+        dtype, shape, offs = t["dtype"], t["shape"], t["data_offsets"]
+        if dtype not in _DTYPE_BYTES:
+            raise ModelSourceError(f"{p}: tensor {name!r} has unknown dtype {dtype!r}")
+        if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+                or not isinstance(offs, list) or len(offs) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
+            raise ModelSourceError(f"{p}: tensor {name!r} has a malformed shape or data_offsets")
+        begin, end = offs
+        if not 0 <= begin <= end <= data:
+            raise ModelSourceError(f"{p}: tensor {name!r} claims bytes {begin:,}-{end:,} but the file holds "
+                                   f"{data:,} bytes of data (truncated or the header lies)")
+        want = math.prod(shape) * _DTYPE_BYTES[dtype]
+        if end - begin != want:
+            raise ModelSourceError(f"{p}: tensor {name!r} of shape {shape} in {dtype} needs {want:,} bytes "
+                                   f"but the header gives it {end - begin:,}")
+        spans.append((begin, end, name))
+        out[name] = (dtype, tuple(shape))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise ModelSourceError(f"{p}: tensors {n0!r} and {n1!r} overlap in the file (damaged header)")
+    return out
+
+
+def check_float_weights(tensors: dict, path: str | os.PathLike) -> None:
+    """Refuse weights in dtypes a BERT checkpoint never stores its weights in (e.g. all-integer)."""
+    floats = {"F16", "BF16", "F32", "F64"}
+    bad = [n for n, (dtype, _) in tensors.items() if dtype not in floats and not n.endswith(("position_ids", "token_type_ids"))]
+    if bad:
+        raise ModelSourceError(f"{path}: tensor {bad[0]!r} is stored as {tensors[bad[0]][0]}, not a floating-point "
+                               f"type (wrong dtype for model weights)")
+
+
+__all__ = ["special_kind", "require_regular_file", "estimate_params", "check_config", "check_safetensors",
+           "check_float_weights", "MAX_MODEL_GB_ENV"]
