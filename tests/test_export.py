@@ -67,10 +67,8 @@ def test_cache_key_covers_everything_that_changes_the_result():
 
 def test_second_export_is_a_cache_hit(tiny_export):
     first = tiny_export("torchscript", "eager")
-    t = time.perf_counter()
     again = export("bert-tiny", ExportConfig())
-    assert again.cached and again.path == first.path
-    assert time.perf_counter() - t < 2.0
+    assert again.cached and again.path == first.path and again.export_s == 0.0  # nothing re-exported
     assert again.parity == first.parity
 
 

@@ -16,6 +16,7 @@ shipped with a model (``trust_remote_code=False``).
 from __future__ import annotations
 
 import hashlib
+import sys
 import json
 import os
 from dataclasses import dataclass, field
@@ -172,7 +173,14 @@ class ModelSource:
         """Return the PyTorch model in eval mode with the asked attention."""
         if self.kind == "onnx":
             raise ModelSourceError(f"{self.name} is an ONNX file: there is no PyTorch model to build")
-        import torch
+        try:
+            import torch
+        except ImportError:
+            import platform
+            why = (" (PyTorch builds no wheel for Intel Macs since 2.2)"
+                   if sys.platform == "darwin" and platform.machine() == "x86_64" else "")
+            raise ModelSourceError(f"PyTorch is not installed, so {self.name} cannot be built or exported{why}: "
+                                   f"open an exported .onnx file instead, or pip install torch") from None
         import transformers
 
         if self.kind == "preset":

@@ -145,7 +145,12 @@ def test_probe_reports_its_spread_and_retries_when_disturbed():
     info = measure_matmul_gflops(1, seconds=0.2, shape=(64, 128, 256), attempts=2)
     assert info["spread"] == pytest.approx(info["median_ms"] / info["p10_ms"])
     assert info["quiet"] == (info["spread"] <= QUIET_SPREAD)
-    assert info["attempts"] == 1 if info["quiet"] else info["attempts"] == 2
+    # Invariants that hold however busy the machine is: a quiet first try is never repeated, a
+    # disturbed one is, and the probe never tries more often than asked.
+    assert 1 <= info["attempts"] <= 2
+    assert info["quiet"] or info["attempts"] == 2
+    if info["attempts"] == 1:
+        assert info["quiet"]
     assert info["gflops"] == pytest.approx(2 * 64 * 128 * 256 / (info["p10_ms"] / 1e3) / 1e9)
 
 
@@ -185,5 +190,8 @@ def test_streaming_rate_is_below_the_hot_rate():
 
     hot = measure_matmul_gflops(1, seconds=0.3)
     stream = measure_matmul_gflops(1, seconds=0.3, weights=16)
-    assert stream["weights"] == 16 and stream["runs"] >= 10
-    assert stream["gflops"] < hot["best_gflops"] * 1.1
+    assert stream["weights"] == 16 and stream["runs"] >= 10 and stream["gflops"] > 0
+    # The comparison means something only when neither probe was disturbed (a busy moment can slow
+    # either one); the probes say so themselves.
+    if hot["quiet"] and stream["quiet"]:
+        assert stream["gflops"] < hot["best_gflops"] * 1.1

@@ -333,7 +333,7 @@ def _absent_anchors(*calls: str | tuple) -> Callable[[dict, onnx.ModelProto], st
 
 def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
     """``optimize_model``'s default pre-pass for bert: an ORT session at ORT_ENABLE_BASIC."""
-    from onnxruntime.transformers.optimizer import optimize_by_onnxruntime
+    import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="workbench-ortbasic-") as tmp:
         src = os.path.join(tmp, "in.onnx")
@@ -342,8 +342,13 @@ def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
             f.write(model.SerializeToString())
         with capture_ort_logs() as lines:
             try:
-                optimize_by_onnxruntime(src, use_gpu=False, optimized_model_path=dst, opt_level=1,
-                                        disabled_optimizers=["ConstantSharing"])
+                # What optimize_by_onnxruntime(opt_level=1) does, without its `import torch` (read
+                # only for a version string): a CPU session at ORT_ENABLE_BASIC that saves its graph.
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+                so.optimized_model_filepath = dst
+                ort.InferenceSession(src, so, providers=["CPUExecutionProvider"],
+                                     disabled_optimizers=["ConstantSharing"])
             except Exception as e:
                 raise FusionError(f"ONNX Runtime could not load the model for its basic optimizations: "
                                   f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e

@@ -76,10 +76,25 @@ def cuda_status() -> tuple[bool, str]:
     import onnxruntime as ort
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
-        return False, "this onnxruntime build has no CUDAExecutionProvider (install onnxruntime-gpu)"
+        return False, _no_cuda_build_reason()
     if not Path("/dev/nvidiactl").exists() and not Path("/dev/nvidia0").exists():
         return False, "no NVIDIA GPU on this machine (no /dev/nvidiactl, /dev/nvidia0)"
     return probe_cuda_provider()
+
+
+def _no_cuda_build_reason() -> str:
+    """Why this installation has no CUDA provider, in the platform's own terms."""
+    import platform
+    import sys
+
+    machine = platform.machine().lower()
+    if sys.platform == "darwin":
+        return "macOS has no CUDA: the workbench installs the CPU onnxruntime there, so GPU variants are unavailable"
+    if machine not in ("x86_64", "amd64"):
+        return (f"no CUDA build of ONNX Runtime for {sys.platform} {machine} (onnxruntime-gpu ships wheels for "
+                f"x86-64 Linux and Windows only): the CPU onnxruntime is installed, GPU variants are unavailable")
+    return ("this onnxruntime build has no CUDAExecutionProvider: install onnxruntime-gpu (and not onnxruntime "
+            "beside it), with CUDA 12 and cuDNN 9 for an NVIDIA GPU")
 
 
 def probe_cuda_provider() -> tuple[bool, str]:
