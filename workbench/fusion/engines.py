@@ -336,10 +336,8 @@ def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="workbench-ortbasic-") as tmp:
-        src = os.path.join(tmp, "in.onnx")
         dst = os.path.join(tmp, "model_o1_cpu.onnx")
-        with open(src, "wb") as f:
-            f.write(model.SerializeToString())
+        src = model.SerializeToString()  # bytes, so ORT's own errors never name a temporary file of ours
         with capture_ort_logs() as lines:
             try:
                 # What optimize_by_onnxruntime(opt_level=1) does, without its `import torch` (read
