@@ -18,7 +18,7 @@ Provider = Literal["cpu", "cuda"]
 
 EXPORTERS: tuple[str, ...] = ("torchscript", "dynamo")
 ATTENTIONS: tuple[str, ...] = ("eager", "sdpa")
-OPSETS: tuple[int, ...] = (14, 17, 18)
+OPSETS: tuple[int, ...] = (14, 17, 18, 23, 24)
 ENGINES: tuple[str, ...] = ("ort", "onnxscript", "auto")
 DEFAULT_MODEL = "bert-base"
 

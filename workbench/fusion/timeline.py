@@ -21,7 +21,7 @@ import onnx
 from ..config import FusionPlan
 from ..errors import FusionError
 from ..graph.diff import Diff, diff_models
-from ..graph.summary import count_layers, fused_counts, histogram
+from ..graph.summary import attention_kinds, count_layers, fused_counts, histogram
 from ..ort.parity import Parity
 from . import diagnostics
 from .catalog import BY_NAME, CATALOG, get_step
@@ -631,9 +631,12 @@ class Timeline:
         final_fused.update(f.fused)
         return {"engine": self.engine_used, "engine_note": self.engine_note, "plan_engine": self.plan.engine,
                 "num_layers": self.num_layers, "num_heads": self.num_heads, "hidden_size": self.hidden_size,
-                "input": {"nodes": self.input.nodes, "fused": dict(self.input.fused)},
+                "input": {"nodes": self.input.nodes, "fused": dict(self.input.fused),
+                          "attention_kinds": attention_kinds(self.input.skeleton)},
                 "steps": [s.to_dict(provenance=False) for s in self.snapshots[1:]],
                 "final": {"nodes": f.nodes, "fused": final_fused,
+                          "attention_nodes": sum(attention_kinds(f.skeleton).values()),
+                          "attention_kinds": attention_kinds(f.skeleton),
                           "parity": ({"max_abs_diff": f.parity.max_abs_diff, "ok": f.parity.ok} if f.parity else None),
                           "task_parity": f.task_parity}}
 

@@ -50,6 +50,26 @@ def fused_counts(model, *, all_ops: bool = False) -> dict[str, int]:
     return {op: counts[op] for op in FUSED_OPS if counts.get(op)}
 
 
+#: Attention ops of every kind: (domain, op type) → the name reports use.
+ATTENTION_KINDS: dict[tuple[str, str], str] = {
+    ("", "Attention"): "standard",  # ONNX's own op (opset 23+), written by the dynamo exporter for sdpa
+    ("com.microsoft", "Attention"): "contrib",
+    ("com.microsoft", "MultiHeadAttention"): "multi_head",
+    ("com.microsoft", "GroupQueryAttention"): "group_query",
+}
+
+
+def attention_kinds(model) -> dict[str, int]:
+    """Attention nodes per kind (every kind listed, zeros included).
+
+    A standard ``Attention`` present in the export is the exporter's doing, not a fusion's: reports
+    compare these counts before and after the timeline to say who fused what.
+    """
+    counts = Counter(ATTENTION_KINDS.get(("" if n.domain in ("", "ai.onnx") else n.domain, n.op_type))
+                     for n in _graph(model).node)
+    return {kind: counts.get(kind, 0) for kind in ATTENTION_KINDS.values()}
+
+
 def node_layer(node: onnx.NodeProto) -> int | None:
     """The encoder layer a node belongs to, from its name or export scope.
 

@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import ATTENTIONS, ENGINES, EXPORTERS
+from ..config import ATTENTIONS, ENGINES, EXPORTERS, OPSETS
 from ..errors import WorkbenchError
 from . import compat
 from .state import UIState
@@ -260,7 +260,7 @@ class Workbench:
         self.w_source = W.Combobox(value=s.source, options=opts, description="model", ensure_option=False,
                                    layout=L(width="260px"), tooltip="preset, model folder, hub id or .onnx file")
         self.w_exporter = W.Dropdown(options=EXPORTERS, value=s.exporter, description="exporter", layout=L(width="200px"))
-        self.w_opset = W.Dropdown(options=[("default", None), ("14", 14), ("17", 17), ("18", 18)], value=s.opset,
+        self.w_opset = W.Dropdown(options=[("default", None)] + [(str(o), o) for o in OPSETS], value=s.opset,
                                   description="opset", layout=L(width="150px"))
         self.w_attention = W.Dropdown(options=ATTENTIONS, value=s.attention, description="attention", layout=L(width="180px"))
         self.w_engine = W.Dropdown(options=ENGINES, value=s.engine, description="engine", layout=L(width="170px"),
