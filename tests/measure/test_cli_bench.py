@@ -27,6 +27,13 @@ def test_bench_json_has_the_documented_shape():
     assert doc["variants"][0]["parity"] is None
     assert doc["variants"][3]["parity"]["cosine"] >= 0.99
     assert doc["variants"][2]["parity"]["max_abs_diff"] < 1e-3
+    # Each variant against the floor of its own precision; the rates and the processor behind it.
+    assert [v["floor_precision"] for v in doc["variants"]] == ["fp32", "fp32", "fp32", "int8+fp32"]
+    for v in doc["variants"]:
+        assert v["floor_ms"] > 0 and v["matmul_bound_ms"] > 0
+    assert doc["variants"][3]["floor_ms"] < doc["variants"][2]["floor_ms"]  # int8 work at the int8 rate
+    assert {"fp32", "int8"} <= set(doc["rates"]) and doc["rates"]["int8"]["unit"] == "GOP/s"
+    assert isinstance(doc["machine"]["isa"], list) and doc["machine"]["onnxruntime"]["version"]
 
 
 def test_bench_plan_and_exporter_flags():

@@ -96,14 +96,20 @@ def run(args) -> int:
         print(f"  floor = FLOPs / {res.floor['gflops']:.0f} GFLOP/s (MatMul with its weight in cache); "
               f"MatMuls alone {res.matmul_bound_ms:.2f} ms at {res.floor['stream_gflops']:.0f} GFLOP/s "
               f"(weights read from memory, as in the model)")
+    from ..measure.explain import explain
+
     first = res.variants[0]
-    print(f"{'variant':<10}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'x floor':>9}"
-          f"{'vs ' + first.name:>12}{'cosine':>10}")
+    print(f"{'variant':<10}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'floor':>11}{'x floor':>9}"
+          f"{'x MatMuls':>10}{'vs ' + first.name:>12}{'cosine':>10}")
     for v in res.variants:
         speed = first.p50_ms / v.p50_ms if v.p50_ms and first.p50_ms else None
         cos = f"{v.parity['cosine']:.5f}" if v.parity else "ref"
         ratio = f"{v.floor_ratio:.2f}" if v.floor_ratio else "-"
-        print(f"{v.name:<10}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}{ratio:>9}"
+        bound = f"{v.bound_ratio:.2f}" if v.bound_ratio else "-"
+        print(f"{v.name:<10}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}"
+              f"{(v.floor_precision or '-'):>11}{ratio:>9}{bound:>10}"
               f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}"
               + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
+    for line in explain(res.rates, res.machine):
+        print(f"  {line}")
     return 0

@@ -122,6 +122,14 @@ class VariantStats:
     #: The answer-level check against the reference on real text (``ort.task_parity``); None for the
     #: reference and without text.
     task_parity: dict | None = None
+    #: This variant's own floor: its FLOPs at the measured rate of each precision it runs in.
+    floor_ms: float | None = None
+    #: "fp32", "int8+fp32", "fp16": the precisions behind ``floor_ms``.
+    floor_precision: str | None = None
+    #: Its MatMuls alone with weights read from memory (streaming rates), per precision.
+    matmul_bound_ms: float | None = None
+    #: p50 over ``matmul_bound_ms``.
+    bound_ratio: float | None = None
 
     @classmethod
     def from_samples(cls, v: dict, samples: list[float], batch: int, floor: float | None,
@@ -166,6 +174,11 @@ class BenchResult:
         raise KeyError(name)
 
     @property
+    def rates(self) -> dict:
+        """Measured MatMul rates per precision: ``{"fp32": {"hot", "stream", "unit", ...}, "int8": ...}``."""
+        return dict(self.floor.get("rates") or {})
+
+    @property
     def matmul_bound_ms(self) -> float | None:
         """The model's FLOPs at the streaming MatMul rate (weights from memory), or None."""
         v = self.floor.get("matmul_bound_ms")
@@ -179,7 +192,7 @@ class BenchResult:
     def to_dict(self, samples: bool = True) -> dict:
         """JSON-ready: ``{"machine", "floor_ms", "matmul_bound_ms", "config", "stopped", "variants": [...]}``."""
         return {"machine": self.machine, "floor_ms": self.floor_ms, "matmul_bound_ms": self.matmul_bound_ms,
-                "floor": self.floor, "config": self.config,
+                "rates": self.rates, "floor": self.floor, "config": self.config,
                 "stopped": self.stopped, "variants": [v.to_dict(samples) for v in self.variants]}
 
     def to_frame(self):
@@ -422,6 +435,12 @@ class BenchHandle:
                                            self.parity.get(v["name"]), self.session_providers.get(v["name"], []))
                  for v in self.variants]
         for s in stats:
+            own = self.floor.get("variants", {}).get(s.name)
+            if own:  # the floor of the variant's own precision (int8 against the int8 rate)
+                s.floor_ms, s.floor_precision = own["floor_ms"], own["floor_precision"]
+                s.matmul_bound_ms = own.get("matmul_bound_ms")
+                s.floor_ratio = s.p50_ms / s.floor_ms if s.p50_ms and s.floor_ms else None
+                s.bound_ratio = s.p50_ms / s.matmul_bound_ms if s.p50_ms and s.matmul_bound_ms else None
             if s.parity:
                 s.task_parity = s.parity.get("task_parity")
                 s.parity = {"max_abs_diff": s.parity["max_abs_diff"], "cosine": s.parity["cosine"]}

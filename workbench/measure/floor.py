@@ -47,6 +47,55 @@ def _flops_from_config(cfg: dict, batch: int, seq: int) -> float:
     return bert_flops(int(layers), int(hidden), int(inter), batch, seq)
 
 
+#: Weight ops whose multiply-adds run in int8 (what ``quantize_dynamic`` and the QDQ passes emit).
+_INT8_OPS = {"MatMulInteger", "DynamicQuantizeMatMul", "QAttention", "QGemm", "QLinearMatMul"}
+#: Precisions in the order a label names them ("int8+fp32").
+PRECISIONS = ("int8", "fp16", "fp32")
+
+
+def onnx_flops_by_precision(model, batch: int = 1, seq: int = 128) -> dict[str, float]:
+    """Dense FLOPs of a BERT-like ONNX graph split by the precision they run in.
+
+    After ``quantize_dynamic`` the projections and feed-forward MatMuls are int8 while attention's
+    score and context products stay in float (fp16 when the model's weights are fp16, else fp32);
+    a mixed model's floor adds each part at its own rate. Counting as in :func:`onnx_flops`.
+    """
+    import onnx
+
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model), load_external_data=False)
+    inits = {i.name: (tuple(i.dims), i.data_type) for i in model.graph.initializer}
+    out: Counter = Counter()
+    ks, layers, halves = Counter(), 0, 0
+    for node in model.graph.node:
+        if node.op_type in _ATTENTION_OPS or node.op_type == "Softmax":
+            layers += 1
+        if node.op_type in _WEIGHT_OPS and len(node.input) > 1:
+            dims, dtype = inits.get(node.input[1], (None, None))
+            if node.op_type == "QLinearMatMul" and len(node.input) > 3:
+                dims, dtype = inits.get(node.input[3], (None, None))
+            if dims and len(dims) == 2:
+                k, n = dims
+                if node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute):
+                    k, n = n, k
+                half = dtype in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+                halves += half
+                prec = "int8" if node.op_type in _INT8_OPS else ("fp16" if half else "fp32")
+                out[prec] += 2.0 * batch * seq * k * n
+                ks[k] += 1
+    if ks:
+        hidden = ks.most_common(1)[0][0]
+        # Attention's own products run in the float type of the weights (fp16 in an fp16 model).
+        float_prec = "fp16" if halves and not out.get("fp32") else "fp32"
+        out[float_prec] += layers * 4.0 * batch * seq * seq * hidden
+    return {p: out[p] for p in PRECISIONS if out.get(p)}
+
+
+def precision_label(flops: dict[str, float]) -> str:
+    """``"fp32"``, ``"int8+fp32"``, ``"fp16"``: the precisions a model's FLOPs run in."""
+    return "+".join(p for p in PRECISIONS if flops.get(p)) or "fp32"
+
+
 def onnx_flops(model, batch: int = 1, seq: int = 128) -> float:
     """Count the dense FLOPs of a BERT-like ONNX graph at ``batch x seq``.
 
@@ -56,31 +105,7 @@ def onnx_flops(model, batch: int = 1, seq: int = 128) -> float:
     layers are counted as Softmax or fused attention nodes and H is the most
     common weight input size.
     """
-    import onnx
-
-    if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(str(model), load_external_data=False)
-    inits = {i.name: tuple(i.dims) for i in model.graph.initializer}
-    total, ks, layers = 0.0, Counter(), 0
-    for node in model.graph.node:
-        if node.op_type in _ATTENTION_OPS:
-            layers += 1
-        elif node.op_type == "Softmax":
-            layers += 1
-        if node.op_type in _WEIGHT_OPS and len(node.input) > 1:
-            dims = inits.get(node.input[1])
-            if node.op_type == "QLinearMatMul" and len(node.input) > 3:
-                dims = inits.get(node.input[3])
-            if dims and len(dims) == 2:
-                k, n = dims
-                if node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute):
-                    k, n = n, k
-                total += 2.0 * batch * seq * k * n
-                ks[k] += 1
-    if ks:
-        hidden = ks.most_common(1)[0][0]
-        total += layers * 4.0 * batch * seq * seq * hidden
-    return total
+    return float(sum(onnx_flops_by_precision(model, batch, seq).values()))
 
 
 def model_flops(model, batch: int = 1, seq: int = 128) -> float:
@@ -128,6 +153,11 @@ def _matmul_model(m: int, k: int, n: int, dtype: str, weights: int = 1):
     """``weights`` independent MatMuls of one input, each with its own ``k x n`` weight."""
     from onnx import TensorProto, helper as h, numpy_helper
 
+    if dtype == "int8":  # the fp32 probe through quantize_dynamic: what the int8 variant runs
+        from .precision import quantize_int8
+
+        fp32, np_dt = _matmul_model(m, k, n, "fp32", weights)
+        return quantize_int8(fp32), np_dt
     np_dt = np.float16 if dtype == "fp16" else np.float32
     pt = TensorProto.FLOAT16 if dtype == "fp16" else TensorProto.FLOAT
     rng = np.random.default_rng(0)
@@ -242,7 +272,7 @@ def machine_matmul_info(threads: int = 2, provider: str = "cpu", dtype: str = "f
     Args:
         threads: intra-op threads, the same the benchmarks use.
         provider: "cpu" or "cuda".
-        dtype: "fp32" or "fp16".
+        dtype: "fp32", "fp16" or "int8" (the probe through quantize_dynamic, as the int8 variant runs).
         kind: "hot" (one weight in cache: the hardware floor's rate) or
             "stream" (:data:`STREAM_WEIGHTS` weights read from memory).
         refresh: measure again even when a quiet cached figure exists; a

@@ -375,26 +375,42 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
 
 
 def _floor(job: dict, runners: list, threads: int, batch: int, seq: int) -> dict:
-    """FLOPs of the model at this shape over this machine's cached matmul rates.
+    """Each variant's FLOPs at this shape over this machine's measured rate for its own precision.
 
-    ``floor_ms`` uses the hot rate (the fastest MatMul here); ``matmul_bound_ms``
-    the streaming rate (weights read from memory, as in a real model).
+    An int8 model is held against the int8 rate (and its fp32 attention products against the fp32
+    rate), never against the fp32 floor alone. ``floor_ms`` uses the hot rates (the fastest MatMul
+    here); ``matmul_bound_ms`` the streaming rates (weights read from memory, as in a real model).
+    The top-level ``floor_ms``/``gflops`` stay the fp32 figures of the first variant.
     """
-    from .floor import machine_matmul_info, model_flops
+    from .floor import PRECISIONS, machine_matmul_info, model_flops, onnx_flops_by_precision, precision_label
 
     provider = runners[0].provider
     try:
-        first = runners[0]
-        flops = (model_flops(first.source, batch, seq) if isinstance(first, TorchRunner)
-                 else model_flops(first.graph_flops_source, batch, seq))
-        hot = machine_matmul_info(threads, provider, "fp32")
-        out = {"type": "floor", "floor_ms": flops / (hot["gflops"] * 1e9) * 1e3, "flops": flops,
-               "gflops": hot["gflops"], "rate_measured": hot.get("measured"), "rate_quiet": hot.get("quiet")}
-        try:
-            stream = machine_matmul_info(threads, provider, "fp32", kind="stream")
-            out.update(matmul_bound_ms=flops / (stream["gflops"] * 1e9) * 1e3, stream_gflops=stream["gflops"])
-        except Exception as e:  # optional line; the floor stands without it
-            out.update(matmul_bound_ms=None, stream_gflops=None, stream_reason=_first_line(e))
+        per = {r.name: ({"fp32": model_flops(r.source, batch, seq)} if isinstance(r, TorchRunner)
+                        else onnx_flops_by_precision(r.graph_flops_source, batch, seq)) for r in runners}
+        precisions = sorted({p for f in per.values() for p in f} | {"fp32"}, key=PRECISIONS.index)
+        rates = {}
+        for prec in precisions:
+            hot = machine_matmul_info(threads, provider, prec)
+            rate = {"precision": prec, "unit": "GOP/s" if prec == "int8" else "GFLOP/s", "hot": hot["gflops"],
+                    "quiet": hot.get("quiet"), "measured": hot.get("measured"), "stream": None}
+            try:
+                rate["stream"] = machine_matmul_info(threads, provider, prec, kind="stream")["gflops"]
+            except Exception as e:  # optional; the floor stands without it
+                rate["stream_reason"] = _first_line(e)
+            rates[prec] = rate
+        variants = {}
+        for name, f in per.items():
+            bound = (sum(v / (rates[p]["stream"] * 1e9) for p, v in f.items()) * 1e3
+                     if all(rates[p]["stream"] for p in f) else None)
+            variants[name] = {"floor_ms": sum(v / (rates[p]["hot"] * 1e9) for p, v in f.items()) * 1e3,
+                              "floor_precision": precision_label(f), "matmul_bound_ms": bound, "flops": f}
+        flops = sum(per[runners[0].name].values())
+        fp32 = rates["fp32"]
+        out = {"type": "floor", "floor_ms": flops / (fp32["hot"] * 1e9) * 1e3, "flops": flops,
+               "gflops": fp32["hot"], "rate_measured": fp32["measured"], "rate_quiet": fp32["quiet"],
+               "matmul_bound_ms": flops / (fp32["stream"] * 1e9) * 1e3 if fp32["stream"] else None,
+               "stream_gflops": fp32["stream"], "rates": rates, "variants": variants}
         return out
     except Exception as e:  # the floor is a reference line; never fail a benchmark for it
         return {"type": "floor", "floor_ms": None, "flops": None, "gflops": None, "reason": _first_line(e)}

@@ -18,6 +18,49 @@ PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnx", "torch", "transformers", "
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8")
 
 
+#: Instruction sets that decide which kernels run, by the name /proc/cpuinfo gives them (x86 "flags",
+#: ARM "Features"), in the order reports list them.
+ISA_NAMES = {
+    "sse4_2": "SSE4.2", "avx": "AVX", "avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "avx512f": "AVX-512",
+    "avx512_vnni": "AVX512-VNNI", "avx_vnni": "AVX-VNNI", "avx512_bf16": "AVX512-BF16", "avx512_fp16": "AVX512-FP16",
+    "amx_tile": "AMX", "amx_int8": "AMX-INT8", "amx_bf16": "AMX-BF16",
+    "asimd": "NEON", "asimddp": "DOTPROD", "i8mm": "I8MM", "sve": "SVE", "sve2": "SVE2", "bf16": "BF16",
+    "asimdhp": "FP16",
+}
+#: macOS (Apple silicon) sysctl keys for the same features.
+_MAC_FEATURES = {"hw.optional.neon": "NEON", "hw.optional.arm.FEAT_DotProd": "DOTPROD",
+                 "hw.optional.arm.FEAT_I8MM": "I8MM", "hw.optional.arm.FEAT_BF16": "BF16",
+                 "hw.optional.arm.FEAT_FP16": "FP16", "hw.optional.avx2_0": "AVX2", "hw.optional.avx512f": "AVX-512"}
+
+
+def isa_from_flags(flags) -> list[str]:
+    """The instruction sets that matter, named for people, from cpuinfo flags or ARM features."""
+    have = set(flags)
+    return [name for flag, name in ISA_NAMES.items() if flag in have]
+
+
+def _mac_isa() -> list[str]:
+    exe = shutil.which("sysctl")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, *_MAC_FEATURES], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    on = {k.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v.strip() == "1"}
+    return [name for key, name in _MAC_FEATURES.items() if key in on]
+
+
+def _ort_build() -> dict:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return {}
+    info = ort.get_build_info() if hasattr(ort, "get_build_info") else ""
+    return {"version": ort.__version__, "device": ort.get_device(), "providers": list(ort.get_available_providers()),
+            "build": info.replace("ORT Build Info: ", "").strip()}
+
+
 def _version(pkg: str) -> str | None:
     try:
         return metadata.version(pkg)
@@ -34,7 +77,7 @@ def _cpuinfo() -> tuple[str, list[str]]:
                 key = key.strip()
                 if key == "model name" and value.strip():
                     model = value.strip()
-                elif key == "flags" and not flags:
+                elif key in ("flags", "Features") and not flags:
                     flags = value.split()
     except OSError:
         pass
@@ -99,6 +142,8 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
         "usable_cores": usable,
         "memory_gb": _memory_gb(),
         "cpu_flags": [f for f in CPU_FLAGS if f in flags],
+        "isa": isa_from_flags(flags) or _mac_isa(),
+        "onnxruntime": _ort_build(),
         "gpus": _gpus(),
         "providers": providers,
         "cuda": cuda,
@@ -115,5 +160,6 @@ def machine_line(machine: dict) -> str:
     ort_v = pk.get("onnxruntime-gpu") or pk.get("onnxruntime") or "?"
     gpu = "; GPU " + ", ".join(machine["gpus"]) if machine.get("gpus") else "; no GPU"
     thr = f", {machine['threads']} threads" if machine.get("threads") else ""
-    return (f"{machine.get('cpu', '?')}, {machine.get('usable_cores', '?')} cores{thr}{gpu}; "
+    isa = f" ({', '.join(machine['isa'])})" if machine.get("isa") else ""
+    return (f"{machine.get('cpu', '?')}{isa}, {machine.get('usable_cores', '?')} cores{thr}{gpu}; "
             f"onnxruntime {ort_v}, torch {pk.get('torch', '?')}")
