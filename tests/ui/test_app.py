@@ -128,9 +128,11 @@ def test_live_benchmark_feeds_the_plots(app):
     app.wait_benchmark(300)
     assert app.error is None, app.error
     r = app.bench_result
-    assert [v.name for v in r.variants] == ["unfused", app.snapshots[-1].step]
+    # The default comparison: unfused against fused (all steps), stable keys in the result,
+    # the words a user understands on screen.
+    assert [v.name for v in r.variants] == ["unfused", "fused"]
     assert all(v.runs == 4 for v in r.variants)
-    assert [t.name for t in app.fig_live.data] == ["unfused", app.snapshots[-1].step]
+    assert [t.name for t in app.fig_live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
     assert len(app.fig_live.data[0].y) == 4
     assert list(app.fig_pct.data[0].y) == pytest.approx([v.p50_ms for v in r.variants])
     assert "speed-up" in app.w_results.value

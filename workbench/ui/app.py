@@ -749,7 +749,10 @@ class Workbench:
         finally:
             self._syncing = False
         self.state.step = want
-        self.w_variants.options = [o[0] for o in opts]
+        # Labels keep the "i: step" key the API takes; the two ends say what they are.
+        self.w_variants.options = [(o[0] + (" (ONNX Runtime, no optimizations)" if o[1] == 0 else
+                                            " (fused, all steps)" if o[1] == len(opts) - 1 else ""), o[0])
+                                   for o in opts]
         self.w_variants.value = tuple({opts[0][0]: None, opts[-1][0]: None})
         layers = self._table(0).layers
         self.w_layer.max = max(layers) if layers else 0
@@ -1187,18 +1190,22 @@ class Workbench:
         if not chosen:
             chosen = [next(iter(idx))] + ([list(idx)[-1]] if len(idx) > 1 else [])
         out = []
+        last = len(self.snapshots) - 1
         for label in chosen:
-            sn = self.snapshots[idx[label]]
+            i = idx[label]
+            sn = self.snapshots[i]
+            # Stable keys: the unfused export, the last snapshot ("fused (all steps)" on screen), else
+            # the step's own name where a single snapshot is meant.
+            name = "unfused" if i == 0 else ("fused" if i == last else _step_name(sn.step))
             # ORT's own session fusions off, so a gain comes from the step itself.
-            out.append(Variant(_step_name(sn.step) if idx[label] else "unfused", sn.model.SerializeToString(),
-                               provider=self.state.provider, level="disable"))
+            out.append(Variant(name, sn.model.SerializeToString(), provider=self.state.provider, level="disable"))
         if self.widget is not None and self.w_int8.value:
             from ..measure.precision import quantize_int8
 
             self._set_status("quantizing the last snapshot to int8", "busy")
             q = quantize_int8(self.snapshots[-1].model)
             q = q if isinstance(q, (bytes, str, Path)) else q.SerializeToString()
-            out.append(Variant("fused + int8", q, provider=self.state.provider, level="all"))
+            out.append(Variant("int8", q, provider=self.state.provider, level="all"))
         return out
 
     def run_benchmark(self, names: list[str] | None = None) -> None:

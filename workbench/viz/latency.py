@@ -9,6 +9,8 @@ place, in one message.
 
 from __future__ import annotations
 
+from .labels import variant_label
+
 from typing import Mapping, Sequence
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -54,9 +56,9 @@ def live_figure(series: Mapping[str, Sequence[float]], *, title: str = "latency 
     """One line per variant: run index → milliseconds, growing while a benchmark runs."""
     import plotly.graph_objects as go
 
-    data = [dict(type="scatter", mode="lines+markers", name=name, x=list(range(1, len(v) + 1)), y=list(v),
-                 line=dict(color=colour(i), width=1.5), marker=dict(size=4),
-                 hovertemplate=f"{name}<br>run %{{x}}: %{{y:.2f}} ms<extra></extra>")
+    data = [dict(type="scatter", mode="lines+markers", name=variant_label(name), x=list(range(1, len(v) + 1)),
+                 y=list(v), line=dict(color=colour(i), width=1.5), marker=dict(size=4),
+                 hovertemplate=f"{variant_label(name)}<br>run %{{x}}: %{{y:.2f}} ms<extra></extra>")
             for i, (name, v) in enumerate(series.items())]
     lay = _base(title, height, xaxis=dict(title="run", gridcolor="#eee"),
                 yaxis=dict(title="ms", gridcolor="#eee", rangemode="tozero"))
@@ -84,7 +86,7 @@ def distribution_figure(series: Mapping[str, Sequence[float]], *, kind: str = "b
         raise ValueError("kind must be 'box' or 'violin'")
     data = []
     for i, (name, v) in enumerate(series.items()):
-        t = dict(type=kind, name=name, y=list(v), marker=dict(color=colour(i)), showlegend=False)
+        t = dict(type=kind, name=variant_label(name), y=list(v), marker=dict(color=colour(i)), showlegend=False)
         if kind == "box":
             t["boxpoints"] = "outliers"
         else:
@@ -104,7 +106,7 @@ def percentile_figure(stats: Mapping[str, Mapping[str, float]], *, floor_ms: flo
     data = []
     for q, c in (("p50", "#1f77b4"), ("p90", "#6baed6"), ("p99", "#c6dbef")):
         ys = [float(stats[n].get(q, 0.0)) for n in names]
-        data.append(dict(type="bar", name=q, x=names, y=ys, marker=dict(color=c),
+        data.append(dict(type="bar", name=q, x=[variant_label(n) for n in names], y=ys, marker=dict(color=c),
                          text=[f"{y:.1f}" for y in ys] if q == "p50" else None, textposition="outside",
                          hovertemplate=f"%{{x}}<br>{q}: %{{y:.2f}} ms<extra></extra>"))
     lay = _base(title, height, barmode="group", yaxis=dict(title="ms", gridcolor="#eee", rangemode="tozero"))
