@@ -157,9 +157,15 @@ def test_fusion_tour_in_jupyterlab(lab):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1100})
+            # The screen a new user has: a 1280 x 1000 window with JupyterLab's file browser open.
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(60_000)
+            console_errors = []
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
             open_and_run(page, lab)
+            if not page.locator("#filebrowser").is_visible():
+                page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']").first.click()
+            page.wait_for_selector("#filebrowser", state="visible", timeout=10_000)
             app = page.locator(".wb-app").first
             app.scroll_into_view_if_needed()
             page.wait_for_selector(".wb-graph-after .js-plotly-plot .scatterlayer .point", timeout=60_000)
@@ -171,6 +177,24 @@ def test_fusion_tour_in_jupyterlab(lab):
             assert errors.count() == 0, errors.first.inner_text()
             page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "01_app_loaded.png"))
+            # Before and after stand side by side in the ~900 px notebook column beside the file browser.
+            page.wait_for_timeout(1500)  # the width probe reports, the panes are resized
+            b = page.locator(".wb-graph-before").first.bounding_box()
+            a = page.locator(".wb-graph-after").first.bounding_box()
+            assert a["x"] >= b["x"] + b["width"] - 2 and abs(a["y"] - b["y"]) < 5, (b, a)
+            # No figure is ever wider than its output area, at any window width; resizing redraws them.
+            widths = {}
+            for vw in (1000, 1280, 1600, 2900):
+                page.set_viewport_size({"width": vw, "height": 1000})
+                page.wait_for_timeout(2000)
+                over = page.evaluate("""() => [...document.querySelectorAll('.wb-app .js-plotly-plot')].map(p => {
+                    const out = p.closest('.jp-OutputArea-output') || p.closest('.wb-app');
+                    const r = p.getBoundingClientRect(), o = out.getBoundingClientRect();
+                    return r.width > 0 ? r.right - o.right : -1; }).filter(d => d > 1)""")
+                assert over == [], (vw, over)
+                widths[vw] = page.evaluate("() => document.querySelector('.wb-app').getBoundingClientRect().width")
+            page.set_viewport_size({"width": 1280, "height": 1000})
+            page.wait_for_timeout(1500)
             # The model bar says which engine auto chose; parity badges turn green by themselves.
             assert "auto → ORT transformers optimizer" in _text(page, ".wb-engine-note")
             page.wait_for_selector(".wb-row.wb-step-attention .wb-badge.wb-ok", timeout=120_000)
@@ -194,7 +218,9 @@ def test_fusion_tour_in_jupyterlab(lab):
             assert after_points != before_points, (before_points, after_points)
             page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "02_attention_off.png"))
-            (SHOTS / "timings.txt").write_text(f"toggle click to updated graph and table ({MODEL}): {toggle_s:.2f} s\n")
+            (SHOTS / "timings.txt").write_text(f"toggle click to updated graph and table ({MODEL}): {toggle_s:.2f} s\n"
+                                               f"app widths per window width: {widths}\n"
+                                               f"browser console errors: {console_errors}\n")
             # Clicking a step's name selects its snapshot, as the slider does.
             page.locator(".wb-row.wb-step-gelu button.wb-row-name").first.click()
             page.wait_for_function(

@@ -363,3 +363,24 @@ def test_what_each_fusion_buys(app, tmp_path):
     assert "bias_gelu" in app.w_ablation.value and f"±{res.noise_pct:.1f}%" in app.w_ablation.value
     assert res.config["seq"] == 16 and res.config["runs"] == 4
     assert "What each fusion buys here" in app.save_report(tmp_path / "r.html").read_text()
+
+
+
+@pytest.mark.parametrize("width, pane, side_by_side", [
+    (700, 684, False), (799, 783, False), (800, 384, True), (900, 434, True), (1280, 624, True), (2560, 1264, True),
+])
+def test_pane_sizes_side_by_side_from_800_px_and_never_wider_than_the_area(width, pane, side_by_side):
+    from workbench.ui.width import pane_sizes
+
+    got, sbs = pane_sizes(width)
+    assert (got, sbs) == (pane, side_by_side)
+    assert (2 * got + 4 if sbs else got) <= width  # never wider than the output area
+
+
+def test_measured_width_resizes_panes_and_plots(app):
+    app.w_width.width = 900  # what the browser's ResizeObserver reports for a 900 px notebook column
+    assert app.state.pane_width == 434
+    assert app.fig_before.layout.width == app.fig_after.layout.width == 434 == app.fig_live.layout.width
+    assert app.w_before.layout.width == "438px"
+    app.w_width.width = 2560
+    assert app.fig_after.layout.width == 1264

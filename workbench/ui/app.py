@@ -336,7 +336,13 @@ class Workbench:
         self.w_before.add_class("wb-graph-before")
         self.w_after.add_class("wb-graph-after")
         self.w_netron_out = W.HTML()
-        graph_panel = W.VBox([
+        from .width import WidthProbe
+
+        # The space the panes really get, measured in the browser: side by side from 800 px, figures resized
+        # to fit whenever the window or JupyterLab's side bar changes it.
+        self.w_width = WidthProbe()
+        self.w_width.observe(lambda ch: self.fit_width(ch["new"]), "width")
+        graph_panel = W.VBox([self.w_width,
             W.HTML("<div class='wb-section'>Graph: before and after the selected step "
                    "<span style='font-weight:normal;font-size:11px'>(red rings: nodes the step replaced, and what it "
                    "emitted; click a node on the right to see what it replaced)</span></div>"),
@@ -384,7 +390,12 @@ class Workbench:
         self.w_results.add_class("wb-results")
         self.w_ablation = W.HTML()
         self.w_ablation.add_class("wb-ablation")
-        box = lambda f: W.Box([f], layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
+        self._plot_boxes: list = []
+
+        def box(f):
+            b = W.Box([f], layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
+            self._plot_boxes.append(b)
+            return b
         live_box = box(self.fig_live)
         live_box.add_class("wb-live-plot")
         profile_panel = W.VBox([
@@ -1041,6 +1052,25 @@ class Workbench:
             for nid in ids:
                 out[nid] = r["mean_us"] / 1e3
         return out
+
+    def fit_width(self, width_px: int) -> None:
+        """Size the panes and figures for an output area ``width_px`` wide (the probe calls this)."""
+        from .width import pane_sizes
+
+        if not width_px or self.widget is None:
+            return
+        pane, _ = pane_sizes(width_px)
+        if pane == self.state.pane_width:
+            return
+        self.state.pane_width = pane
+        for box in (self.w_before, self.w_after, *self._plot_boxes):
+            box.layout.width = f"{pane + 4}px"
+        with self.fig_before.batch_update(), self.fig_after.batch_update():
+            self.fig_before.layout.width = self.fig_after.layout.width = pane
+        for f in (self.fig_live, self.fig_dist, self.fig_pct, self.fig_ops, self.fig_ablation):
+            f.layout.width = pane
+        if self.snapshots:
+            self.refresh()
 
     def _draw_graphs(self) -> None:
         from ..viz.graph import shared_yrange, update_graph_figure
