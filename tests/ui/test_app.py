@@ -384,3 +384,24 @@ def test_measured_width_resizes_panes_and_plots(app):
     assert app.w_before.layout.width == "438px"
     app.w_width.width = 2560
     assert app.fig_after.layout.width == 1264
+
+
+def test_side_panel_mode_puts_the_app_in_jupyterlabs_right_area():
+    from sidecar import Sidecar
+
+    from workbench import Workbench
+
+    app = Workbench("bert-tiny", autorun=False, panel="side")
+    try:
+        assert app.panel == "side" and isinstance(app._sidecar, Sidecar) and app._sidecar.anchor == "split-right"
+        shown = app._sidecar.outputs[0]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        assert shown == app.widget.model_id and app.w_side.disabled
+        assert "side panel" in app._repr_mimebundle_()["text/plain"]
+        app.close_side_panel()
+        assert app.panel == "inline" and "application/vnd.jupyter.widget-view+json" in app._repr_mimebundle_()
+        app.w_side.click()  # the button in the model bar does the same
+        assert app.panel == "side"
+    finally:
+        app.close()
+    with pytest.raises(Exception, match="panel must be one of inline, side"):
+        Workbench("bert-tiny", autorun=False, panel="left")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import ATTENTIONS, ENGINES, EXPORTERS, OPSETS
-from ..errors import WorkbenchError
+from ..errors import ConfigError, WorkbenchError
 from . import compat
 from .state import UIState
 
@@ -39,6 +39,9 @@ GRAPH_WIDTH = 520
 
 #: What each engine is called in the model bar.
 ENGINE_TITLES = {"ort": "ORT transformers optimizer", "onnxscript": "onnxscript rules"}
+
+#: Where the app is shown: in the cell's output, or in JupyterLab's right-hand area.
+PANELS = ("inline", "side")
 
 _CSS = """
 <style>
@@ -188,7 +191,12 @@ class Workbench:
 
     def __init__(self, source: str | os.PathLike = "bert-base", *, exporter: str = "torchscript",
                  opset: int | None = None, attention: str = "eager", engine: str = "auto",
-                 autorun: bool = True, background: bool = True, auto_parity: bool | None = None, **state: Any):
+                 autorun: bool = True, background: bool = True, auto_parity: bool | None = None,
+                 panel: str = "inline", **state: Any):
+        if panel not in PANELS:
+            raise ConfigError(f"panel must be one of {', '.join(PANELS)}, not {panel!r}")
+        self.panel = "inline"
+        self._sidecar = None
         self.state = UIState(source=str(source), exporter=exporter, opset=opset, attention=attention,
                              engine=engine, **state)
         self.background = background
@@ -229,6 +237,8 @@ class Workbench:
         self.widget = None
         if not self._env_problems:
             self._build()
+            if panel == "side":
+                self.open_side_panel()
         if autorun:
             self.load()
 
@@ -271,8 +281,11 @@ class Workbench:
             w.observe(self._on_model_bar, "value")
         self.w_engine_note = W.HTML()
         self.w_engine_note.add_class("wb-engine-note")
+        self.w_side = W.Button(description="Side panel", icon="columns", layout=L(width="110px"),
+                               tooltip="open the app in JupyterLab's right-hand area, beside the notebook")
+        self.w_side.on_click(lambda _: self.open_side_panel())
         model_bar = W.HBox([self.w_source, self.w_exporter, self.w_opset, self.w_attention, self.w_engine,
-                            self.w_load, self.progress, self.w_engine_note], layout=L(flex_flow="row wrap"))
+                            self.w_load, self.w_side, self.progress, self.w_engine_note], layout=L(flex_flow="row wrap"))
         model_bar.add_class("wb-model-bar")
         # Fusion panel: one row per step of the engine in use (checkbox, name, nodes, what it fused, parity).
         self.toggles: dict[str, Any] = {}
@@ -574,7 +587,33 @@ class Workbench:
             self.select_step(names.index(name))
 
     # ----------------------------------------------------------------- display
+    def open_side_panel(self) -> None:
+        """Show the app in JupyterLab's right-hand area (the ``sidecar`` package), so the notebook scrolls
+        while the app stays in view. The cell that made the app then shows a one-line note."""
+        from sidecar import Sidecar
+
+        if self.widget is None:
+            return
+        if self._sidecar is None:
+            self._sidecar = Sidecar(title="BERT Fusion Workbench", anchor="split-right")
+            self._sidecar.append_display_data(self.widget)
+        self.panel = "side"
+        if hasattr(self, "w_side"):
+            self.w_side.disabled = True
+
+    def close_side_panel(self) -> None:
+        """Close the side panel (show the app inline again by displaying ``app`` in a cell)."""
+        if self._sidecar is not None:
+            self._sidecar.close()
+            self._sidecar = None
+        self.panel = "inline"
+        if hasattr(self, "w_side"):
+            self.w_side.disabled = False
+
     def _repr_mimebundle_(self, include=None, exclude=None):
+        if self.panel == "side" and not self._env_problems:
+            note = "BERT Fusion Workbench is open in the side panel (app.close_side_panel() brings it back here)."
+            return {"text/html": f"<div class='wb-side-note'>{note}</div>", "text/plain": note}
         if self._env_problems:
             msg = "; ".join(self._env_problems)
             return {"text/html": compat.error_html(msg), "text/plain": f"BERT Fusion Workbench: {msg}"}
@@ -1525,6 +1564,7 @@ class Workbench:
         """Stop Netron and any running benchmark, and close the widgets."""
         self._closed = True
         self.close_netron()
+        self.close_side_panel()
         if self.timeline is not None:
             self.timeline.stop_warming(wait=False)
         if self._bench is not None and not self._bench.done:
