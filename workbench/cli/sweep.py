@@ -1,0 +1,47 @@
+"""``workbench sweep``: one measurement spec on this machine or on every node of a Ray cluster."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="run a sweep spec (models x plans x shapes x ...) locally or on Ray",
+                       description="Expand a YAML sweep spec (lists per axis: models, exporters, attention, opsets, "
+                                   "engines, plans, batch, seq, threads, providers, precisions; runs) and measure "
+                                   "every point, one measurement per machine at a time. Rows carry their node's "
+                                   "machine; the result gives a tuned plan per machine type.")
+    p.add_argument("spec", help="YAML file with the sweep's axes")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: this machine, one point after another; ray: a Ray cluster (default: local)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (or 'auto'); without it --executor ray starts a local Ray and stops it")
+    p.add_argument("-o", "--out", default=None,
+                   help="JSON result, rewritten after every row; an existing one is resumed (its rows are kept)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: rows, nodes, tuned_plans")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from ..measure.fleet import expand, run_sweep, to_frame
+    from . import print_json
+
+    total = len(expand(args.spec))
+    bar = tqdm(total=total, desc="sweep", unit="point", file=sys.stderr, disable=not sys.stderr.isatty())
+    try:
+        res = run_sweep(args.spec, args.executor, address=args.address, out=args.out,
+                        progress=lambda row, n, t: bar.update(1))
+    finally:
+        bar.close()
+    if args.json:
+        print_json(res)
+        return 0
+    frame = to_frame(res)
+    cols = [c for c in ("model", "plan", "precision", "batch", "seq", "threads", "provider", "node", "p50_ms",
+                        "p90_ms", "error") if c in frame]
+    print(frame[cols].to_string(index=False))
+    for mt, plan in res["tuned_plans"].items():
+        print(f"tuned plan on {mt}: disable {', '.join(plan['disable']) or 'nothing'}")
+    return 0

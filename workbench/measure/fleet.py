@@ -1,0 +1,305 @@
+"""Fleet sweeps: one measurement spec run on every machine a team has, gathered into one table.
+
+A spec (YAML or a dict) lists values per axis (models, exporters, attention, opsets, engines, plans,
+batch, seq, threads, providers, precisions) and the runs per point. :func:`run_sweep` expands it,
+builds every model (export, fusion, quantization: content-keyed, cached), and measures each point
+in the existing benchmark worker, one at a time per machine:
+
+- ``executor="local"``: everything here, one measurement after another;
+- ``executor="ray"``: a Ray cluster (``address``, ``"auto"``, or a local one started and stopped
+  here). Builds run as ordinary parallel tasks and travel to the measuring node through Ray's object
+  store; every measurement holds the custom resource :data:`MEASURE_RESOURCE`, which each node
+  declares once (``ray start --resources '{"workbench_measure": 1}'``), so two measurements never
+  share a machine. A node that dies mid-measurement loses only that row: Ray retries it elsewhere,
+  or the row says what failed.
+
+Every row carries the node and its machine description, so rows group by machine type into a tuned
+plan per machine type and the best variant per shape. Results resume from their output file.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..errors import ConfigError, WorkbenchError
+
+#: The custom resource a node declares once; each measurement holds all of it.
+MEASURE_RESOURCE = "workbench_measure"
+#: Axes of a spec: spec key → (config key, default values).
+AXES = {
+    "models": ("model", ["bert-tiny"]), "exporters": ("exporter", ["torchscript"]),
+    "attention": ("attention", ["eager"]), "opsets": ("opset", [None]), "engines": ("engine", ["auto"]),
+    "plans": ("plan", ["default"]), "batch": ("batch", [1]), "seq": ("seq", [128]), "threads": ("threads", [1]),
+    "providers": ("provider", ["cpu"]), "precisions": ("precision", ["fp32"]),
+}
+OTHER_KEYS = {"runs", "warmup"}
+
+
+def load_spec(spec: dict | str | os.PathLike) -> dict:
+    """A spec from a dict or a YAML file, checked, with every axis a list (one-line errors)."""
+    if not isinstance(spec, dict):
+        import yaml
+
+        from ..checks import require_regular_file
+
+        path = require_regular_file(Path(spec).expanduser(), ConfigError)
+        try:
+            spec = yaml.safe_load(path.read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path} is not a YAML sweep spec: {str(e).splitlines()[0]}") from None
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{path} does not hold a mapping of axes (models:, seq:, plans:, ...)")
+    unknown = sorted(set(spec) - set(AXES) - OTHER_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown sweep key(s) {', '.join(unknown)}; axes are {', '.join(AXES)}, plus runs, warmup")
+    out = {}
+    for key, (_, default) in AXES.items():
+        v = spec.get(key, default)
+        v = v if isinstance(v, list) else [v]
+        if not v:
+            raise ConfigError(f"sweep axis {key} is empty")
+        out[key] = v
+    for key, default in (("runs", 20), ("warmup", 3)):
+        v = spec.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"sweep {key} must be a whole number of at least 1, not {v!r}")
+        out[key] = v
+    return out
+
+
+def _plans(plan) -> list[tuple[str, list[str]]]:
+    """``(label, disabled steps)`` for one plan entry; "ablation" becomes every fusion left out in turn."""
+    from ..fusion.catalog import CATALOG
+
+    if plan in ("default", None):
+        return [("default", [])]
+    if plan == "ablation":
+        steps = [s.name for s in CATALOG if s.kind == "fusion" and s.default_on and s.in_bert]
+        return [("default", [])] + [(f"without {s}", [s]) for s in steps]
+    if isinstance(plan, dict) and set(plan) <= {"disable", "name"}:
+        disabled = sorted(plan.get("disable") or [])
+        return [(plan.get("name") or ("without " + ", ".join(disabled) if disabled else "default"), disabled)]
+    raise ConfigError(f"a plan is 'default', 'ablation' or {{disable: [step, ...]}}, not {plan!r}")
+
+
+def expand(spec: dict) -> list[dict]:
+    """Every point of the sweep as a plain config dict (plans expanded, duplicates dropped)."""
+    spec = load_spec(spec)
+    axes = [k for k in AXES if k != "plans"]
+    plans = [p for entry in spec["plans"] for p in _plans(entry)]
+    seen, out = set(), []
+    for values in itertools.product(*(spec[k] for k in axes)):
+        for label, disabled in plans:
+            cfg = {AXES[k][0]: v for k, v in zip(axes, values)}
+            cfg.update(plan=label, disable=disabled, runs=spec["runs"], warmup=spec["warmup"])
+            if cfg["precision"] not in ("fp32", "int8", "fp16"):
+                raise ConfigError(f"precision {cfg['precision']!r}: choose fp32, int8 or fp16")
+            key = config_key(cfg)
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
+    return out
+
+
+def config_key(cfg: dict) -> str:
+    """A stable id of one point (rows resume by it)."""
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def build(cfg: dict) -> bytes:
+    """The model one point measures, as bytes (export → fusion plan → precision; cached by content)."""
+    from ..config import ExportConfig, FusionPlan
+    from ..export import export
+    from ..models import resolve
+    from .recipes import fp16_of, fuse_bert, int8_of
+
+    src = resolve(cfg["model"])
+    exp = export(src, ExportConfig(exporter=cfg["exporter"], attention=cfg["attention"], opset=cfg["opset"]))
+    plan = FusionPlan(engine=cfg["engine"], disabled=frozenset(cfg["disable"]))
+    path = fuse_bert(exp.path, num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0, plan=plan)
+    if cfg["precision"] == "int8":
+        path = int8_of(path)
+    elif cfg["precision"] == "fp16":
+        path = fp16_of(path)
+    return Path(path).read_bytes()
+
+
+def measure(model: bytes, cfg: dict, node: str | None = None) -> dict:
+    """Time one built model in the benchmark worker; the row with its node and machine."""
+    from ..config import BenchConfig
+    from ..fusion.catalog import session_optimizers_off
+    from .bench import Variant, benchmark
+
+    started = time.time()
+    v = Variant("point", model, provider=cfg["provider"], level="all",
+                disabled_optimizers=session_optimizers_off(frozenset(cfg["disable"])))
+    bc = BenchConfig(batch=cfg["batch"], seq=cfg["seq"], threads=cfg["threads"], runs=cfg["runs"],
+                     warmup=cfg["warmup"])
+    res = benchmark([v], bc, floor=False)
+    s = res.variants[0]
+    return {"key": config_key(cfg), "config": cfg, "node": node or _node_id(), "machine": res.machine,
+            "p50_ms": s.p50_ms, "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "runs": s.runs,
+            "started": started, "ended": time.time(), "error": None}
+
+
+def _node_id() -> str:
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.get_runtime_context().get_node_id()
+    except ImportError:
+        pass
+    import platform
+
+    return platform.node() or "local"
+
+
+def _error_row(cfg: dict, e: BaseException, node: str | None = None) -> dict:
+    return {"key": config_key(cfg), "config": cfg, "node": node, "machine": None, "p50_ms": None,
+            "p90_ms": None, "p99_ms": None, "runs": 0, "started": None, "ended": None,
+            "error": str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}
+
+
+def machine_type(machine: dict | None) -> str:
+    """What rows group by: CPU model, instruction sets, GPUs."""
+    if not machine:
+        return "unknown"
+    gpu = "; " + ", ".join(machine["gpus"]) if machine.get("gpus") else ""
+    return f"{machine.get('cpu', '?')} ({', '.join(machine.get('isa') or [])}){gpu}"
+
+
+def summarize(rows: list[dict]) -> dict:
+    """``tuned_plans`` per machine type (the steps whose removal was faster) and the best point per shape."""
+    tuned, best = {}, {}
+    ok = [r for r in rows if r.get("p50_ms")]
+    for r in ok:
+        mt, c = machine_type(r["machine"]), r["config"]
+        shape = f"{c['model']} b{c['batch']} s{c['seq']} t{c['threads']} {c['provider']}"
+        cur = best.setdefault(mt, {}).get(shape)
+        if cur is None or r["p50_ms"] < cur["p50_ms"]:
+            best[mt][shape] = {"p50_ms": r["p50_ms"], "config": c}
+    for r in ok:
+        c = r["config"]
+        if len(c["disable"]) != 1:
+            continue
+        same = {k: v for k, v in c.items() if k not in ("plan", "disable")}
+        base = [b for b in ok if not b["config"]["disable"] and machine_type(b["machine"]) == machine_type(r["machine"])
+                and {k: v for k, v in b["config"].items() if k not in ("plan", "disable")} == same]
+        entry = tuned.setdefault(machine_type(r["machine"]), {"disable": [], "evidence": []})
+        if base:
+            gain = 1 - r["p50_ms"] / base[0]["p50_ms"]
+            entry["evidence"].append({"step": c["disable"][0], "faster_without_pct": round(100 * gain, 2),
+                                      "seq": c["seq"], "model": c["model"]})
+    for entry in tuned.values():  # a step goes when leaving it out is faster on average over the shapes, beyond 1%
+        by_step: dict[str, list[float]] = {}
+        for ev in entry["evidence"]:
+            by_step.setdefault(ev["step"], []).append(ev["faster_without_pct"])
+        entry["disable"] = sorted(st for st, g in by_step.items() if sum(g) / len(g) > 1.0)
+    return {"tuned_plans": tuned, "best": best}
+
+
+def _read_rows(out: Path | None) -> list[dict]:
+    if out is None or not out.is_file():
+        return []
+    try:
+        return [r for r in json.loads(out.read_text()).get("rows", []) if not r.get("error")]
+    except (OSError, ValueError, AttributeError):
+        raise ConfigError(f"{out} exists but is not a sweep result; choose another output path") from None
+
+
+def _write(out: Path | None, doc: dict) -> None:
+    if out is not None:
+        from ..paths import atomic_write_text
+
+        atomic_write_text(out, json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def _local(todo: list[dict], done: Callable[[dict], None]) -> None:
+    for cfg in todo:
+        try:
+            done(measure(build(cfg), cfg))
+        except WorkbenchError as e:
+            done(_error_row(cfg, e))
+
+
+def _ray(todo: list[dict], done: Callable[[dict], None], address: str | None) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError('the ray executor needs Ray: pip install "bert-fusion-workbench[cluster]"') from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:  # a local cluster of one node, measuring one point at a time
+            ray.init(num_cpus=max(2, os.cpu_count() or 2), resources={MEASURE_RESOURCE: 1},
+                     include_dashboard=False, log_to_driver=False)
+    try:
+        if not any(n.get("Resources", {}).get(MEASURE_RESOURCE) for n in ray.nodes() if n.get("Alive")):
+            raise ConfigError(f"no node of this Ray cluster declares the {MEASURE_RESOURCE} resource: start each "
+                              f"with ray start --resources '{{\"{MEASURE_RESOURCE}\": 1}}'")
+        build_task = ray.remote(num_cpus=1, max_retries=2)(build)
+        measure_task = ray.remote(num_cpus=0, resources={MEASURE_RESOURCE: 1}, max_retries=2)(measure)
+        pending = {measure_task.remote(build_task.remote(cfg), cfg): cfg for cfg in todo}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            cfg = pending.pop(ready[0])
+            try:
+                done(ray.get(ready[0]))
+            except Exception as e:  # a task error or a node lost beyond its retries: this row only
+                cause = getattr(e, "cause", None) or e
+                done(_error_row(cfg, cause))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, address: str | None = None,
+              out: str | os.PathLike | None = None, progress: Callable[[dict, int, int], None] | None = None) -> dict:
+    """Run a sweep; ``{"rows", "nodes", "tuned_plans", "best"}``, written to ``out`` after every row.
+
+    Rows already in ``out`` (without an error) are kept and not measured again (resume).
+    """
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"executor must be local or ray, not {executor!r}")
+    configs = expand(spec)
+    out = Path(out).expanduser() if out is not None else None
+    rows = _read_rows(out)
+    have = {r["key"] for r in rows}
+    todo = [c for c in configs if config_key(c) not in have]
+
+    def doc() -> dict:
+        nodes = sorted({r["node"] for r in rows if r.get("node")})
+        return {"rows": rows, "nodes": [{"node": n, "machine": next(r["machine"] for r in rows if r["node"] == n)}
+                                        for n in nodes], **summarize(rows)}
+
+    def done(row: dict) -> None:
+        rows.append(row)
+        _write(out, doc())
+        if progress:
+            progress(row, len(rows), len(configs))
+
+    (_local if executor == "local" else lambda t, d: _ray(t, d, address))(todo, done)
+    return doc()
+
+
+def to_frame(result: dict):
+    """The tidy table: one row per point and node, config axes as columns (pandas)."""
+    import pandas as pd
+
+    recs = []
+    for r in result["rows"]:
+        c = dict(r["config"])
+        c["disable"] = ",".join(c["disable"])
+        recs.append({**c, "node": r["node"], "machine_type": machine_type(r["machine"]), "p50_ms": r["p50_ms"],
+                     "p90_ms": r["p90_ms"], "runs": r["runs"], "error": r["error"]})
+    return pd.DataFrame(recs)
+
+
+__all__ = ["run_sweep", "load_spec", "expand", "summarize", "to_frame", "MEASURE_RESOURCE", "build", "measure"]
