@@ -1,8 +1,12 @@
-"""Check issue 4's figures: bert-base, sequence 128, batch 1, 2 threads, side by side.
+"""Check the figures relative to this machine's own floors, so they mean the same on any CPU.
 
-Targets: fused fp32 >= 1.4x faster than PyTorch eager and within 1.3x of the
-hardware floor; int8 >= 3.5x faster than PyTorch eager with cosine >= 0.99;
-two runs of the same comparison give p50 ratios within 5% of each other.
+bert-base, sequence 128, batch 1, 2 threads, two interleaved runs. Targets (issue 12): fused fp32
+within 1.2x of its MatMuls-alone bound and 1.35x of the fp32 floor; int8 within 1.5x of its own
+int8 floor (int8 MatMuls at the measured int8 rate, attention products at the fp32 rate) with
+cosine >= 0.99; the fp32 and int8 MatMul rates, measured before the first and after the second
+run, agree within 5%; two runs give p50 ratios within 5%. The speed-ups over PyTorch eager are
+printed too, but they depend on the CPU (int8 gains ~2x without VNNI, 3-4x with it) and are not
+targets.
 Prints each figure with PASS/MISS and writes benchmarks/results/targets.json::
 
     python benchmarks/targets.py [--model bert-base] [--runs 30] [--threads 2] [--tuned STEP,...]
@@ -54,9 +58,17 @@ def main(argv=None) -> int:
     # The floor's MatMul rates are measured now, next to the latencies they are compared with (the
     # rate of this VM drifts by a few percent from hour to hour).
     from workbench.measure.floor import refresh_rates
-    for kind, info in refresh_rates(args.threads).items():
-        print(f"{kind} MatMul rate {info['gflops']:.0f} GFLOP/s (quiet: {info['quiet']}, spread "
-              f"{info['spread']:.2f})", file=sys.stderr, flush=True)
+
+    def rates() -> dict:
+        out = {}
+        for dtype in ("fp32", "int8"):
+            for kind, info in refresh_rates(args.threads, dtype=dtype).items():
+                out[f"{dtype} {kind}"] = info["gflops"]
+                print(f"{dtype} {kind} MatMul rate {info['gflops']:.0f} G{'OP' if dtype == 'int8' else 'FLOP'}/s "
+                      f"(quiet: {info['quiet']}, spread {info['spread']:.2f})", file=sys.stderr, flush=True)
+        return out
+
+    rates_before = rates()
     cfg = BenchConfig(seq=args.seq, batch=1, threads=args.threads, runs=args.runs, warmup=5,
                       dynamic_block_base=args.dynamic_block_base)
     runs = []
@@ -66,12 +78,17 @@ def main(argv=None) -> int:
         print(f"run {i + 1}: {time.perf_counter() - t0:.0f} s; p50 " + ", ".join(
             f"{v.name} {v.p50_ms:.1f} ms" for v in res.variants), file=sys.stderr, flush=True)
         runs.append(res)
+    rates_after = rates()
     a, b = runs
     figures = {
-        "fused_vs_torch": a.ratio("torch", "fused"),
+        "fused_vs_matmul_bound": a["fused"].bound_ratio,
         "fused_vs_floor": a["fused"].floor_ratio,
-        "int8_vs_torch": a.ratio("torch", "int8"),
+        "int8_vs_int8_floor": a["int8"].floor_ratio,
         "int8_cosine": a["int8"].parity["cosine"],
+        "rates_agree_worst": max(abs(rates_after[k] - rates_before[k]) / rates_before[k] for k in rates_before
+                                 if k.endswith("hot")),
+        "fused_vs_torch": a.ratio("torch", "fused"),
+        "int8_vs_torch": a.ratio("torch", "int8"),
         "unfused_vs_torch": a.ratio("torch", "unfused"),
     }
     repeat = {}
@@ -80,17 +97,18 @@ def main(argv=None) -> int:
         repeat[name] = abs(r1 - r2) / r1
     figures["repeatability_worst"] = max(repeat.values())
     checks = {
-        "fused_vs_torch": figures["fused_vs_torch"] >= 1.4,
-        "fused_vs_floor": figures["fused_vs_floor"] <= 1.3,
-        "int8_vs_torch": figures["int8_vs_torch"] >= 3.5,
+        "fused_vs_matmul_bound": figures["fused_vs_matmul_bound"] <= 1.2,
+        "fused_vs_floor": figures["fused_vs_floor"] <= 1.35,
+        "int8_vs_int8_floor": figures["int8_vs_int8_floor"] <= 1.5,
         "int8_cosine": figures["int8_cosine"] >= 0.99,
+        "rates_agree_worst": figures["rates_agree_worst"] <= 0.05,
         "repeatability_worst": figures["repeatability_worst"] <= 0.05,
     }
     if tuned_off:
         figures["tuned_vs_torch"] = a.ratio("torch", "tuned")
         figures["tuned_vs_floor"] = a["tuned"].floor_ratio
-        checks["tuned_vs_torch"] = figures["tuned_vs_torch"] >= 1.4
-        checks["tuned_vs_floor"] = figures["tuned_vs_floor"] <= 1.3
+        figures["tuned_vs_matmul_bound"] = a["tuned"].bound_ratio
+        checks["tuned_vs_floor"] = figures["tuned_vs_floor"] <= 1.35
     print(machine_line(a.machine))
     print(f"{args.model}, batch 1, sequence {args.seq}, {args.threads} threads, {args.runs} runs, floor "
           f"{a.floor_ms:.1f} ms ({a.floor.get('gflops', 0):.0f} GFLOP/s fp32 MatMul, weight in cache); "
@@ -99,13 +117,17 @@ def main(argv=None) -> int:
           f"{f'; session.dynamic_block_base {args.dynamic_block_base} for every ORT variant' if args.dynamic_block_base else ''}")
     for v in a.variants:
         print(f"  {v.name:<8} p50 {v.p50_ms:8.2f} ms  p90 {v.p90_ms:8.2f}  p99 {v.p99_ms:8.2f}  "
-              f"x floor {v.floor_ratio:.2f}  second run p50 {b[v.name].p50_ms:8.2f}")
+              f"x {v.floor_precision} floor {v.floor_ratio:.2f}  x MatMuls alone {v.bound_ratio or 0:.2f}  "
+              f"second run p50 {b[v.name].p50_ms:8.2f}")
+    from workbench.measure.explain import explain
+    for line in explain(a.rates, a.machine):
+        print(f"  {line}")
     for k, v in figures.items():
         mark = "" if k not in checks else ("PASS" if checks[k] else "MISS")
         print(f"  {k:<22} {v:8.3f} {mark}")
     doc = {"measured": time.strftime("%Y-%m-%d %H:%M"), "model": args.model, "tuned_disabled": tuned_off,
            "dynamic_block_base": args.dynamic_block_base,
-           "figures": figures, "checks": checks,
+           "figures": figures, "checks": checks, "rates_before": rates_before, "rates_after": rates_after,
            "repeatability": repeat, "runs": [r.to_dict(samples=False) for r in runs]}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "targets.json", json.dumps(doc, indent=1) + "\n")
