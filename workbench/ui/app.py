@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ..config import ATTENTIONS, ENGINES, EXPORTERS, OPSETS
 from ..errors import ConfigError, WorkbenchError
+from ..viz.labels import variant_label
 from . import compat
 from .state import UIState
 
@@ -1395,16 +1396,23 @@ class Workbench:
             par = v.parity or {}
             sp = f"{base / v.p50_ms:.2f}x" if base and v.p50_ms else ""
             f = lambda x: f"{x:.2f}" if isinstance(x, (int, float)) else ""
-            rows.append(f"<tr><td>{html.escape(v.name)}</td><td>{f(v.p50_ms)}</td><td>{f(v.p90_ms)}</td>"
-                        f"<td>{f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td><td>{f(v.floor_ratio)}</td>"
+            rows.append(f"<tr><td>{html.escape(variant_label(v.name))}</td><td>{f(v.p50_ms)}</td><td>{f(v.p90_ms)}</td>"
+                        f"<td>{f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
+                        f"<td title='against the floor of its own precision ({html.escape(v.floor_precision or 'fp32')})'>"
+                        f"{f(v.floor_ratio)} <span style='color:#888'>{html.escape(v.floor_precision or '')}</span></td>"
+                        f"<td>{f(v.bound_ratio)}</td>"
                         f"<td>{_badge(par.get('ok'), 'ok' if par.get('ok') else ('—' if not par else 'diff'))}</td></tr>")
         floor = ""
         if r.floor_ms:
             bound = (f"; the MatMuls alone, weights read from memory: {r.matmul_bound_ms:.2f} ms (no fusion goes "
                      f"below this)") if r.matmul_bound_ms else ""
             floor = f"<div style='font-size:11px'>hardware floor {r.floor_ms:.2f} ms{bound}</div>"
+        from ..measure.explain import explain
+
+        why = "".join(f"<div style='font-size:11px'>{html.escape(line)}</div>" for line in explain(r.rates, r.machine))
         return ("<div class='wb-table'><table><tr><th>variant</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
-                "<th>runs</th><th>speed-up</th><th>x floor</th><th>parity</th></tr>" + "".join(rows) + "</table></div>" + floor)
+                "<th>runs</th><th>speed-up</th><th>x floor</th><th>x MatMuls alone</th><th>parity</th></tr>"
+                + "".join(rows) + "</table></div>" + floor + why)
 
     def profile(self, indices: list[int] | None = None) -> None:
         """Profile operators of the before/after snapshots: op breakdown and latency overlay."""

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from ..paths import atomic_write_text
+from .labels import variant_label
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -119,9 +120,10 @@ def render(data: dict) -> str:
         rows = []
         for v in bench.get("variants", []):
             par = v.get("parity") or {}
-            rows.append({"variant": v["name"], "provider": v.get("provider"), "p50 ms": v.get("p50_ms"),
+            rows.append({"variant": variant_label(v["name"]), "provider": v.get("provider"), "p50 ms": v.get("p50_ms"),
                          "p90 ms": v.get("p90_ms"), "p99 ms": v.get("p99_ms"), "runs": v.get("runs"),
-                         "x floor": v.get("floor_ratio"),
+                         "floor": v.get("floor_precision"), "x floor": v.get("floor_ratio"),
+                         "x MatMuls alone": v.get("bound_ratio"),
                          "max abs diff": par.get("max_abs_diff", ""), "cosine": par.get("cosine", "")})
         s.append(_table(rows))
         if bench.get("floor_ms"):
@@ -129,6 +131,10 @@ def render(data: dict) -> str:
                      f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
             s.append(f"<p class='note'>hardware floor: {bench['floor_ms']:.2f} ms (model FLOPs / measured "
                      f"matrix-multiply rate of this machine){bound}</p>")
+        from ..measure.explain import explain
+
+        for line in explain(bench.get("rates") or {}, bench.get("machine") or {}):
+            s.append(f"<p class='note'>{_e(line)}</p>")
         if bench.get("machine"):
             s.append("<h2>Machine</h2>" + _kv(bench["machine"]))
     ab = data.get("ablation")
