@@ -405,3 +405,17 @@ def test_side_panel_mode_puts_the_app_in_jupyterlabs_right_area():
         app.close()
     with pytest.raises(Exception, match="panel must be one of inline, side"):
         Workbench("bert-tiny", autorun=False, panel="left")
+
+
+def test_opening_a_cached_model_imports_neither_torch_nor_transformers(tiny_export):
+    """Heavy imports happen only when an export really runs (a reopened model starts fast)."""
+    import subprocess
+    import sys
+
+    tiny_export()  # the export is in the cache now
+    code = ("import sys; from workbench import Workbench; app = Workbench('bert-tiny', background=False); app.wait(); "
+            "assert app.error is None and len(app.snapshots) > 5, app.error; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "[]"
