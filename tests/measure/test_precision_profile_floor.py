@@ -184,14 +184,16 @@ def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
     assert floor.machine_matmul_gflops(threads=1) > 1.0
 
 
-def test_streaming_rate_is_below_the_hot_rate():
-    """Weights read from memory (as in a real model) cannot beat one weight that stays in cache."""
+def test_streaming_probe_reads_sixteen_weights():
+    """The streaming probe does the hot probe's work once per distinct weight (as a real model reads them)."""
     from workbench.measure.floor import measure_matmul_gflops
 
     hot = measure_matmul_gflops(1, seconds=0.3)
     stream = measure_matmul_gflops(1, seconds=0.3, weights=16)
     assert stream["weights"] == 16 and stream["runs"] >= 10 and stream["gflops"] > 0
-    # The comparison means something only when neither probe was disturbed (a busy moment can slow
-    # either one); the probes say so themselves.
-    if hot["quiet"] and stream["quiet"]:
-        assert stream["gflops"] < hot["best_gflops"] * 1.1
+    # The probe reads 16 distinct weights; whether that is slower than one cached weight is a property
+    # of the processor (equal on an AMD EPYC Zen 3 here, 1.15x slower on an AMX Xeon), so it is
+    # measured and reported (benchmarks, `workbench bench`), never asserted.
+    assert stream["shape"] == hot["shape"] and hot["weights"] == 1
+    # the rate counts all sixteen MatMuls: the same work per weight as the hot probe, so the two compare
+    assert stream["gflops"] == pytest.approx(2 * 16 * 128 * 768 * 3072 / (stream["p10_ms"] / 1e3) / 1e9)

@@ -44,7 +44,7 @@ def test_standard_variants_for_onnx_file_and_errors(tiny_export):
     path = tiny_export().path
     vs = standard_variants(str(path), ["unfused", "fused"])
     assert [(v.name, v.level) for v in vs] == [("unfused", "disable"), ("fused", "all")]
-    with pytest.raises(BenchmarkError, match="no PyTorch weights"):
+    with pytest.raises(BenchmarkError, match="no PyTorch model"):
         standard_variants(str(path), ["torch"])
     with pytest.raises(ConfigError, match="unknown variant"):
         standard_variants("bert-tiny", ["fast"])

@@ -48,8 +48,6 @@ def run(args) -> int:
         names = args.variants.split(",")
     else:
         names, skipped = default_variants(args.model, args.provider)
-        for sk in skipped:
-            print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     cfg = common.bench_config(args, args.provider)
     text = None
     if args.text:
@@ -61,6 +59,8 @@ def run(args) -> int:
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
                                      progress=bar, plan=plan, exporter=args.exporter)
+    for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
+        print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     show = sys.stderr.isatty()
     pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr, disable=not show,
                 leave=False)
