@@ -72,7 +72,8 @@ def test_update_in_place_keeps_the_widget_and_switches_views(table):
 def test_latency_figures_carry_the_numbers():
     series = {"unfused": [10.0, 11.0, 12.0], "fused": [5.0, 5.5, 6.0]}
     live = vl.live_figure(series, floor_ms=3.0)
-    assert [t.name for t in live.data] == ["unfused", "fused"]
+    # Stable keys in, the words a user reads out (workbench/viz/labels.py).
+    assert [t.name for t in live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
     assert list(live.data[1].y) == [5.0, 5.5, 6.0] and list(live.data[1].x) == [1, 2, 3]
     assert live.layout.shapes[0].y0 == 3.0
     box = vl.distribution_figure(series)
