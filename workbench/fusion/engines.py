@@ -42,6 +42,9 @@ class EngineContext:
     shape_cache: dict = field(default_factory=dict)
     #: The timeline's WeightStore when the working model holds weight stubs (see ``store.py``).
     store: Any = None
+    #: The exported file, when the step's input is that export unchanged: ONNX Runtime reads it
+    #: itself instead of a 440 MB serialization of the same bytes.
+    source_path: str | None = None
 
 
 @dataclass
@@ -70,9 +73,6 @@ class EngineStep:
     run: Callable[[EngineContext, Any], StepOutcome]
     reads: tuple[str, ...] = ()
     skip: Callable[[dict, onnx.ModelProto], str] | None = None
-    #: True when the step hands the model to something that reads every weight (an ORT session);
-    #: other ORT steps run on skeletons whose weight values are read on demand.
-    needs_weights: bool = False
 
 
 # ---------------------------------------------------------------- logging capture
@@ -332,12 +332,24 @@ def _absent_anchors(*calls: str | tuple) -> Callable[[dict, onnx.ModelProto], st
 
 
 def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
-    """``optimize_model``'s default pre-pass for bert: an ORT session at ORT_ENABLE_BASIC."""
+    """``optimize_model``'s default pre-pass for bert: an ORT session at ORT_ENABLE_BASIC.
+
+    ONNX Runtime reads the export file itself when the step's input is that
+    export, and writes its result with the weights in a side file: the
+    unchanged weights become store stubs again, so neither a 440 MB
+    serialization nor an inline 440 MB output is made (5.6 s → 1.6 s on
+    bert-base).
+    """
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="workbench-ortbasic-") as tmp:
         dst = os.path.join(tmp, "model_o1_cpu.onnx")
-        src = model.SerializeToString()  # bytes, so ORT's own errors never name a temporary file of ours
+        if ctx.source_path is not None:
+            src: str | bytes = ctx.source_path
+        else:
+            full = ctx.store.assemble(model) if ctx.store is not None else model
+            src = full.SerializeToString()  # bytes, so ORT's own errors never name a temporary file of ours
+            del full
         with capture_ort_logs() as lines:
             try:
                 # What optimize_by_onnxruntime(opt_level=1) does, without its `import torch` (read
@@ -345,13 +357,44 @@ def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
                 so = ort.SessionOptions()
                 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
                 so.optimized_model_filepath = dst
+                so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                            "model_o1_cpu.data")
+                so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                            str(_STORE_THRESHOLD))
                 ort.InferenceSession(src, so, providers=["CPUExecutionProvider"],
                                      disabled_optimizers=["ConstantSharing"])
             except Exception as e:
                 raise FusionError(f"ONNX Runtime could not load the model for its basic optimizations: "
                                   f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
-        out = onnx.load(dst)
+        out = onnx.load(dst, load_external_data=False)
+        _weights_back(out, tmp, ctx.store)
     return StepOutcome(out, messages=lines)
+
+
+_STORE_THRESHOLD = 4096  # the WeightStore's: smaller tensors stay inline either way
+
+
+def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
+    """Turn the side-file weights of ORT's output back into store stubs, or load the new ones.
+
+    A weight the pass kept has its name, type and shape in the store (neither
+    engine rewrites an initializer under its old name: ``store.py``); only
+    what the pass made itself (folded constants) is read from the side file.
+    """
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    from .store import _key, nbytes
+
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        key = _key(t, nbytes(t))
+        if store is not None and key in store.tensors:
+            t.CopyFrom(store._stub(t, key))
+            continue
+        load_external_data_for_tensor(t, folder)
+        t.data_location = onnx.TensorProto.DEFAULT
+        del t.external_data[:]
 
 
 def _ort_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
@@ -413,7 +456,7 @@ def _ort_step(name: str, *calls: str | tuple) -> EngineStep:
 
 
 ORT_STEPS: tuple[EngineStep, ...] = (
-    EngineStep("ort_basic", _ort_basic, needs_weights=True),
+    EngineStep("ort_basic", _ort_basic),
     EngineStep("identity_cast", _ort_method("utils.remove_identity_nodes", "utils.remove_useless_cast_nodes",
                                             "fuse_constant_fold")),
     _ort_step("layer_norm", "fuse_layer_norm"),

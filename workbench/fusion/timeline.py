@@ -226,6 +226,8 @@ class Timeline:
     def __init__(self, model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), *,
                  num_layers: int | None = None, num_heads: int | None = None, hidden_size: int | None = None):
         src = _load(model)
+        #: The export file, which ONNX Runtime's basic pass reads itself (see engines._ort_basic).
+        self.source_path = str(model) if isinstance(model, (str, os.PathLike)) else None
         self.store = WeightStore()
         skel = self.store.strip(src)
         _name_proto_nodes(skel)
@@ -382,9 +384,7 @@ class Timeline:
             if budget is not None and computed >= budget:
                 return None
             computed += 1
-            if engine == "ort" and es.needs_weights:
-                state = self.store.assemble(live[1] if live is not None and live[0] == prev.key else prev.skeleton)
-            elif live is not None and live[0] == prev.key:
+            if live is not None and live[0] == prev.key:
                 state = live[1]
             else:
                 # ORT steps edit a copy of the skeleton and read weight values from the store on demand,
@@ -392,7 +392,8 @@ class Timeline:
                 state = (self.store.working_copy(prev.skeleton) if engine == "ort"
                          else self.store.load_ir(prev.skeleton))
             ctx = EngineContext(num_heads=heads, hidden_size=self.hidden_size, counts=counts,
-                                shape_cache=self._shape_cache, store=self.store if engine == "ort" else None)
+                                shape_cache=self._shape_cache, store=self.store if engine == "ort" else None,
+                                source_path=self.source_path if prev is self.input else None)
             t = time.perf_counter()
             try:
                 out = es.run(ctx, state)
@@ -418,8 +419,7 @@ class Timeline:
                                    elapsed, ctx.num_heads)
             snaps.append(snap)
             prev = snap
-            # After a step that needed every weight (its output holds them all), go on from the skeleton.
-            live = None if (engine == "ort" and es.needs_weights) else (key, model)
+            live = (key, model)
         return snaps
 
     def _snapshot(self, name, engine, skel, prev: Snapshot, elapsed, out, key, chain, enabled=None) -> Snapshot:
