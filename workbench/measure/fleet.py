@@ -10,11 +10,18 @@ in the existing benchmark worker, one at a time per machine:
   here). Builds run as ordinary parallel tasks and travel to the measuring node through Ray's object
   store; every measurement holds the custom resource :data:`MEASURE_RESOURCE`, which each node
   declares once (``ray start --resources '{"workbench_measure": 1}'``), so two measurements never
-  share a machine. A node that dies mid-measurement loses only that row: Ray retries it elsewhere,
-  or the row says what failed.
+  share a machine. A node that dies mid-measurement loses only that row: Ray retries it elsewhere
+  (``retries``), or the row says what failed.
+
+Both executors build first and measure after, so no export or fusion shares cores with a timed run.
+A model is built once however many shapes, threads or providers measure it (the build axes are
+:data:`BUILD_KEYS`); on Ray the driver keeps each built model in the object store, so every measuring
+node pulls it once and losing the node that built it costs nothing.
 
 Every row carries the node and its machine description, so rows group by machine type into a tuned
 plan per machine type and the best variant per shape. Results resume from their output file.
+``progress`` reports every row as it lands and ``cancel`` stops a sweep between rows, for an app that
+runs a sweep in a background thread.
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ConfigError, WorkbenchError
+from ..errors import ConfigError
 
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"
@@ -38,6 +45,13 @@ AXES = {
     "providers": ("provider", ["cpu"]), "precisions": ("precision", ["fp32"]),
 }
 OTHER_KEYS = {"runs", "warmup"}
+#: The config keys that decide the model a point measures; points equal on these share one build.
+BUILD_KEYS = ("model", "exporter", "attention", "opset", "engine", "disable", "precision")
+#: Set to a folder, every measurement writes ``<key>.<node>.<pid>.start`` there as it begins (what runs
+#: where, for a person watching a cluster, and for the test that kills a node mid-measurement).
+TRACE_ENV = "WORKBENCH_SWEEP_TRACE"
+#: Retries of a build task lost with its node (a build is deterministic, so retrying is always safe).
+BUILD_RETRIES = 3
 
 
 def load_spec(spec: dict | str | os.PathLike) -> dict:
@@ -111,8 +125,13 @@ def config_key(cfg: dict) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def build(cfg: dict) -> bytes:
-    """The model one point measures, as bytes (export → fusion plan → precision; cached by content)."""
+def model_key(cfg: dict) -> str:
+    """A stable id of the model a point measures (points equal on :data:`BUILD_KEYS` share it)."""
+    return config_key({k: cfg[k] for k in BUILD_KEYS})
+
+
+def build_path(cfg: dict) -> Path:
+    """The model one point measures, as a file (export → fusion plan → precision; cached by content)."""
     from ..config import ExportConfig, FusionPlan
     from ..export import export
     from ..models import resolve
@@ -126,23 +145,33 @@ def build(cfg: dict) -> bytes:
         path = int8_of(path)
     elif cfg["precision"] == "fp16":
         path = fp16_of(path)
-    return Path(path).read_bytes()
+    return Path(path)
 
 
-def measure(model: bytes, cfg: dict, node: str | None = None) -> dict:
-    """Time one built model in the benchmark worker; the row with its node and machine."""
+def build(cfg: dict) -> bytes:
+    """The model one point measures, as bytes (what a Ray build task returns to the object store)."""
+    return build_path(cfg).read_bytes()
+
+
+def measure(model: bytes | str | os.PathLike, cfg: dict, node: str | None = None) -> dict:
+    """Time one built model (bytes or a file) in the benchmark worker; the row with its node and machine."""
     from ..config import BenchConfig
     from ..fusion.catalog import session_optimizers_off
     from .bench import Variant, benchmark
 
+    node = node or _node_id()
     started = time.time()
-    v = Variant("point", model, provider=cfg["provider"], level="all",
+    trace = os.environ.get(TRACE_ENV)
+    if trace:
+        Path(trace).mkdir(parents=True, exist_ok=True)
+        (Path(trace) / f"{config_key(cfg)}.{node}.{os.getpid()}.start").write_text(str(started))
+    v = Variant("point", model if isinstance(model, bytes) else str(model), provider=cfg["provider"], level="all",
                 disabled_optimizers=session_optimizers_off(frozenset(cfg["disable"])))
     bc = BenchConfig(batch=cfg["batch"], seq=cfg["seq"], threads=cfg["threads"], runs=cfg["runs"],
                      warmup=cfg["warmup"])
     res = benchmark([v], bc, floor=False)
     s = res.variants[0]
-    return {"key": config_key(cfg), "config": cfg, "node": node or _node_id(), "machine": res.machine,
+    return {"key": config_key(cfg), "config": cfg, "node": node, "machine": res.machine,
             "p50_ms": s.p50_ms, "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "runs": s.runs,
             "started": started, "ended": time.time(), "error": None}
 
@@ -161,9 +190,11 @@ def _node_id() -> str:
 
 
 def _error_row(cfg: dict, e: BaseException, node: str | None = None) -> dict:
+    cause = getattr(e, "cause", None) or e  # a Ray task error carries the exception raised in the task
+    text = str(cause).strip()
     return {"key": config_key(cfg), "config": cfg, "node": node, "machine": None, "p50_ms": None,
             "p90_ms": None, "p99_ms": None, "runs": 0, "started": None, "ended": None,
-            "error": str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}
+            "error": f"{type(cause).__name__}: {text.splitlines()[0]}" if text else type(cause).__name__}
 
 
 def machine_type(machine: dict | None) -> str:
@@ -220,15 +251,33 @@ def _write(out: Path | None, doc: dict) -> None:
         atomic_write_text(out, json.dumps(doc, indent=1, default=str) + "\n")
 
 
-def _local(todo: list[dict], done: Callable[[dict], None]) -> None:
+Done = Callable[[dict], None]
+Cancelled = Callable[[], bool]
+
+
+def _local(todo: list[dict], done: Done, cancelled: Cancelled) -> bool:
+    """Build then measure each point here, one after another; True when cancelled before the end."""
     for cfg in todo:
+        if cancelled():
+            return True
         try:
-            done(measure(build(cfg), cfg))
-        except WorkbenchError as e:
-            done(_error_row(cfg, e))
+            row = measure(build_path(cfg), cfg)
+        except Exception as e:  # this point only: the sweep goes on, the row says what failed
+            row = _error_row(cfg, e)
+        done(row)
+    return False
 
 
-def _ray(todo: list[dict], done: Callable[[dict], None], address: str | None) -> None:
+def _measuring_slots(ray) -> int:
+    return int(ray.cluster_resources().get(MEASURE_RESOURCE, 0))
+
+
+def _ray(todo: list[dict], done: Done, cancelled: Cancelled, address: str | None, retries: int) -> bool:
+    """Build on the cluster in parallel, then measure one point per node at a time; True when cancelled.
+
+    Measurements are submitted as measuring slots free up (at most one per node holding
+    :data:`MEASURE_RESOURCE`), so cancelling lets the ones under way finish and starts no more.
+    """
     try:
         import ray
     except ImportError:
@@ -240,53 +289,128 @@ def _ray(todo: list[dict], done: Callable[[dict], None], address: str | None) ->
         else:  # a local cluster of one node, measuring one point at a time
             ray.init(num_cpus=max(2, os.cpu_count() or 2), resources={MEASURE_RESOURCE: 1},
                      include_dashboard=False, log_to_driver=False)
+    pending: dict = {}
     try:
-        if not any(n.get("Resources", {}).get(MEASURE_RESOURCE) for n in ray.nodes() if n.get("Alive")):
+        if _measuring_slots(ray) < 1:
             raise ConfigError(f"no node of this Ray cluster declares the {MEASURE_RESOURCE} resource: start each "
                               f"with ray start --resources '{{\"{MEASURE_RESOURCE}\": 1}}'")
-        build_task = ray.remote(num_cpus=1, max_retries=2)(build)
-        measure_task = ray.remote(num_cpus=0, resources={MEASURE_RESOURCE: 1}, max_retries=2)(measure)
-        pending = {measure_task.remote(build_task.remote(cfg), cfg): cfg for cfg in todo}
+        build_task = ray.remote(num_cpus=1, max_retries=BUILD_RETRIES)(build)
+        measure_task = ray.remote(num_cpus=0, resources={MEASURE_RESOURCE: 1}, max_retries=retries)(measure)
+        # 1. One build per distinct model, in parallel, all before any measurement (a build must not
+        #    share a node's cores with a timed run). The driver puts each model in the object store
+        #    itself, so it outlives the node that built it.
+        groups: dict[str, list[dict]] = {}
+        for cfg in todo:
+            groups.setdefault(model_key(cfg), []).append(cfg)
+        pending = {build_task.remote(cfgs[0]): key for key, cfgs in groups.items()}
+        models = {}
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            cfg = pending.pop(ready[0])
-            try:
-                done(ray.get(ready[0]))
-            except Exception as e:  # a task error or a node lost beyond its retries: this row only
-                cause = getattr(e, "cause", None) or e
-                done(_error_row(cfg, cause))
+            if cancelled():
+                return True
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
+            for ref in ready:
+                key = pending.pop(ref)
+                try:
+                    models[key] = ray.put(ray.get(ref))
+                except Exception as e:  # a failed build loses its points, reported, and nothing else
+                    for cfg in groups[key]:
+                        done(_error_row(cfg, e))
+        # 2. Measurements, each holding a node's measuring resource; as many in flight as there are slots.
+        queue = [cfg for cfg in todo if model_key(cfg) in models]
+        dropped = False
+        while queue or pending:
+            if queue and cancelled():
+                queue.clear()
+                dropped = True
+            if queue and len(pending) < max(1, _measuring_slots(ray)):
+                cfg = queue.pop(0)
+                pending[measure_task.remote(models[model_key(cfg)], cfg)] = cfg
+                continue
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
+            for ref in ready:
+                cfg = pending.pop(ref)
+                try:
+                    row = ray.get(ref)
+                except Exception as e:  # the task failed, or its node was lost beyond its retries: this row only
+                    row = _error_row(cfg, e)
+                done(row)
+        return dropped
     finally:
+        for ref in pending:  # left only when the sweep ends early (an error, a broken callback)
+            ray.cancel(ref, force=False)
         if started_here:
             ray.shutdown()
 
 
 def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, address: str | None = None,
-              out: str | os.PathLike | None = None, progress: Callable[[dict, int, int], None] | None = None) -> dict:
-    """Run a sweep; ``{"rows", "nodes", "tuned_plans", "best"}``, written to ``out`` after every row.
+              out: str | os.PathLike | None = None, progress: Callable[[dict, int, int], None] | None = None,
+              cancel=None, retries: int = 2) -> dict:
+    """Run a sweep; ``{"rows", "nodes", "tuned_plans", "best", "total", "cancelled"}``, written to ``out`` after every row.
 
-    Rows already in ``out`` (without an error) are kept and not measured again (resume).
+    Args:
+        spec: a dict or a YAML file (see :func:`load_spec`).
+        executor: "local" (this machine, one point after another) or "ray".
+        address: the Ray cluster (``"auto"``, ``"ray://..."``, ``host:port``); None starts a local Ray
+            for the sweep and stops it at the end. Ignored when Ray is already initialized here.
+        out: JSON file rewritten after every row. Rows already in it without an error are kept and not
+            measured again (resume); rows with an error are measured again.
+        progress: ``progress(row, done, total)`` in the calling thread for every row of the result as it
+            lands: first the rows resumed from ``out``, then each measured (or failed) row. ``done``
+            counts rows so far, ``total`` the points of the spec.
+        cancel: a ``threading.Event`` (or any object with ``is_set()``, or a callable returning True)
+            checked between rows: once set, no measurement starts; the ones under way (one per node)
+            finish and are kept, and the result says ``"cancelled": True``. Resume later with ``out``.
+        retries: how many times Ray runs a measurement again when its worker or node dies (``0``: the
+            row is reported with the error). A measurement that fails by itself is not retried.
+
+    Raises:
+        ConfigError: a bad spec, executor or output file; Ray missing or no node measuring.
     """
     if executor not in ("local", "ray"):
         raise ConfigError(f"executor must be local or ray, not {executor!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"retries must be a whole number of at least 0, not {retries!r}")
+    if cancel is None:
+        cancelled: Cancelled = lambda: False  # noqa: E731
+    elif hasattr(cancel, "is_set"):
+        cancelled = cancel.is_set
+    elif callable(cancel):
+        cancelled = lambda: bool(cancel())  # noqa: E731
+    else:
+        raise ConfigError("cancel must be a threading.Event or a callable returning True to stop")
     configs = expand(spec)
     out = Path(out).expanduser() if out is not None else None
-    rows = _read_rows(out)
-    have = {r["key"] for r in rows}
+    keys = {config_key(c) for c in configs}
+    rows = _read_rows(out)  # rows of points outside this spec stay in the file, but do not count as done
+    resumed = [r for r in rows if r.get("key") in keys]
+    have = {r["key"] for r in resumed}
     todo = [c for c in configs if config_key(c) not in have]
+    state = {"cancelled": False, "done": len(resumed)}
 
     def doc() -> dict:
-        nodes = sorted({r["node"] for r in rows if r.get("node")})
-        return {"rows": rows, "nodes": [{"node": n, "machine": next(r["machine"] for r in rows if r["node"] == n)}
-                                        for n in nodes], **summarize(rows)}
+        nodes = sorted({r["node"] for r in rows if r.get("node") and r.get("machine")})
+        return {"rows": rows, "nodes": [{"node": n, "machine": next(r["machine"] for r in rows if r["node"] == n
+                                                                      and r.get("machine"))} for n in nodes],
+                **summarize(rows), "total": len(configs), "cancelled": state["cancelled"]}
+
+    if progress:
+        for i, row in enumerate(resumed, 1):
+            progress(row, i, len(configs))
 
     def done(row: dict) -> None:
         rows.append(row)
+        state["done"] += 1
         _write(out, doc())
         if progress:
-            progress(row, len(rows), len(configs))
+            progress(row, state["done"], len(configs))
 
-    (_local if executor == "local" else lambda t, d: _ray(t, d, address))(todo, done)
-    return doc()
+    if executor == "local":
+        state["cancelled"] = _local(todo, done, cancelled)
+    else:
+        state["cancelled"] = _ray(todo, done, cancelled, address, retries)
+    result = doc()
+    _write(out, result)
+    return result
 
 
 def to_frame(result: dict):
@@ -302,4 +426,5 @@ def to_frame(result: dict):
     return pd.DataFrame(recs)
 
 
-__all__ = ["run_sweep", "load_spec", "expand", "summarize", "to_frame", "MEASURE_RESOURCE", "build", "measure"]
+__all__ = ["run_sweep", "load_spec", "expand", "summarize", "to_frame", "MEASURE_RESOURCE", "BUILD_KEYS", "TRACE_ENV",
+           "build", "build_path", "measure", "model_key", "config_key"]
