@@ -63,9 +63,14 @@ def test_fuse_cli_json_has_attention_nodes_and_parity():
                         "--attention", "sdpa", "--opset", "23", "--parity", "--json"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    final = json.loads(p.stdout)["final"]
+    doc = json.loads(p.stdout)
+    final = doc["final"]
     assert final["attention_nodes"] == 2 and final["parity"]["ok"] is True
-    assert final["attention_kinds"]["standard"] == 2
+    assert doc["input"]["attention_kinds"]["standard"] == 2  # the exporter wrote ONNX's own op
+    # the standard_attention step maps it; onnxscript's attention step packs it into the contrib op
+    assert final["attention_kinds"] == {"standard": 0, "contrib": 2, "multi_head": 0, "group_query": 0}
+    ours = next(s for s in doc["steps"] if s["step"] == "standard_attention")
+    assert ours["fused_here"]["MultiHeadAttention"] == 2 and ours["parity"]["ok"] is True
 
 
 def test_matrix_has_opset_23_cells_with_the_exporters_attention():

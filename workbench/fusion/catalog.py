@@ -26,7 +26,8 @@ class Step:
         effect: what it costs or saves.
         engines: engines that implement it ("ort", "onnxscript", or "workbench" for
             this project's own onnxscript rules in ``workbench/fusion/rules``,
-            which run inside the ort chain).
+            which run inside the chain(s) that list them: ``sdpa_attention`` in
+            the ort chain, ``standard_attention`` in both).
         kind: "fusion" or "cleanup".
         default_on: False for steps the engine itself leaves off by default
             (they change numerics or target one device).
@@ -131,6 +132,17 @@ CATALOG: tuple[Step, ...] = (
          "Attention", (),
          "the pattern neither engine matches (TorchScript + sdpa): Q, K and V become one packed MatMul and about "
          "30 nodes become 1 kernel; runs in the ort chain just before ORT's own attention step",
+         ("workbench",)),
+    Step("standard_attention", "MultiHeadAttention from ONNX's standard Attention (workbench rule)",
+         "ONNX's own Attention op (opset 23+), as the dynamo exporter writes transformers' sdpa attention, with "
+         "the head split (Reshape -> Transpose 0,2,1,3) before it and the merge after it; a bool or float "
+         "[B|1, 1|N, S, L] mask or none; no KV cache, is_causal, softcap or qk_matmul_output",
+         "Reshape -> Transpose (Q,K,V) -> Attention(q, k, v, mask) -> Transpose -> Reshape  =>  "
+         "MultiHeadAttention(q, k, v, attention_bias=Where(mask, 0, lowest))",
+         "MultiHeadAttention", (),
+         "the exporter's standard op becomes ONNX Runtime's contrib kernel and 8 head split/merge nodes per layer "
+         "go; in the onnxscript chain the attention step can then pack Q, K and V into one contrib Attention; "
+         "runs early in the ort chain (ORT's shape inference does not know the standard op)",
          ("workbench",)),
     Step("attention", "Attention",
          "the whole self-attention block: Q, K, V projections from one input, scores, mask, softmax, context",

@@ -1,0 +1,102 @@
+"""Steps that run the workbench's own onnxscript rules (``rules/``) inside the engine chains.
+
+The ``ort`` chain works on ``ModelProto`` and the ``onnxscript`` chain on
+``onnx_ir.Model``; each rule gets one step function per chain it runs in.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from .engine_logs import quiet_stdout, trace_rules
+from .engine_types import EngineContext, StepOutcome
+
+
+def ort_sdpa_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+    """Our onnxscript rule for TorchScript-exported SDPA attention (see ``rules/sdpa_attention.py``)."""
+    import onnx_ir as ir
+
+    from .rules import fuse_sdpa_attention, sdpa_attention_rules
+
+    ir_model = ctx.store.load_ir(model) if ctx.store is not None else ir.serde.deserialize_model(model)
+    with quiet_stdout():
+        count = fuse_sdpa_attention(ir_model)
+    if not count:
+        # Nothing changed (the in-memory model included): keep the protobuf as it is and say
+        # where matching stopped.
+        lines = trace_rules(ir_model, sdpa_attention_rules())
+        return StepOutcome(model, counts={"sdpa_attention": 0}, messages=lines,
+                           notes=["This export does not use the TorchScript SDPA attention pattern; "
+                                  "ONNX Runtime's own attention step comes next."])
+    out = ctx.store.strip_ir(ir_model) if ctx.store is not None else ir.serde.serialize_model(ir_model)
+    for n in out.graph.node:
+        if n.op_type == "Attention" and n.domain == "com.microsoft" and not ctx.num_heads:
+            for a in n.attribute:
+                if a.name == "num_heads":
+                    ctx.num_heads = int(a.i)
+    return StepOutcome(out, counts={"sdpa_attention": int(count)})
+
+
+_NO_STANDARD = ("nothing to map: no standard ONNX Attention nodes (the dynamo exporter writes them from opset 23 "
+                "for sdpa attention); the step was not run.")
+
+
+def skip_without_standard_attention(hist: dict, skeleton: onnx.ModelProto) -> str:
+    """The ``skip`` test of the ``standard_attention`` step: "" when a standard ``Attention`` is present."""
+    if hist.get("Attention", 0) and any(n.op_type == "Attention" and n.domain in ("", "ai.onnx")
+                                        for n in skeleton.graph.node):
+        return ""
+    return _NO_STANDARD
+
+
+def _map_standard_attention(ir_model) -> StepOutcome:
+    """Run the standard-Attention rule on an ``onnx_ir.Model`` in place; counts, reasons and notes."""
+    from .rules import fuse_standard_attention, standard_attention_rules
+
+    def standard() -> int:
+        return sum(1 for n in ir_model.graph if n.op_type == "Attention" and n.domain in ("", "ai.onnx"))
+
+    before = standard()
+    with quiet_stdout():
+        count = fuse_standard_attention(ir_model)
+    left = standard()
+    lines = trace_rules(ir_model, standard_attention_rules()) if left else []
+    notes = []
+    if count and left:
+        # Part of the layers mapped: the diagnostic must still say why the rest did not.
+        from .diagnostics import summarize_messages
+
+        why = "; ".join(summarize_messages(lines)) or "no reason given"
+        notes.append(f"mapped {count} of {before} standard Attention nodes to MultiHeadAttention; {left} stay "
+                     f"as they are. onnxscript's matcher (workbench rule) says: {why}")
+    return StepOutcome(ir_model, counts={"standard_attention": int(count)}, messages=lines, notes=notes)
+
+
+def _heads_of(nodes, ctx: EngineContext) -> None:
+    for n in nodes:
+        if n.op_type == "MultiHeadAttention" and not ctx.num_heads:
+            for a in n.attribute:
+                if a.name == "num_heads":
+                    ctx.num_heads = int(a.i)
+
+
+def ort_standard_attention(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
+    """ONNX's standard ``Attention`` → ``MultiHeadAttention`` in the ort chain (``rules/standard_attention.py``)."""
+    import onnx_ir as ir
+
+    ir_model = ctx.store.load_ir(model) if ctx.store is not None else ir.serde.deserialize_model(model)
+    out = _map_standard_attention(ir_model)
+    if not out.counts["standard_attention"]:
+        return StepOutcome(model, counts=out.counts, messages=out.messages, notes=out.notes)
+    proto = ctx.store.strip_ir(ir_model) if ctx.store is not None else ir.serde.serialize_model(ir_model)
+    _heads_of(proto.graph.node, ctx)
+    return StepOutcome(proto, counts=out.counts, messages=out.messages, notes=out.notes)
+
+
+def os_standard_attention(ctx: EngineContext, model) -> StepOutcome:
+    """ONNX's standard ``Attention`` → ``MultiHeadAttention`` in the onnxscript chain, in place.
+
+    onnxscript's ``attention`` step, which comes next, may then fold the
+    projection biases in and pack Q, K and V into one contrib ``Attention``.
+    """
+    return _map_standard_attention(model)
