@@ -52,3 +52,46 @@ def test_ablate_cli_json_and_bad_step():
     assert doc["tuned_plan"]["engine"] == "ort" and doc["floor_ms"] > 0
     p = cli("ablate", "bert-tiny", "--steps", "bias_gleu")
     assert p.returncode == 2 and "unknown fusion step 'bias_gleu'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_ablation_measures_the_standard_attention_step_left_out_and_switched_on():
+    from workbench.config import FusionPlan
+    from workbench.measure.ablation import fusion_ablation
+
+    cfg = BenchConfig(seq=16, runs=6, warmup=1, threads=1)
+    kw = dict(exporter="dynamo", attention="sdpa", opset=23, steps=["standard_attention"])
+    res = fusion_ablation("bert-tiny", cfg, **kw)
+    (row,) = res.rows
+    assert row.switched == "off" and row.fused_here["MultiHeadAttention"] == 2
+    # left out, the exporter's standard op comes back with the head split and merge around it
+    assert row.graph_change["Attention (standard)"] == 2 and row.graph_change["Attention"] == -2
+    assert row.graph_change["Transpose"] == 8 and row.parity_max_abs_diff < 1e-4
+    assert row.p50_with_ms == res.full_p50_ms
+    assert ("standard_attention" in res.tuned_plan.disabled) == (row.verdict == "hurts")
+
+    # off in the plan: the ablation times the plan with it switched on, and the tuned plan follows the verdict
+    off = fusion_ablation("bert-tiny", cfg, plan=FusionPlan(disabled=frozenset({"standard_attention"})), **kw)
+    (row,) = off.rows
+    assert row.switched == "on" and row.fused_here["MultiHeadAttention"] == 2
+    assert row.graph_change["Attention (standard)"] == 2 and row.p50_without_ms == off.full_p50_ms
+    assert abs(row.saves_ms - (row.p50_without_ms - row.p50_with_ms)) < 1e-9
+    on = "standard_attention" not in off.tuned_plan.disabled
+    assert on == (row.verdict == "helps")
+    doc = json.loads(json.dumps(off.to_dict(), default=str))
+    assert doc["rows"][0]["switched"] == "on" and ("standard_attention" in doc["tuned_plan"]["enabled"]) == on
+
+
+def test_tuned_plan_switches_on_a_step_that_helps_and_off_one_that_hurts():
+    from workbench.config import FusionPlan
+    from workbench.measure.ablation import AblationResult, AblationRow
+
+    rows = [AblationRow("standard_attention", {"MultiHeadAttention": 12}, {"Attention (standard)": 12}, 100.0, 4.0,
+                        4.0, "helps", 0.0, "on", 96.0),
+            AblationRow("skip_layer_norm", {"SkipLayerNormalization": 24}, {}, 97.0, -3.0, -3.0, "hurts", 0.0)]
+    res = AblationResult("bert-base", "onnxscript", rows, 100.0, 1.0, 120.0, 60.0, 70.0, {}, {},
+                         FusionPlan(disabled=frozenset({"standard_attention"})))
+    t = res.tuned_plan
+    assert t.enabled("standard_attention") and not t.enabled("skip_layer_norm")
+    md = res.to_markdown()
+    assert "switch off skip_layer_norm and switch on standard_attention" in md
+    assert "--disable skip_layer_norm --enable standard_attention" in md

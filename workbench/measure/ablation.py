@@ -5,7 +5,9 @@ switched off (and ONNX Runtime's own session transformer for it switched off
 too, so the session does not quietly redo it), and all of them are timed
 interleaved in one worker with the full plan twice: the two copies of the full
 plan measure the noise, so a step is only called helpful or harmful when its
-effect is larger than that.
+effect is larger than that. A step asked for by name that the plan leaves off
+is measured the other way round, switched on, and the tuned plan switches it
+on where that helps beyond the noise.
 
 The answer is per machine: a kernel that wins on one CPU can lose on another
 (on an Intel Xeon with AVX-512, ONNX Runtime 1.31's SkipLayerNormalization
@@ -25,18 +27,24 @@ FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"
 
 @dataclass
 class AblationRow:
-    """One fusion step: the model's latency without it against the full plan.
+    """One fusion step: the model's latency without it against with it.
 
     Attributes:
         step: catalog step name.
-        fused_here: op types the step emitted in the full plan, counted.
+        fused_here: op types the step emitted (in the plan that runs it), counted.
         graph_change: op type → change in count when the step is left out
             (what the session runs instead), e.g. ``{"SkipLayerNormalization":
-            -24, "LayerNormalization": 24, "Add": 48}``.
+            -24, "LayerNormalization": 24, "Add": 48}``. ONNX's standard
+            ``Attention`` counts as "Attention (standard)", apart from the
+            contrib op.
         p50_without_ms: p50 of the plan without this step.
-        saves_ms: ``p50_without - p50_full``: positive when the step helps.
+        saves_ms: ``p50_without - p50_with``: positive when the step helps.
         saves_pct: the same in percent of the full plan's p50.
         verdict: "helps", "hurts" or "within noise".
+        switched: "off" when the row leaves out a step of the plan (the
+            full plan is the "with" side), "on" when it switches on a step
+            the plan leaves off (the full plan is the "without" side).
+        p50_with_ms: p50 of the plan with this step.
     """
 
     step: str
@@ -47,6 +55,8 @@ class AblationRow:
     saves_pct: float
     verdict: str
     parity_max_abs_diff: float | None = None
+    switched: str = "off"
+    p50_with_ms: float | None = None
 
 
 @dataclass
@@ -67,10 +77,14 @@ class AblationResult:
 
     @property
     def tuned_plan(self) -> FusionPlan:
-        """The plan with every step that measured harmful switched off."""
-        hurt = {r.step for r in self.rows if r.verdict == "hurts"}
-        return FusionPlan(engine=self.engine or self.plan.engine, disabled=frozenset(self.plan.disabled | hurt),
+        """The plan with every step that measured harmful switched off, and every helpful one left off switched on."""
+        hurt = {r.step for r in self.rows if r.verdict == "hurts" and r.switched == "off"}
+        plan = FusionPlan(engine=self.engine or self.plan.engine, disabled=frozenset(self.plan.disabled | hurt),
                           opted_in=self.plan.opted_in)
+        for r in self.rows:
+            if r.switched == "on" and r.verdict == "helps":
+                plan = plan.with_step(r.step, True)
+        return plan
 
     def to_markdown(self, measured: str = "") -> str:
         """The result as a markdown table with the machine and the tuned plan."""
@@ -90,12 +104,19 @@ class AblationResult:
         for r in self.rows:
             fused = ", ".join(f"{k} {v}" for k, v in sorted(r.fused_here.items()))
             change = ", ".join(f"{k} {v:+d}" for k, v in r.graph_change.items())
-            lines.append(f"| {r.step} | {fused} | {change or 'unchanged'} | {r.p50_without_ms:.2f} | "
+            name = r.step if r.switched == "off" else f"{r.step} (off in the plan; timed switched on, {r.p50_with_ms:.2f} ms)"
+            lines.append(f"| {name} | {fused} | {change or 'unchanged'} | {r.p50_without_ms:.2f} | "
                          f"{r.saves_ms:+.2f} ms ({r.saves_pct:+.1f}%) | {r.verdict} |")
         t = self.tuned_plan
-        off = ",".join(sorted(t.disabled))
-        lines += ["", "Tuned plan for this machine: " + (f"switch off {off} (`workbench bench {self.model} --disable "
-                                                         f"{off}`)" if off else "the full plan (no step measured harmful)")]
+        off = ",".join(sorted(t.disabled - self.plan.disabled))
+        on = ",".join(sorted(t.opted_in - self.plan.opted_in))
+        advice = [f"switch off {off}" if off else "", f"switch on {on}" if on else ""]
+        cmd = " ".join(x for x in (f"--disable {','.join(sorted(t.disabled))}" if t.disabled else "",
+                                   f"--enable {','.join(sorted(t.opted_in))}" if t.opted_in else "") if x)
+        lines += ["", "Tuned plan for this machine: " + (f"{' and '.join(a for a in advice if a)} (`workbench bench "
+                                                         f"{self.model} {cmd}`)" if off or on else
+                                                         "the plan as it is (no step measured harmful, none left "
+                                                         "off measured helpful)")]
         return "\n".join(lines) + "\n"
 
     def to_frame(self):
@@ -108,7 +129,7 @@ class AblationResult:
                 "noise_pct": self.noise_pct, "unfused_p50_ms": self.unfused_p50_ms, "floor_ms": self.floor_ms,
                 "matmul_bound_ms": self.matmul_bound_ms, "machine": self.machine, "config": self.config,
                 "rows": [dict(r.__dict__) for r in self.rows],
-                "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled)}}
+                "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled), "enabled": sorted(t.opted_in)}}
 
 
 def _noop(stage: str, fraction: float) -> None:
@@ -116,10 +137,19 @@ def _noop(stage: str, fraction: float) -> None:
 
 
 def _op_counts(path) -> dict:
+    """Op type → count; ONNX's standard ``Attention`` apart from the contrib op of the same name."""
     import onnx
 
     from ..graph.summary import histogram
-    return histogram(onnx.load(str(path), load_external_data=False))
+    model = onnx.load(str(path), load_external_data=False)
+    counts = histogram(model)
+    std = sum(1 for n in model.graph.node if n.op_type == "Attention" and n.domain in ("", "ai.onnx"))
+    if std:
+        counts["Attention"] -= std
+        if not counts["Attention"]:
+            del counts["Attention"]
+        counts["Attention (standard)"] = std
+    return counts
 
 
 def _change(full: dict, other: dict) -> dict:
@@ -139,7 +169,9 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
         plan: the full plan (default: engine "auto", every default step on).
         exporter, attention, opset: how the model is exported.
         steps: the steps to leave out one at a time (default: every fusion
-            step that emitted something in the full plan).
+            step that emitted something in the full plan); a step of the
+            engine's chain that the plan leaves off is timed switched on
+            instead, and the tuned plan switches it on where that helps.
 
     Raises:
         BenchmarkError, ConfigError: as :func:`workbench.measure.bench.benchmark`.
@@ -147,6 +179,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     from ..config import ExportConfig
     from ..export import export
     from ..fusion.catalog import BY_NAME, session_optimizers_off
+    from ..fusion.engines import engine_steps
     from ..fusion.timeline import run_fusion
     from ..models import ModelSource, resolve
     from .bench import Variant, benchmark
@@ -167,6 +200,10 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     emitted = {s.step: s.fused_here for s in tl.snapshots[1:]}
     todo = [s for s in (steps or fired) if s in BY_NAME]
     base = FusionPlan(engine=engine, disabled=plan.disabled, opted_in=plan.opted_in)
+    # A step of this engine's chain that the plan leaves off is timed switched on instead.
+    ran = {s.step for s in tl.snapshots[1:]}
+    chain = {es.name for es in engine_steps(engine)} if engine in ("ort", "onnxscript") else set()
+    switch_on = {s for s in todo if s not in ran and s in chain}
     full = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base)
     keep_off = session_optimizers_off(base.disabled)
     variants = [Variant(FULL, full, provider=cfg.provider, disabled_optimizers=keep_off),
@@ -174,11 +211,15 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     full_ops = _op_counts(full)
     change: dict[str, dict] = {}
     for i, step in enumerate(todo):
-        progress(f"fusing without {step}", 0.1 + 0.6 * i / max(1, len(todo)))
-        p = base.with_step(step, False)
+        on = step in switch_on
+        progress(f"fusing {'with' if on else 'without'} {step}", 0.1 + 0.6 * i / max(1, len(todo)))
+        p = base.with_step(step, on)
         path = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=p)
-        change[step] = _change(full_ops, _op_counts(path))
-        variants.append(Variant(f"without {step}", path, provider=cfg.provider,
+        ops = _op_counts(path)
+        change[step] = _change(ops, full_ops) if on else _change(full_ops, ops)
+        if on:
+            emitted[step] = next((sn.fused_here for sn in tl.set_plan(p) if sn.step == step), {})
+        variants.append(Variant(f"{'with' if on else 'without'} {step}", path, provider=cfg.provider,
                                 disabled_optimizers=session_optimizers_off(p.disabled)))
     variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable"))
     progress("measuring", 0.75)
@@ -188,12 +229,14 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     band = max(1.0, 2.0 * noise)
     rows = []
     for step in todo:
-        v = res[f"without {step}"]
-        saves = v.p50_ms - full_p50
+        on = step in switch_on
+        v = res[f"{'with' if on else 'without'} {step}"]
+        without, with_ = (full_p50, v.p50_ms) if on else (v.p50_ms, full_p50)
+        saves = without - with_
         pct = saves / full_p50 * 100.0
         verdict = "helps" if pct > band else "hurts" if pct < -band else "within noise"
-        rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], v.p50_ms, saves, pct, verdict,
-                                (v.parity or {}).get("max_abs_diff")))
+        rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], without, saves, pct, verdict,
+                                (v.parity or {}).get("max_abs_diff"), "on" if on else "off", with_))
     progress("done", 1.0)
     return AblationResult(src.name, engine, rows, full_p50, band, res[UNFUSED].p50_ms, res.floor_ms,
                           res.matmul_bound_ms, res.machine, dict(res.config), plan)
