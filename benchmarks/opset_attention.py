@@ -1,16 +1,20 @@
-"""Opset 18 + fusion against opset 23's standard Attention op, side by side on this machine.
+"""Opset 18 + fusion against opset 23's standard Attention op, kept or mapped to the contrib op, side by side.
 
 Paths compared, all dynamo exports of the same model, timed interleaved in one worker:
 
 - ``opset18-fused``: opset 18, sdpa attention, fused by the timeline (contrib ``Attention``);
 - ``opset23-standard``: opset 23, sdpa attention: the exporter writes ONNX's own ``Attention``;
-  the timeline fuses the rest around it (SkipLayerNormalization, BiasGelu);
-- ``opset23-eager-fused``: opset 23, eager attention, fused by the timeline (contrib ``Attention``):
-  the other way to a contrib kernel at the new opset;
+  the timeline fuses the rest around it (``standard_attention`` off); timed twice, so the gap
+  between the two copies gives the noise band;
+- ``opset23-mha``: opset 23 with the workbench's ``standard_attention`` step, which maps the
+  standard op to ``com.microsoft.MultiHeadAttention``, and onnxscript's ``attention`` step off;
+- ``opset23-mapped``: opset 23 with ``standard_attention`` and onnxscript's ``attention`` step,
+  which packs Q, K and V into one contrib ``Attention`` (the default plan);
+- ``opset23-eager-fused``: opset 23, eager attention, fused by the timeline (contrib ``Attention``);
 - ``opset18-unfused`` and ``opset23-unfused`` as references (optimizations off).
 
-Then a per-operator profile of the two attention paths says where the difference comes from.
-Writes ``benchmarks/results/opset_attention.{md,json}``::
+Then a per-operator profile of the attention paths says where the difference comes from.
+Writes ``benchmarks/results/opset_attention.{md,json}`` (other shapes and providers get a suffix)::
 
     python benchmarks/opset_attention.py [--model bert-base] [--seq 128] [--runs 30] [--threads 2] [--provider cpu|cuda]
 """
@@ -22,26 +26,52 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.config import BenchConfig, ExportConfig
+from workbench.config import BenchConfig, ExportConfig, FusionPlan
 from workbench.export import export
+from workbench.fusion.catalog import session_optimizers_off
 from workbench.graph.summary import attention_kinds
 from workbench.measure.bench import Variant, benchmark
 from workbench.measure.profile import profile_ops
 from workbench.measure.recipes import fuse_bert
 from workbench.models import resolve
+from workbench.ort.machine import machine_line
 from workbench.paths import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PATHS = (("opset18-unfused", 18, "sdpa", False), ("opset18-fused", 18, "sdpa", True),
-         ("opset23-unfused", 23, "sdpa", False), ("opset23-standard", 23, "sdpa", True),
-         ("opset23-eager-fused", 23, "eager", True))
+STD = frozenset({"standard_attention"})
+#: name, opset, attention, plan (None: the export as it is, optimizations off), what runs the attention.
+PATHS = (
+    ("opset18-unfused", 18, "sdpa", None, "Softmax and MatMuls, unfused"),
+    ("opset18-fused", 18, "sdpa", FusionPlan(), "contrib Attention (onnxscript's fusions)"),
+    ("opset23-unfused", 23, "sdpa", None, "ONNX's standard Attention, nothing fused"),
+    ("opset23-standard", 23, "sdpa", FusionPlan(disabled=STD), "ONNX's standard Attention, fused around"),
+    ("opset23-standard-again", 23, "sdpa", FusionPlan(disabled=STD), "the same file again (noise)"),
+    ("opset23-mha", 23, "sdpa", FusionPlan(opted_in=STD, disabled=frozenset({"attention"})),
+     "MultiHeadAttention (standard_attention step, no packing)"),
+    ("opset23-mapped", 23, "sdpa", FusionPlan(opted_in=STD), "contrib Attention (standard_attention step, then "
+                                                             "onnxscript packs Q, K, V)"),
+    ("opset23-eager-fused", 23, "eager", FusionPlan(), "contrib Attention (onnxscript's fusions of eager attention)"),
+)
+CONTENDERS = ("opset18-fused", "opset23-standard", "opset23-mha", "opset23-mapped", "opset23-eager-fused")
+PROFILED = ("opset18-fused", "opset23-standard", "opset23-mha", "opset23-mapped")
 
 
-def _kinds(path) -> str:
+def _graph(path) -> tuple[str, int]:
     import onnx
 
-    k = attention_kinds(onnx.load(str(path), load_external_data=False))
-    return ", ".join(f"{n} {kind}" for kind, n in k.items() if n) or "none"
+    m = onnx.load(str(path), load_external_data=False)
+    k = attention_kinds(m)
+    return ", ".join(f"{n} {kind}" for kind, n in k.items() if n) or "none", len(m.graph.node)
+
+
+def _why(prof: dict, winner: str, other: str) -> str:
+    """One line: the kernel time of ``other`` against the winner's, and the op types that differ most."""
+    a, b = prof[winner], prof[other]
+    diffs = sorted(((b.get(o, 0.0) - a.get(o, 0.0), o) for o in set(a) | set(b)), key=lambda x: -abs(x[0]))
+    parts = [f"{o} {d / 1000:+.2f} ms" for d, o in diffs[:4] if abs(d) >= 20]
+    return (f"{other}: {sum(b.values()) / 1000:.2f} ms of kernels per run against {sum(a.values()) / 1000:.2f} ms "
+            f"for {winner}" + (f"; largest differences ({other} minus {winner}): {', '.join(parts)}" if parts else "")
+            + ".")
 
 
 def main(argv=None) -> int:
@@ -59,43 +89,59 @@ def main(argv=None) -> int:
     def say(msg):
         print(f"[{time.perf_counter() - t0:5.0f} s] {msg}", file=sys.stderr, flush=True)
 
-    variants, attention = [], {}
-    for name, opset, att, fused in PATHS:
+    variants, graphs, what = [], {}, {}
+    for name, opset, att, plan, desc in PATHS:
         say(f"export + fuse {name}")
         exp = export(src, ExportConfig(exporter="dynamo", attention=att, opset=opset))
-        path = fuse_bert(exp.path, num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0) if fused else exp.path
-        attention[name] = _kinds(path)
-        variants.append(Variant(name, path, provider=args.provider, level="all" if fused else "disable"))
+        path = exp.path if plan is None else fuse_bert(exp.path, num_heads=src.num_heads or 0,
+                                                       hidden_size=src.hidden_size or 0, plan=plan)
+        graphs[name], what[name] = _graph(path), desc
+        variants.append(Variant(name, path, provider=args.provider, level="disable" if plan is None else "all",
+                                disabled_optimizers=session_optimizers_off(plan.disabled) if plan else ()))
     cfg = BenchConfig(seq=args.seq, threads=args.threads, runs=args.runs, warmup=5)
     say("timing, interleaved")
     res = benchmark(variants, cfg, floor=False)
     ref = res["opset18-fused"].p50_ms
+    a, b = res["opset23-standard"].p50_ms, res["opset23-standard-again"].p50_ms
+    noise = max(1.0, 2.0 * abs(a - b) / a * 100.0)
     measured = time.strftime("%Y-%m-%d %H:%M")
     m = res.machine
-    lines = [f"# Opset 18 + fusion vs opset 23's standard Attention ({args.model}, {measured})", "",
-             f"{m.get('cpu')}, {args.threads} threads, provider {args.provider}, batch 1, sequence {args.seq}, "
-             f"{args.runs} runs each, interleaved, spinning off.", "",
-             "| path | attention nodes | p50 ms | p90 ms | vs opset18-fused | cosine vs first |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [f"# Opset 18 + fusion vs opset 23's standard Attention, kept or mapped ({args.model}, {measured})", "",
+             f"Measured on: {machine_line(m)}.", "",
+             f"Provider {args.provider}, batch 1, sequence {args.seq}, {args.threads} threads, {args.runs} runs each, "
+             f"interleaved in one worker, spinning off. Noise band ±{noise:.1f}% (twice the gap between the two copies "
+             f"of opset23-standard, at least 1%).", "",
+             "| path | what runs the attention | attention nodes | nodes | p50 ms | p90 ms | vs opset18-fused | "
+             "cosine vs first |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for v in res.variants:
         cos = f"{v.parity['cosine']:.6f}" if v.parity else "reference"
-        lines.append(f"| {v.name} | {attention[v.name]} | {v.p50_ms:.2f} | {v.p90_ms:.2f} | "
+        kinds, nodes = graphs[v.name]
+        lines.append(f"| {v.name} | {what[v.name]} | {kinds} | {nodes} | {v.p50_ms:.2f} | {v.p90_ms:.2f} | "
                      f"{ref / v.p50_ms:.2f}x | {cos} |")
-    say("profiling the two attention paths")
+    say("profiling the attention paths")
     prof = {}
-    for name in ("opset18-fused", "opset23-standard"):
+    for name in PROFILED:
         v = next(x for x in variants if x.name == name)
         p = profile_ops(v.model, BenchConfig(seq=args.seq, threads=args.threads, runs=10, warmup=3),
-                        provider=args.provider, name=name)
+                        provider=args.provider, name=name, disabled_optimizers=v.disabled_optimizers)
         prof[name] = p.op_type_totals()
-    ops = sorted(set(prof["opset18-fused"]) | set(prof["opset23-standard"]),
-                 key=lambda o: -(prof["opset18-fused"].get(o, 0) + prof["opset23-standard"].get(o, 0)))[:10]
+    ops = sorted(set().union(*prof.values()), key=lambda o: -sum(p.get(o, 0) for p in prof.values()))[:12]
     lines += ["", "Where the time goes (µs per run, ONNX Runtime's profiler, top op types):", "",
-              "| op type | opset18-fused | opset23-standard |", "|---|---:|---:|"]
+              "| op type | " + " | ".join(PROFILED) + " |", "|---|" + "---:|" * len(PROFILED)]
     for o in ops:
-        lines.append(f"| {o} | {prof['opset18-fused'].get(o, 0):.0f} | {prof['opset23-standard'].get(o, 0):.0f} |")
-    winner = min(("opset18-fused", "opset23-standard", "opset23-eager-fused"), key=lambda n: res[n].p50_ms)
-    lines += ["", f"Fastest here: **{winner}**."]
+        lines.append(f"| {o} | " + " | ".join(f"{prof[n].get(o, 0):.0f}" for n in PROFILED) + " |")
+    lines.append("| **all kernels** | " + " | ".join(f"**{sum(prof[n].values()):.0f}**" for n in PROFILED) + " |")
+    winner = min(CONTENDERS, key=lambda n: res[n].p50_ms)
+    second = min((n for n in CONTENDERS if n != winner), key=lambda n: res[n].p50_ms)
+    gap = (res[second].p50_ms / res[winner].p50_ms - 1) * 100.0
+    verdict = "beyond" if gap > noise else "within"
+    mapped_gain = (res["opset23-standard"].p50_ms / res["opset23-mapped"].p50_ms - 1) * 100.0
+    lines += ["", f"Fastest here: **{winner}**, {gap:.1f}% ahead of {second} ({verdict} the ±{noise:.1f}% noise band). "
+              f"Mapping the standard op to the contrib kernel (opset23-mapped against opset23-standard): "
+              f"{mapped_gain:+.1f}%.", ""]
+    for other in PROFILED:
+        if other != winner and winner in prof:
+            lines.append(f"- {_why(prof, winner, other)}")
     md = "\n".join(lines) + "\n"
     print(md)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -103,7 +149,11 @@ def main(argv=None) -> int:
         f"-{args.model}-s{args.seq}-{args.provider}"
     atomic_write_text(args.out / f"opset_attention{suffix}.md", md)
     atomic_write_text(args.out / f"opset_attention{suffix}.json", json.dumps(
-        {"measured": measured, "machine": m, "attention": attention, "profile_us": prof,
+        {"measured": measured, "machine": m, "config": {"seq": args.seq, "threads": args.threads, "runs": args.runs,
+                                                        "provider": args.provider, "model": args.model},
+         "noise_pct": noise, "winner": winner, "paths": {n: {"what": what[n], "attention": graphs[n][0],
+                                                             "nodes": graphs[n][1]} for n in graphs},
+         "profile_us": prof,
          "variants": [v.to_dict() if hasattr(v, "to_dict") else v.__dict__ for v in res.variants]},
         indent=1, default=str) + "\n")
     return 0

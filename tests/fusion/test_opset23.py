@@ -80,3 +80,6 @@ def test_matrix_has_opset_23_cells_with_the_exporters_attention():
     (row,) = rows
     assert row["opset"] == 23 and row["error"] is None
     assert row["exporter_attention"] == 2 and row["auto"]["attention_nodes"] == 2
+    # on their own, both engines keep the exporter's op; the workbench's standard_attention step maps it
+    assert row["onnxscript"]["attention_kinds"]["standard"] == 2 and row["ort"]["attention_kinds"]["standard"] == 2
+    assert row["workbench_rule_standard"] == 2 and row["auto"]["attention_kinds"]["contrib"] == 2

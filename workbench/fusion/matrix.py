@@ -19,6 +19,14 @@ MATRIX_OPS = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "Bias
 MATRIX_OPSETS = (14, 17, 18, 23)
 
 
+#: The workbench's own rules (step, op it emits), which run inside the engines' chains.
+OWN_RULES = (("sdpa_attention", "Attention"), ("standard_attention", "MultiHeadAttention"))
+
+
+def _fired(snaps, step: str, op: str) -> int:
+    return sum(sn.fused_here.get(op, 0) for sn in snaps if sn.step == step)
+
+
 def _counts(snap) -> dict:
     from ..graph.summary import attention_kinds
 
@@ -41,10 +49,15 @@ def exporter_matrix(source, opsets: Iterable[int] = MATRIX_OPSETS, *, exporters:
 
     Returns:
         One dict per cell: exporter, attention, opset, nodes, ``ort`` (ONNX
-        Runtime's optimizer on its own) and ``onnxscript`` (fused counts, node
-        count), ``auto`` (what the workbench ends with), ``best`` engine,
-        ``workbench_rule_attention`` (Attention nodes from the workbench's own
-        sdpa rule), and ``error`` (one line) when the export itself failed.
+        Runtime's optimizer on its own) and ``onnxscript`` (onnxscript's rules
+        on their own: fused counts, node count), ``auto`` (what the workbench
+        ends with, its own rules included), ``best`` engine,
+        ``exporter_attention`` (standard ``Attention`` nodes the exporter
+        wrote), ``workbench_rule_attention`` (Attention nodes from the
+        workbench's own sdpa rule), ``workbench_rule_standard``
+        (MultiHeadAttention nodes the ``standard_attention`` step made from the
+        standard op in the chain auto kept), and ``error`` (one line) when the
+        export itself failed.
     """
     from ..export import export
     from ..models import ModelSource, resolve
@@ -74,14 +87,16 @@ def exporter_matrix(source, opsets: Iterable[int] = MATRIX_OPSETS, *, exporters:
             row[eng] = _counts(snaps[-1])
         row["best"] = tl.engine_used
         row["auto"] = _counts(tl.snapshots[-1])
-        # The "ort" chain includes the workbench's own sdpa rule. Where that rule fired, run ORT
-        # without it too, so the table says what ONNX Runtime's optimizer does on its own.
-        ours = sum(sn.fused_here.get("Attention", 0) for sn in tl.runs.get("ort", []) if sn.step == "sdpa_attention")
-        row["workbench_rule_attention"] = ours
-        if ours:
-            alone = Timeline(res.path, FusionPlan(engine="ort", disabled=frozenset({"sdpa_attention"})),
-                             num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
-            row["ort"] = _counts(alone.run()[-1])
+        chosen = tl.runs.get(tl.engine_used, [])
+        row["workbench_rule_attention"] = _fired(tl.runs.get("ort", []), "sdpa_attention", "Attention")
+        row["workbench_rule_standard"] = _fired(chosen, "standard_attention", "MultiHeadAttention")
+        # Both chains include workbench rules. Where one fired, run that engine without them too, so
+        # the table says what ONNX Runtime's optimizer or onnxscript's rules do on their own.
+        for eng, snaps in tl.runs.items():
+            if any(_fired(snaps, step, op) for step, op in OWN_RULES):
+                alone = Timeline(res.path, FusionPlan(engine=eng, disabled=frozenset(s for s, _ in OWN_RULES)),
+                                 num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
+                row[eng] = _counts(alone.run()[-1])
         rows.append(row)
     if progress:
         progress("done", 1.0)
