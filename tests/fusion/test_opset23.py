@@ -83,3 +83,17 @@ def test_matrix_has_opset_23_cells_with_the_exporters_attention():
     # on their own, both engines keep the exporter's op; the workbench's standard_attention step maps it
     assert row["onnxscript"]["attention_kinds"]["standard"] == 2 and row["ort"]["attention_kinds"]["standard"] == 2
     assert row["workbench_rule_standard"] == 2 and row["auto"]["attention_kinds"]["contrib"] == 2
+
+
+def test_an_onnxruntime_too_old_for_opset_23_says_so_in_one_line(tiny_export, monkeypatch, capsys):
+    from workbench import modelio
+    from workbench.cli import main
+
+    tiny_export("dynamo", "sdpa", 23)  # exported while the real runtime answers; an older one must refuse to run it
+    real = modelio.runtime_limits()
+    assert real["max_opset"] >= 23  # the installed onnxruntime runs opset 23 itself
+    monkeypatch.setattr(modelio, "runtime_limits", lambda: {**real, "max_opset": 22, "version": "1.20.1"})
+    rc = main(["fuse", "bert-tiny", "--exporter", "dynamo", "--attention", "sdpa", "--opset", "23"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "uses ai.onnx opset 23, but the installed onnxruntime 1.20.1 supports at most opset 22" in err
