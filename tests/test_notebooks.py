@@ -49,4 +49,6 @@ def test_notebook_runs_start_to_finish(name, tmp_path, monkeypatch):
         # the matrix is filled: the sdpa cell is fused by the workbench's own rule, ORT alone fuses 0 there
         assert "workbench sdpa rule" in joined
         assert "could not produce opset 14" in joined
+        # the opset-23 section: the standard op mapped by our step, parity kept, the three paths timed
+        assert "standard_attention" in joined and "ok=True" in joined and "Fastest here:" in joined
     print(f"{name}: {elapsed:.1f} s")
