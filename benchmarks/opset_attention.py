@@ -109,8 +109,8 @@ def main(argv=None) -> int:
     lines = [f"# Opset 18 + fusion vs opset 23's standard Attention, kept or mapped ({args.model}, {measured})", "",
              f"Measured on: {machine_line(m)}.", "",
              f"Provider {args.provider}, batch 1, sequence {args.seq}, {args.threads} threads, {args.runs} runs each, "
-             f"interleaved in one worker, spinning off. Noise band ±{noise:.1f}% (twice the gap between the two copies "
-             f"of opset23-standard, at least 1%).", "",
+             f"interleaved in one worker, spinning off. Noise band ±{noise:.1f}% (twice the gap between the two "
+             f"copies of opset23-standard, at least 1%).", "",
              "| path | what runs the attention | attention nodes | nodes | p50 ms | p90 ms | vs opset18-fused | "
              "cosine vs first |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for v in res.variants:
@@ -136,8 +136,8 @@ def main(argv=None) -> int:
     gap = (res[second].p50_ms / res[winner].p50_ms - 1) * 100.0
     verdict = "beyond" if gap > noise else "within"
     mapped_gain = (res["opset23-standard"].p50_ms / res["opset23-mapped"].p50_ms - 1) * 100.0
-    lines += ["", f"Fastest here: **{winner}**, {gap:.1f}% ahead of {second} ({verdict} the ±{noise:.1f}% noise band). "
-              f"Mapping the standard op to the contrib kernel (opset23-mapped against opset23-standard): "
+    lines += ["", f"Fastest here: **{winner}**, {gap:.1f}% ahead of {second} ({verdict} the ±{noise:.1f}% noise "
+              f"band). Mapping the standard op to the contrib kernel (opset23-mapped against opset23-standard): "
               f"{mapped_gain:+.1f}%.", ""]
     for other in PROFILED:
         if other != winner and winner in prof:

@@ -41,7 +41,8 @@ def _graph(mask_shape=("B", 1, "S", "S"), mask_type=T.BOOL, attrs=None, past=Fal
         if three_d:
             heads_in.append(f"{name}_bsh")
         else:
-            nodes += [h.make_node("Reshape", [f"{name}_bsh", "split"], [f"{name}_bsnd"], name=f"/layer.0/{name}/Reshape"),
+            nodes += [h.make_node("Reshape", [f"{name}_bsh", "split"], [f"{name}_bsnd"],
+                                  name=f"/layer.0/{name}/Reshape"),
                       h.make_node("Transpose", [f"{name}_bsnd"], [f"{name}_bnsd"], perm=[0, 2, 1, 3],
                                   name=f"/layer.0/{name}/Transpose")]
             heads_in.append(f"{name}_bnsd")

@@ -104,7 +104,8 @@ class AblationResult:
         for r in self.rows:
             fused = ", ".join(f"{k} {v}" for k, v in sorted(r.fused_here.items()))
             change = ", ".join(f"{k} {v:+d}" for k, v in r.graph_change.items())
-            name = r.step if r.switched == "off" else f"{r.step} (off in the plan; timed switched on, {r.p50_with_ms:.2f} ms)"
+            name = (r.step if r.switched == "off" else
+                    f"{r.step} (off in the plan; timed switched on, {r.p50_with_ms:.2f} ms)")
             lines.append(f"| {name} | {fused} | {change or 'unchanged'} | {r.p50_without_ms:.2f} | "
                          f"{r.saves_ms:+.2f} ms ({r.saves_pct:+.1f}%) | {r.verdict} |")
         t = self.tuned_plan

@@ -68,6 +68,13 @@ def _is(dim, n: int) -> bool:
 class _Common:
     """Checks shared by the 4-D and 3-D rules: attributes, extra inputs and outputs, the mask."""
 
+    def setup(self):
+        # One Where per mask for the whole graph: every layer reads the same bias.
+        self._bias_cache: dict = {}
+
+    def cleanup(self):
+        self._bias_cache = {}
+
     def _check_node(self, node: ir.Node) -> str | None:
         extra = [v for v in node.inputs[4:] if v is not None]
         if extra:
@@ -88,7 +95,8 @@ class _Common:
             return f"softmax_precision={ir.DataType(prec).name}: MultiHeadAttention computes the softmax in float"
         dtype = node.inputs[0].dtype
         if dtype not in _FLOATS:
-            return f"the query is {dtype.name if dtype else 'of unknown type'}; MultiHeadAttention takes float32 or float16"
+            what = dtype.name if dtype else "of unknown type"
+            return f"the query is {what}; MultiHeadAttention takes float32 or float16"
         return None
 
     def _check_mask(self, mask: ir.Value | None, dtype, batch, heads: int, seq, kv_seq) -> str | None:
@@ -163,12 +171,6 @@ class StandardAttentionFusion(_Common, pattern.RewriteRuleClassBase):
         # more go in the unused-node pass after the rewrite.
         super().__init__(name, remove_nodes=False)
 
-    def setup(self):
-        self._bias_cache: dict = {}
-
-    def cleanup(self):
-        self._bias_cache = {}
-
     def pattern(self, op, q_bsh, k_bsh, v_bsh, shape_q, shape_k, shape_v, shape_out):
         def split(x, shape, name):
             return op.Transpose(op.Reshape(x, shape, _outputs=[f"{name}_bsnd"]), perm=_PERM, _outputs=[f"{name}_bnsd"])
@@ -232,12 +234,6 @@ class StandardAttention3DFusion(_Common, pattern.RewriteRuleClassBase):
 
     def __init__(self, name: str = "workbench_standard_attention_3d"):
         super().__init__(name, remove_nodes=False)
-
-    def setup(self):
-        self._bias_cache: dict = {}
-
-    def cleanup(self):
-        self._bias_cache = {}
 
     def pattern(self, op, q, k, v):
         return op.Attention(q, k, v, pattern.Var("mask", can_match_none=True), _allow_other_inputs=True,
