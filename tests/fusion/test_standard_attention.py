@@ -71,6 +71,19 @@ def _graph(mask_shape=("B", 1, "S", "S"), mask_type=T.BOOL, attrs=None, past=Fal
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
+def _two_layers(second_mask=("S", "S")) -> onnx.ModelProto:
+    """Two blocks: the first as the exporter writes it, the second with its own mask of ``second_mask``."""
+    from onnx import compose
+
+    second = _graph(mask_shape=second_mask)
+    for n in second.graph.node:
+        n.name = n.name.replace("/layer.0/", "/layer.1/")
+    second = compose.add_prefix(second, "l1_")
+    merged = compose.merge_models(_graph(), second, io_map=[("y", "l1_x")])
+    del merged.graph.value_info[:]
+    return onnx.shape_inference.infer_shapes(merged, strict_mode=True)
+
+
 def _map(proto: onnx.ModelProto) -> tuple[int, onnx.ModelProto, list[str]]:
     m = ir.serde.deserialize_model(proto)
     n = fuse_standard_attention(m)
@@ -156,6 +169,20 @@ def test_an_unsupported_mask_is_named_in_the_timeline_diagnostic(engine):
     assert not snap.fused_here.get("MultiHeadAttention")
     assert "the mask has shape [B, 1, 1, S]" in snap.diagnostic and "workbench rule" in snap.diagnostic
     assert attention_kinds(tl.final.skeleton)["standard"] == 1
+
+
+def test_a_partly_mapped_graph_says_which_node_stayed_and_why():
+    proto = _two_layers()
+    n, mapped, _ = _map(proto)
+    assert n == 1 and _ops(mapped)[("", "Attention")] == 1
+    # a 2-D [S, L] mask: ONNX Runtime runs it (broadcast over batch and heads); MultiHeadAttention cannot take it
+    feeds = {**_feeds(proto), "l1_mask": (np.random.default_rng(1).random((7, 7)) < 0.7) | np.eye(7, dtype=bool)}
+    np.testing.assert_allclose(_run(mapped, feeds)[0], _run(proto, feeds)[0], atol=1e-5, rtol=1e-4)
+    tl = Timeline(proto, FusionPlan(engine="onnxscript"), num_heads=N, hidden_size=H, num_layers=2)
+    snap = next(s for s in tl.run() if s.step == "standard_attention")
+    assert snap.fused_here.get("MultiHeadAttention") == 1
+    assert snap.diagnostic.startswith("mapped 1 of 2 standard Attention nodes to MultiHeadAttention; 1 stay")
+    assert "the mask has shape [S, S]" in snap.diagnostic
 
 
 def test_nothing_to_map_without_the_standard_op(tiny_export):

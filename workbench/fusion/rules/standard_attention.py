@@ -26,6 +26,9 @@ timeline shows under "why not fused"):
 * a mask that is bool or of the query's float type, 4-D
   ``[B or 1, 1 or N, S, L]`` (MultiHeadAttention's ``attention_bias``
   shape), or no mask. A bool mask becomes ``Where(mask, 0, lowest)``.
+  (ONNX Runtime 1.31's own kernel for the standard op refuses a mask that
+  broadcasts over the query axis, ``[B, 1, 1, L]``, at run time; a 2-D
+  ``[S, L]`` mask it runs, and this rule leaves to it.)
 
 A query row whose every key is masked gives zeros from the standard op and
 the mean of V from MultiHeadAttention; such rows carry no token (a padded
