@@ -156,25 +156,27 @@ def test_two_nodes_measure_one_point_at_a_time_each():
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
 
 
-@pytest.mark.parametrize("retries", [2, 0])
-def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch, retries):
-    """Kill the second node once a measurement runs on it: that row is retried on the head node
-    (``retries=2``) or comes back as an error row (``retries=0``); every other row comes back, and the
-    output file resumes."""
+def _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, *, head_measures=True, **kw):
+    """A sweep on a two-node Cluster whose second node is killed once a measurement runs on it.
+
+    The measurement announces itself through :data:`TRACE_ENV` (a file per start), so the kill lands
+    mid-measurement however slow the machine is. Returns the result, the killed point's key and the
+    kill time, both node ids and the trace folder.
+    """
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    trace, out = tmp_path / "trace", tmp_path / "out.json"
+    trace = tmp_path / "trace"
     monkeypatch.setenv(TRACE_ENV, str(trace))  # before the nodes start, so their workers inherit it
-    spec = {**SPEC, "seq": [8, 16, 24]}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {MEASURE_RESOURCE: 1}})
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {MEASURE_RESOURCE: 1} if head_measures else {}})
     victim_node = cluster.add_node(num_cpus=1, resources={MEASURE_RESOURCE: 1})
-    head_id, victim_id = cluster.head_node.node_id, victim_node.node_id
+    ids = {"head": cluster.head_node.node_id, "victim": victim_node.node_id}
     killed, stop = {}, threading.Event()
 
-    def kill_once_measuring():  # the first measurement on the second node is under way: kill the node
+    def kill_once_measuring():
         while not stop.wait(0.05):
-            started = sorted(trace.glob(f"*.{victim_id}.*.start")) if trace.is_dir() else []
+            started = sorted(trace.glob(f"*.{ids['victim']}.*.start")) if trace.is_dir() else []
             if started:
                 killed["key"] = started[0].name.split(".")[0]
                 cluster.remove_node(victim_node, allow_graceful=False)
@@ -185,13 +187,24 @@ def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch,
     killer.start()
     try:
         ray.init(address=cluster.address, log_to_driver=False)
-        res = run_sweep(spec, "ray", out=out, retries=retries)
+        res = run_sweep(spec, "ray", **kw)
     finally:
         stop.set()
         killer.join(60)
         ray.shutdown()
         cluster.shutdown()
     assert "key" in killed, "no measurement started on the second node"
+    return res, killed, ids, trace
+
+
+@pytest.mark.parametrize("retries", [2, 0])
+def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch, retries):
+    """Kill the second node once a measurement runs on it: that row is retried on the head node
+    (``retries=2``) or comes back as an error row (``retries=0``); every other row comes back, and the
+    output file resumes."""
+    out, spec = tmp_path / "out.json", {**SPEC, "seq": [8, 16, 24]}
+    res, killed, ids, trace = _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, out=out, retries=retries)
+    head_id, victim_id = ids["head"], ids["victim"]
     rows = {r["key"]: r for r in res["rows"]}
     assert sorted(rows) == sorted(config_key(c) for c in expand(spec)) and len(res["rows"]) == 6
     lost = rows[killed["key"]]
@@ -203,7 +216,7 @@ def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch,
     if retries:
         # Retried, once, on the node still alive.
         assert lost["error"] is None and lost["node"] == head_id and lost["p50_ms"] > 0
-        assert sorted(attempts) == sorted([head_id, victim_id])
+        assert attempts == sorted([head_id, victim_id])
     else:
         assert lost["p50_ms"] is None and ("died" in lost["error"] or "dead" in lost["error"]), lost["error"]
         assert attempts == [victim_id]  # not retried
@@ -215,3 +228,16 @@ def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch,
     remeasured = {r["key"] for r in again["rows"]} - {r["key"] for r in again["rows"] if r["started"] in
                                                         {o["started"] for o in res["rows"]}}
     assert remeasured == (set() if retries else {killed["key"]})
+
+
+def test_losing_the_last_measuring_node_ends_the_sweep_with_error_rows(tmp_path, monkeypatch):
+    """Only the second node measures, and it dies: the sweep reports what it could not measure and
+    returns, instead of waiting for ever for a node that could hold the measurement."""
+    from workbench.measure import fleet
+
+    monkeypatch.setattr(fleet, "NO_NODE_GRACE_S", 3.0)
+    spec = {**SPEC, "seq": [8]}
+    res, killed, _, _ = _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, head_measures=False)
+    assert len(res["rows"]) == 2 and not res["cancelled"]
+    assert all(r["p50_ms"] is None and "no node with the workbench_measure resource" in r["error"]
+               for r in res["rows"]), [r["error"] for r in res["rows"]]

@@ -18,6 +18,9 @@ def register(sub) -> None:
                    help="Ray cluster address (or 'auto'); without it --executor ray starts a local Ray and stops it")
     p.add_argument("-o", "--out", default=None,
                    help="JSON result, rewritten after every row; an existing one is resumed (its rows are kept)")
+    p.add_argument("--retries", type=int, default=2,
+                   help="Ray: times a measurement runs again when its worker or node dies (0: report the row "
+                        "as failed; default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object: rows, nodes, tuned_plans")
     p.set_defaults(func=run)
 
@@ -31,7 +34,7 @@ def run(args) -> int:
     total = len(expand(args.spec))
     bar = tqdm(total=total, desc="sweep", unit="point", file=sys.stderr, disable=not sys.stderr.isatty())
     try:
-        res = run_sweep(args.spec, args.executor, address=args.address, out=args.out,
+        res = run_sweep(args.spec, args.executor, address=args.address, out=args.out, retries=args.retries,
                         progress=lambda row, n, t: bar.update(1))
     finally:
         bar.close()

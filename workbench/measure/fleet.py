@@ -52,6 +52,9 @@ BUILD_KEYS = ("model", "exporter", "attention", "opset", "engine", "disable", "p
 TRACE_ENV = "WORKBENCH_SWEEP_TRACE"
 #: Retries of a build task lost with its node (a build is deterministic, so retrying is always safe).
 BUILD_RETRIES = 3
+#: Seconds a Ray sweep waits for a measuring node when none is left (all died) before it reports the
+#: points still to measure as error rows instead of waiting for ever.
+NO_NODE_GRACE_S = 60.0
 
 
 def load_spec(spec: dict | str | os.PathLike) -> dict:
@@ -317,15 +320,27 @@ def _ray(todo: list[dict], done: Done, cancelled: Cancelled, address: str | None
                         done(_error_row(cfg, e))
         # 2. Measurements, each holding a node's measuring resource; as many in flight as there are slots.
         queue = [cfg for cfg in todo if model_key(cfg) in models]
-        dropped = False
+        dropped, no_node_since = False, None
         while queue or pending:
             if queue and cancelled():
                 queue.clear()
                 dropped = True
-            if queue and len(pending) < max(1, _measuring_slots(ray)):
+            slots = _measuring_slots(ray)
+            if queue and len(pending) < max(1, slots):
                 cfg = queue.pop(0)
                 pending[measure_task.remote(models[model_key(cfg)], cfg)] = cfg
                 continue
+            no_node_since = None if slots else (no_node_since or time.monotonic())
+            if no_node_since and time.monotonic() - no_node_since > NO_NODE_GRACE_S:
+                lost = ConfigError(f"no node with the {MEASURE_RESOURCE} resource left in the cluster "
+                                   f"for {NO_NODE_GRACE_S:g} s")
+                for ref, cfg in list(pending.items()):
+                    ray.cancel(ref, force=False)
+                    done(_error_row(cfg, lost))
+                for cfg in queue:
+                    done(_error_row(cfg, lost))
+                pending, queue = {}, []
+                break
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
             for ref in ready:
                 cfg = pending.pop(ref)
