@@ -5,7 +5,9 @@ switched off (and ONNX Runtime's own session transformer for it switched off
 too, so the session does not quietly redo it), and all of them are timed
 interleaved in one worker with the full plan twice: the two copies of the full
 plan measure the noise, so a step is only called helpful or harmful when its
-effect is larger than that. A step asked for by name that the plan leaves off
+effect is larger than that. Effects are ratios within each interleaved round
+(the median over rounds), so load that comes and goes on a shared machine
+does not decide them. A step asked for by name that the plan leaves off
 is measured the other way round, switched on, and the tuned plan switches it
 on where that helps beyond the noise.
 
@@ -38,8 +40,11 @@ class AblationRow:
             ``Attention`` counts as "Attention (standard)", apart from the
             contrib op.
         p50_without_ms: p50 of the plan without this step.
-        saves_ms: ``p50_without - p50_with``: positive when the step helps.
-        saves_pct: the same in percent of the full plan's p50.
+        saves_ms: what the step saves, in ms of the full plan's p50: positive
+            when the step helps.
+        saves_pct: the same in percent: the median over the interleaved
+            rounds of (time without / time with) - 1, which load that comes
+            and goes does not move (a difference of p50s it does).
         verdict: "helps", "hurts" or "within noise".
         switched: "off" when the row leaves out a step of the plan (the
             full plan is the "with" side), "on" when it switches on a step
@@ -97,8 +102,8 @@ class AblationResult:
                  + (f", session.dynamic_block_base {c['dynamic_block_base']}" if c.get("dynamic_block_base") else "")
                  + f". Full plan p50 {self.full_p50_ms:.2f} ms (unfused {self.unfused_p50_ms or 0:.2f} ms; hardware "
                  f"floor {self.floor_ms or 0:.2f} ms; MatMuls alone with weights from memory "
-                 f"{self.matmul_bound_ms or 0:.2f} ms). Noise band ±{self.noise_pct:.1f}% (twice the gap between "
-                 f"two copies of the full plan, at least 1%).", "",
+                 f"{self.matmul_bound_ms or 0:.2f} ms). Noise band ±{self.noise_pct:.1f}% (twice the round-by-round "
+                 f"gap between two copies of the full plan, at least 1%; savings are round-by-round ratios).", "",
                  "| step left out | what it fuses | the graph without it | p50 without it (ms) | the step saves | verdict |",
                  "|---|---|---|---|---|---|"]
         for r in self.rows:
@@ -151,6 +156,21 @@ def _op_counts(path) -> dict:
             del counts["Attention"]
         counts["Attention (standard)"] = std
     return counts
+
+
+def _round_by_round(slower, faster) -> float:
+    """How many times slower ``slower`` ran than ``faster``: the median of the ratios within each round.
+
+    Variants run round robin, so run i of each falls in the same round. Load that comes and goes on a
+    shared machine (measured here: rounds twice as slow as their neighbours) moves p50s apart by more
+    than the effect of one step; a ratio within a round it barely moves.
+    """
+    import statistics
+
+    pairs = [a / b for a, b in zip(slower.samples_ms, faster.samples_ms) if a and b]
+    if not pairs:
+        return slower.p50_ms / faster.p50_ms
+    return statistics.median(pairs)
 
 
 def _change(full: dict, other: dict) -> dict:
@@ -226,15 +246,15 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     progress("measuring", 0.75)
     res = benchmark(variants, cfg, timeout=timeout)
     full_p50 = res[FULL].p50_ms
-    noise = abs(res[AGAIN].p50_ms - full_p50) / full_p50 * 100.0
+    noise = abs(_round_by_round(res[AGAIN], res[FULL]) - 1.0) * 100.0
     band = max(1.0, 2.0 * noise)
     rows = []
     for step in todo:
         on = step in switch_on
         v = res[f"{'with' if on else 'without'} {step}"]
         without, with_ = (full_p50, v.p50_ms) if on else (v.p50_ms, full_p50)
-        saves = without - with_
-        pct = saves / full_p50 * 100.0
+        pct = (_round_by_round(res[FULL], v) if on else _round_by_round(v, res[FULL])) * 100.0 - 100.0
+        saves = full_p50 * pct / 100.0
         verdict = "helps" if pct > band else "hurts" if pct < -band else "within noise"
         rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], without, saves, pct, verdict,
                                 (v.parity or {}).get("max_abs_diff"), "on" if on else "off", with_))
