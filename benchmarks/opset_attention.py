@@ -177,6 +177,15 @@ def main(argv=None) -> int:
     lines += ["", f"Fastest here (round by round): **{winner}**, {gap:.1f}% ahead of {second} ({verdict} the "
               f"±{noise:.1f}% noise band). Mapping the standard op to the contrib kernel (opset23-mapped against "
               f"opset23-standard, round by round): {mapped_gain:+.1f}%.", ""]
+    faster = [n for n in ("opset18-unfused", "opset23-unfused") if _paired(res, winner, n) > 1.0 + noise / 100.0]
+    for n in faster:
+        pct = (_paired(res, winner, n) - 1) * 100
+        lines.append(f"Note: {n} (the export as it is, optimizations off) ran {pct:.1f}% faster than {winner}, "
+                     f"beyond the noise: here the fusions around the attention, or the "
+                     f"session's own level-all optimizations, cost more than they save (`workbench ablate` says "
+                     f"which step).")
+    if faster:
+        lines.append("")
     base = max(PROFILED, key=lambda n: speed[n])  # the fastest of the profiled paths explains the others
     for other in PROFILED:
         if other != base:
