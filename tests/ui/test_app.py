@@ -91,7 +91,7 @@ def test_step_slider_view_switch_and_clicks(app):
     items2 = list(app.fig_after.data[1].customdata)
     assert "group:layer 1" not in items2 and len(items2) > len(items) - 1
     app.w_view.value = "layer"
-    lay = app._layout(app.state.step)
+    lay = app.state.pair.after.layout
     att = lay.ids[lay.ops.index("Attention")]
     app.click(att, "after")
     # selecting the fused node rings what it replaced in the "before" pane
@@ -217,12 +217,12 @@ def test_check_parity_turns_every_badge_green(app):
 
 def test_constants_are_hidden_by_default_and_can_be_shown(app):
     app.select_step(1)
-    ops_hidden = list(app._layout(0).ops)
+    ops_hidden = list(app.state.pair.before.layout.ops)
     assert "Constant" not in ops_hidden
     app.w_constants.value = True
-    assert "Constant" in list(app._layout(0).ops)
+    assert app.state.constants and "Constant" in list(app.state.pair.before.layout.ops)
     app.w_constants.value = False
-    assert "Constant" not in list(app._layout(0).ops)
+    assert "Constant" not in list(app.state.pair.before.layout.ops)
 
 
 def test_default_off_steps_show_as_off(app):
@@ -311,7 +311,7 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
         w.toggle("attention", True)
         w.wait(300)
         w._stop_threads(timeout=30)  # what the kernel's exit does: no thread left inside ONNX Runtime
-        assert w._parity_thread is None or not w._parity_thread.is_alive()
+        assert not w.controller.runner.running("parity")
         assert not w.timeline.warming
     finally:
         w.close()
@@ -323,7 +323,7 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
     assert app.fig_after.layout.width == app.state.pane_width and app.fig_after.layout.autosize is False
     assert app.w_after.layout.width == f"{app.state.pane_width + 4}px"
     # every drawn label ends before the next node of its row
-    fig, lay = app.fig_before, app._layout(app._pair()[0])
+    fig, lay = app.fig_before, app.state.pair.before.layout
     xr, width = fig.layout.xaxis.range, app.state.pane_width - 20
     px = width / (xr[1] - xr[0])
     rows = {}

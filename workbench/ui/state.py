@@ -1,52 +1,169 @@
-"""The app's state as one plain dataclass: what the user chose, nothing drawn.
+"""The app's one state object: what the user chose and what the app computed, nothing drawn.
 
-Every widget reads from and writes to a :class:`UIState`; the settings the
-compute functions take (:class:`~workbench.config.ExportConfig`,
-:class:`~workbench.config.FusionPlan`, :class:`~workbench.config.BenchConfig`)
-are derived from it, so a test can drive the app by setting fields.
+:class:`AppState` is a ``traitlets.HasTraits``, not a widget: the controller is its only writer,
+panels observe it and redraw their own widgets. Values are replaced, never mutated in place (a
+tuple or a new dict each time), so an observer always sees a change. The settings the compute
+functions take (:class:`~workbench.config.ExportConfig`, :class:`~workbench.config.FusionPlan`,
+:class:`~workbench.config.BenchConfig`) are derived from it, so a test drives the app by setting
+fields. ``UIState`` is the same class under its earlier name.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import Any
+
+import traitlets as T
 
 from ..config import DEFAULT_MODEL, BenchConfig, ExportConfig, FusionPlan
 from ..errors import ConfigError
 
 VIEWS = ("layer", "model")
+#: Kinds of status line: plain, error, done, working.
+STATUS_KINDS = ("info", "error", "ok", "busy")
 
 
-@dataclass
-class UIState:
-    """What the user has chosen in the app."""
+@dataclass(frozen=True)
+class Status:
+    """The status line: one sentence and its kind."""
 
-    source: str = DEFAULT_MODEL
-    exporter: str = "torchscript"
-    opset: int | None = None
-    attention: str = "eager"
-    engine: str = "auto"
-    disabled: list[str] = field(default_factory=list)
-    step: int = -1  # index into the snapshots; -1 = the last
-    view: str = "layer"  # "layer": one encoder layer; "model": the whole model
-    layer: int = 0
-    expanded: list[str] = field(default_factory=list)  # groups opened in the whole-model view
-    selected: str | None = None  # node id clicked in the "after" pane
-    overlay: bool = False  # colour nodes by profiled latency
-    constants: bool = False  # draw Constant / Identity-of-weight nodes (hidden by default: they crowd the view)
-    pane_width: int = 520  # pixel width of each graph pane (two side by side)
-    provider: str = "cpu"
-    batch: int = 1
-    seq: int = 128
-    threads: int = 2
-    runs: int = 30
-    warmup: int = 5
+    text: str = "ready"
+    kind: str = "info"
 
-    def __post_init__(self):
-        if self.view not in VIEWS:
-            raise ConfigError(f"view must be one of {VIEWS}, not {self.view!r}")
-        if not 240 <= int(self.pane_width) <= 2000:
-            raise ConfigError(f"pane_width must be between 240 and 2000 pixels, not {self.pane_width!r}")
 
+@dataclass(frozen=True)
+class JobStatus:
+    """One background job as the user sees it.
+
+    Attributes:
+        state: "running", "done", "error" or "cancelled".
+        stage: what it is doing now, in words.
+        progress: 0..1, or None when unknown.
+        error: the one-line error when ``state == "error"``.
+        elapsed_s: seconds since it started (final when it ended).
+    """
+
+    state: str = "running"
+    stage: str = ""
+    progress: float | None = None
+    error: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """What one graph pane draws: a layout and what to ring on it."""
+
+    layout: Any  # workbench.graph.layout.Layout
+    title: str
+    highlight: frozenset = frozenset()
+    selected: frozenset = frozenset()
+    latency: dict | None = None
+
+
+@dataclass(frozen=True)
+class PairView:
+    """The selected step: the graph before it and after it, their op counts and what the step did."""
+
+    index: int
+    step: str
+    before: GraphView
+    after: GraphView
+    height: int
+    yrange: tuple | None
+    counts_before: dict = field(default_factory=dict)
+    counts_after: dict = field(default_factory=dict)
+    #: Lines on the step: what it is, what it fused so far, why not fused (plain text).
+    diag: tuple = ()
+    diag_warning: str = ""
+
+
+class AppState(T.HasTraits):
+    """What the user has chosen in the app, and what the app computed from it."""
+
+    # ------------------------------------------------------------- settings (to_dict / from_dict)
+    source = T.Unicode(DEFAULT_MODEL)
+    exporter = T.Unicode("torchscript")
+    opset = T.Int(None, allow_none=True)
+    attention = T.Unicode("eager")
+    engine = T.Unicode("auto")
+    disabled = T.List(T.Unicode())
+    step = T.Int(-1)  # index into the snapshots; -1 = the last
+    view = T.Unicode("layer")  # "layer": one encoder layer; "model": the whole model
+    layer = T.Int(0)
+    expanded = T.List(T.Unicode())  # groups opened in the whole-model view
+    selected = T.Unicode(None, allow_none=True)  # node id clicked in the "after" pane
+    overlay = T.Bool(False)  # colour nodes by profiled latency
+    constants = T.Bool(False)  # draw Constant / Identity-of-weight nodes (hidden by default: they crowd the view)
+    expand_all = T.Bool(False)  # whole-model view: every layer open
+    pane_width = T.Int(520)  # pixel width of each graph pane (two side by side)
+    provider = T.Unicode("cpu")
+    batch = T.Int(1)
+    seq = T.Int(128)
+    threads = T.Int(2)
+    runs = T.Int(30)
+    warmup = T.Int(5)
+    int8 = T.Bool(False)  # the benchmark adds the int8 (dynamic quantization) variant
+    bench_on_text = T.Bool(False)  # time on the given sentences' length mix instead of one fixed length
+    #: The benchmark's variants as "i: step" keys; empty: unfused against fused (all steps).
+    variants = T.List(T.Unicode())
+
+    # ------------------------------------------------------------- computed (the controller writes these)
+    status = T.Instance(Status, kw={})
+    error = T.Unicode(None, allow_none=True)
+    jobs = T.Dict()  # job name → JobStatus
+    snapshots = T.Tuple()
+    rows = T.Tuple()  # the fusion panel's rows (dicts), see Controller.step_rows
+    engine_line = T.Unicode("")  # which engine runs, and under auto why
+    engine_note = T.Unicode("")
+    warm = T.Unicode("")  # one line on the toggle warm-up
+    layer_max = T.Int(0)
+    pair = T.Instance(PairView, allow_none=True)
+    session_line = T.Unicode("")
+    netron_html = T.Unicode("")
+    providers = T.Tuple(("cpu",))
+    series = T.Dict()  # variant → tuple of latencies (ms) while a benchmark streams
+    bench_result = T.Any(None)
+    explanation = T.Tuple()  # sentences on the measured rates and this CPU
+    op_breakdown = T.Dict()  # label → op type → ms
+    ablation = T.Any(None)
+    report_path = T.Unicode("")
+    #: Real text (issue: real models, real text): the sentences in use and their description.
+    sentences = T.Tuple()
+    text_line = T.Unicode("")
+    answers = T.Tuple()  # per-precision answer rows (int8, fp16 against the unfused export)
+    sweep = T.Any(None)  # the last fleet sweep's result (dict), see workbench.measure.fleet
+
+    SETTINGS = ("source", "exporter", "opset", "attention", "engine", "disabled", "step", "view", "layer",
+                "expanded", "selected", "overlay", "constants", "pane_width", "provider", "batch", "seq",
+                "threads", "runs", "warmup")
+
+    def __init__(self, **kw: Any):
+        unknown = set(kw) - set(self.trait_names())
+        if unknown:
+            raise ConfigError(f"unknown app setting(s): {', '.join(sorted(unknown))}")
+        try:
+            super().__init__(**kw)
+        except T.TraitError as e:
+            raise ConfigError(f"bad app setting: {' '.join(str(e).split())[:200]}") from None
+
+    @T.validate("view")
+    def _check_view(self, proposal):
+        if proposal["value"] not in VIEWS:
+            raise ConfigError(f"view must be one of {VIEWS}, not {proposal['value']!r}")
+        return proposal["value"]
+
+    @T.validate("pane_width")
+    def _check_width(self, proposal):
+        if not 240 <= int(proposal["value"]) <= 2000:
+            raise ConfigError(f"pane_width must be between 240 and 2000 pixels, not {proposal['value']!r}")
+        return int(proposal["value"])
+
+    # ------------------------------------------------------------- derived settings
     def export_config(self) -> ExportConfig:
         return ExportConfig(exporter=self.exporter, opset=self.opset, attention=self.attention)
 
@@ -67,13 +184,35 @@ class UIState:
         """What, when changed, needs a new export (the rest needs only a new fusion run)."""
         return (self.source, self.exporter, self.opset, self.attention)
 
+    def job(self, name: str) -> JobStatus | None:
+        return self.jobs.get(name)
+
+    def busy(self, *names: str) -> bool:
+        """Whether any of these jobs (any job, if none named) is running."""
+        return any(j.running for n, j in self.jobs.items() if not names or n in names)
+
+    # ------------------------------------------------------------- persistence of the settings
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                for k, v in ((k, getattr(self, k)) for k in self.SETTINGS)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "UIState":
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
+    def from_dict(cls, d: dict) -> "AppState":
+        unknown = set(d) - set(cls.SETTINGS)
         if unknown:
             raise ConfigError(f"unknown app setting(s): {', '.join(sorted(unknown))}")
         return cls(**d)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, AppState) and self.to_dict() == other.to_dict()
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"AppState({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
+
+
+#: The earlier name of the state class.
+UIState = AppState
+
+__all__ = ["AppState", "UIState", "Status", "JobStatus", "GraphView", "PairView", "VIEWS"]

@@ -1,0 +1,269 @@
+"""The controller's measuring actions: benchmark, operator profile, ablation, answers on real text, sweeps.
+
+Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller file stays short).
+Everything here runs in the job runner's "measure" lane, one at a time: two measurements at once
+would time each other.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import WorkbenchError
+from .jobs import Job
+from .views import step_name
+
+_MEASURE = "measure"
+
+
+class MeasureActions:
+    """Benchmark, profile, ablation, answers and sweep actions (mixed into the controller)."""
+
+    # ----------------------------------------------------------------- shared
+    def measuring(self) -> bool:
+        """A benchmark, profile, ablation or sweep is running."""
+        return self.runner.lane_busy(_MEASURE) or bool(self._bench is not None and not self._bench.done)
+
+    def ready_to_measure(self, busy: str = "a measurement is already running: wait for it or stop it first") -> bool:
+        """A model is loaded and nothing else is measuring; otherwise say why in the status line."""
+        if not self.state.snapshots:
+            self.say("load a model first", "error")
+            return False
+        if self.measuring():
+            self.say(busy, "error")
+            return False
+        return True
+
+    def wait_measure(self, timeout: float | None = 600) -> None:
+        self.runner.wait(_MEASURE, timeout)
+
+    def variant_choices(self) -> list[tuple[str, str]]:
+        """(label, key) per snapshot for the benchmark's variant list; the two ends say what they are."""
+        snaps = self.state.snapshots
+        out = []
+        for i, sn in enumerate(snaps):
+            key = f"{i}: {step_name(sn.step)}"
+            tail = " (ONNX Runtime, no optimizations)" if i == 0 else \
+                " (fused, all steps)" if i == len(snaps) - 1 else ""
+            out.append((key + tail, key))
+        return out
+
+    # ----------------------------------------------------------------- benchmark
+    def variants(self, names: list[str] | None = None) -> list:
+        """Benchmark variants for the chosen snapshots (default: unfused and fused), and int8 if asked."""
+        from ..measure.bench import Variant
+
+        snaps = self.state.snapshots
+        idx = {f"{i}: {step_name(sn.step)}": i for i, sn in enumerate(snaps)}
+        chosen = [n for n in (names if names is not None else self.state.variants) if n in idx]
+        if not chosen:
+            chosen = [next(iter(idx))] + ([list(idx)[-1]] if len(idx) > 1 else [])
+        out, last = [], len(snaps) - 1
+        for label in chosen:
+            i = idx[label]
+            # Stable keys: the unfused export, the last snapshot ("fused (all steps)" on screen), else
+            # the step's own name where a single snapshot is meant.
+            name = "unfused" if i == 0 else ("fused" if i == last else step_name(snaps[i].step))
+            # ORT's own session fusions off, so a gain comes from the step itself.
+            out.append(Variant(name, snaps[i].model.SerializeToString(), provider=self.state.provider,
+                               level="disable"))
+        if self.state.int8:
+            from ..measure.precision import quantize_int8
+
+            self.say("quantizing the last snapshot to int8", "busy")
+            q = quantize_int8(snaps[-1].model, per_channel=True)
+            q = q if isinstance(q, (bytes, str, Path)) else q.SerializeToString()
+            out.append(Variant("int8", q, provider=self.state.provider, level="all"))
+        return out
+
+    def _check_provider(self) -> None:
+        if self.state.provider == "cuda":
+            from ..ort.session import cuda_status
+
+            ok, why = cuda_status()
+            if not ok:
+                raise WorkbenchError(why)  # a GPU was asked for: never a CPU number instead
+
+    def run_benchmark(self, names: list[str] | None = None) -> None:
+        """Time the chosen variants in the worker process; the plots grow while it runs."""
+        if not self.ready_to_measure("a benchmark is already running: stop it first"):
+            return
+        s = self.state
+
+        def work(job: Job) -> None:
+            from ..measure.bench import stream_benchmark
+            from ..measure.explain import explain
+
+            self._check_provider()
+            vs = self.variants(names)
+            series: dict[str, list[float]] = {v.name: [] for v in vs}
+            s.bench_result, s.explanation, s.series = None, (), {k: () for k in series}
+            text = self.text if (self.text is not None and s.bench_on_text) else None
+            job.progress(f"benchmarking {len(vs)} variants (warm-up first)")
+
+            def on_sample(sample) -> None:
+                series.setdefault(sample.variant, []).append(float(sample.ms))
+                now = time.perf_counter()
+                if now - self._last_series >= 0.2:  # at most 5 redraws a second while samples stream
+                    self._last_series = now
+                    s.series = {k: tuple(v) for k, v in series.items()}
+
+            self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample, text=text)
+            r = self._bench.result(None)
+            with s.hold_trait_notifications():
+                s.series = {k: tuple(v) for k, v in series.items()}
+                s.explanation = tuple(explain(r.rates, r.machine))
+                s.bench_result = r
+            keys = [v.name for v in r.variants]
+            msg = f"benchmark {'stopped' if r.stopped else 'done'}: " + ", ".join(
+                f"{v.name} {v.p50_ms:.2f} ms" for v in r.variants if v.p50_ms)
+            if len(keys) > 1 and r.ratio(keys[0], keys[-1]):
+                msg += f" ({r.ratio(keys[0], keys[-1]):.2f}x)"
+            self.say(msg, "ok")
+
+        self.runner.start("benchmark", work, lane=_MEASURE)
+
+    def stop_benchmark(self) -> None:
+        if self._bench is not None and not self._bench.done:
+            self._bench.stop()
+            self.say("stopping the benchmark", "busy")
+
+    # ----------------------------------------------------------------- operator profile
+    def profile(self, indices: list[int] | None = None) -> None:
+        """Profile the operators of the before/after snapshots: op breakdown and latency overlay."""
+        if not self.ready_to_measure():
+            return
+        s = self.state
+
+        def work(job: Job) -> None:
+            from ..measure.profile import profile_ops
+
+            b, a = self.pair_indices()
+            snaps = s.snapshots
+            chosen = list(indices or sorted({b, a}))
+            for k, i in enumerate(chosen):
+                sn = snaps[i]
+                job.progress(f"profiling the operators of {step_name(sn.step)} ({k + 1} of {len(chosen)}: batch "
+                             f"{s.batch}, sequence {s.seq}, {s.runs} runs)", (k + 0.5) / len(chosen))
+                prof = profile_ops(sn.model.SerializeToString(), s.bench_config(), provider=s.provider,
+                                   level="disable", name=step_name(sn.step))
+                self.profiles = {**self.profiles, i: prof}
+                self._profiled = {**self._profiled, i: sn}
+            step = step_name(snaps[a].step)
+
+            def label(i: int) -> str:  # the pair on screen by its role; others by index and name
+                if a != b and i in (a, b):
+                    return f"{'before' if i == b else 'after'} {step}"
+                return f"{i}: {self.profiles[i].variant}"
+
+            s.op_breakdown = {label(i): {k: v / 1e3 for k, v in self.profiles[i].op_type_totals().items()}
+                              for i in sorted(self.profiles)}
+            self.set_view(overlay=True)
+            self.say("profile done: nodes coloured by their share of latency", "ok")
+
+        self.runner.start("profile", work, lane=_MEASURE)
+
+    # ----------------------------------------------------------------- ablation
+    def ablate(self, steps: list[str] | None = None) -> None:
+        """What each fusion buys here: the plan without each fired step, timed against the full plan."""
+        if not self.ready_to_measure():
+            return
+        s = self.state
+
+        def work(job: Job) -> None:
+            from ..measure.ablation import fusion_ablation
+
+            res = fusion_ablation(self.export_result.source, s.bench_config(), plan=self.timeline.plan,
+                                  exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
+                                  progress=lambda stage, f: job.progress(f"what each fusion buys: {stage}", f))
+            s.ablation = res
+            t = res.tuned_plan
+            self.say("each fusion measured; " + (f"on this machine switch off {', '.join(sorted(t.disabled))}"
+                                                if t.disabled else "every step helps or is within noise"), "ok")
+
+        self.runner.start("ablation", work, lane=_MEASURE)
+
+    # ----------------------------------------------------------------- real text
+    def use_text(self, sentences: list[str] | str | None = None, *, precisions: tuple[str, ...] = ("int8", "fp16")) -> None:
+        """Check answers on real text: the sentences (a list, text with one per line, or None for the
+        built-in set) are tokenized with the model's tokenizer; every step's parity then includes its
+        task parity, and int8 / fp16 are checked against the unfused export (``state.answers``)."""
+        if self.timeline is None or self.export_result is None:
+            self.say("load a model first", "error")
+            return
+        if isinstance(sentences, str):
+            sentences = [line.strip() for line in sentences.splitlines() if line.strip()]
+        s = self.state
+
+        def work(job: Job) -> None:
+            from ..measure.answers import task_answers
+            from ..text import text_batches
+
+            src = self.export_result.source
+            job.progress(f"tokenizing with {src.name}'s tokenizer", 0.05)
+            text = text_batches(src, sentences or None)
+            d = text.describe()
+            self.text = text
+            with s.hold_trait_notifications():
+                s.sentences = tuple(text.sentences)
+                s.text_line = (f"{d['sentences']} sentences in {d['batches']} batches (lengths "
+                               f"{', '.join(f'{k}×{v}' for k, v in d['bucket_mix'].items())}; "
+                               f"{d['padding_share'] * 100:.0f}% padding); check: {d['kind']}")
+                s.answers = ()
+            self.timeline.use_text(text)
+            self._gen += 1
+            job.progress("task parity of every step", 0.1)
+            self._parity_pass(job, report=False)
+            if precisions:
+                job.progress(f"answers of {', '.join(precisions)} against the unfused export", 0.6)
+                res = task_answers(src, plan=self.timeline.plan, precisions=precisions, text=text,
+                                   progress=lambda stage, f: job.progress(f"answers: {stage}", 0.6 + 0.4 * f))
+                s.answers = tuple({"name": k, **v} for k, v in res["precisions"].items())
+            self.say("answers checked on the text: see the answers column and the precision rows", "ok")
+
+        self.runner.start("answers", work, lane=_MEASURE)
+
+    # ----------------------------------------------------------------- fleet sweep
+    def run_sweep(self, spec: dict | str, executor: str = "local", *, address: str | None = None,
+                  out: str | None = None) -> None:
+        """Run a fleet sweep (``workbench.measure.fleet``); rows land in ``state.sweep`` as they come."""
+        if self.measuring():
+            self.say("a measurement is already running: wait for it or stop it first", "error")
+            return
+        s = self.state
+
+        def work(job: Job) -> None:
+            import yaml
+
+            from ..errors import ConfigError
+            from ..measure.fleet import run_sweep
+
+            spec_ = spec
+            if isinstance(spec, str) and not Path(spec).expanduser().is_file():
+                try:
+                    spec_ = yaml.safe_load(spec)
+                except yaml.YAMLError as e:
+                    raise ConfigError(f"the sweep spec is not valid YAML: {' '.join(str(e).split())[:160]}") from None
+                if not isinstance(spec_, dict):
+                    raise ConfigError("the sweep spec must be a YAML mapping of axes, e.g. 'models: [bert-tiny]'")
+            rows: list[dict] = []
+
+            def progress(row: dict, done: int, total: int) -> None:
+                rows.append(row)
+                s.sweep = {"rows": list(rows), "total": total, "running": True}
+                job.progress(f"sweep: {done} of {total} measured", done / max(1, total))
+
+            res = run_sweep(spec_, executor, address=address, out=out, progress=progress,
+                            cancel=lambda: job.cancelled)
+            s.sweep = {**res, "running": False}
+            self.say(f"sweep done: {len(res['rows'])} rows on {len(res.get('nodes', []))} node(s)", "ok")
+
+        self.runner.start("sweep", work, lane=_MEASURE)
+
+    def stop_sweep(self) -> None:
+        self.runner.cancel("sweep")
+
+
+__all__ = ["MeasureActions"]

@@ -1,0 +1,207 @@
+"""The profile panel: benchmark settings and buttons, live latency plots, results, operator profile, ablation."""
+
+from __future__ import annotations
+
+from .base import Panel, badge, esc
+
+_MEASURING = ("benchmark", "profile", "ablation", "answers", "sweep")
+
+
+def _f(x) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else ""
+
+
+def results_html(r, explanation=()) -> str:
+    """The benchmark's table: each variant against the first, its own precision's floor and the MatMuls alone."""
+    from ...viz.labels import variant_label
+
+    base = r.variants[0].p50_ms if r.variants else None
+    rows = []
+    for v in r.variants:
+        par = v.parity or {}
+        sp = f"{base / v.p50_ms:.2f}x" if base and v.p50_ms else ""
+        tp = getattr(v, "task_parity", None) or {}
+        ans = ""
+        if tp:
+            ans = (f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"
+                   if tp.get("kind") == "embedding" else
+                   ", ".join(f"{k} {v_:.3f}" for k, v_ in tp.items() if isinstance(v_, float)))
+        rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td>"
+                    f"<td>{_f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
+                    f"<td title='against the floor of its own precision ({esc(v.floor_precision or 'fp32')})'>"
+                    f"{_f(v.floor_ratio)} <span style='color:#888'>{esc(v.floor_precision or '')}</span></td>"
+                    f"<td>{_f(v.bound_ratio)}</td>"
+                    f"<td>{badge(par.get('ok'), 'ok' if par.get('ok') else ('—' if not par else 'diff'))}</td>"
+                    f"<td>{esc(ans)}</td></tr>")
+    floor = ""
+    if r.floor_ms:
+        bound = (f"; the MatMuls alone, weights read from memory: {r.matmul_bound_ms:.2f} ms (no fusion goes "
+                 f"below this)") if r.matmul_bound_ms else ""
+        floor = f"<div style='font-size:11px'>hardware floor {r.floor_ms:.2f} ms{bound}</div>"
+    why = "".join(f"<div style='font-size:11px'>{esc(line)}</div>" for line in explanation)
+    return ("<div class='wb-table'><table><tr><th>variant</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
+            "<th>runs</th><th>speed-up</th><th>x floor</th><th>x MatMuls alone</th><th>parity</th>"
+            "<th>answers</th></tr>" + "".join(rows) + "</table></div>" + floor + why)
+
+
+def ablation_html(res) -> str:
+    rows = "".join(
+        f"<tr><td>{esc(r.step)}</td><td>{esc(', '.join(f'{k} {v}' for k, v in sorted(r.fused_here.items())))}</td>"
+        f"<td>{r.p50_without_ms:.2f}</td><td>{r.saves_ms:+.2f} ({r.saves_pct:+.1f}%)</td>"
+        f"<td>{badge(r.verdict == 'helps' if r.verdict != 'within noise' else None, r.verdict)}</td></tr>"
+        for r in res.rows)
+    t = res.tuned_plan
+    tail = (f"full plan p50 {res.full_p50_ms:.2f} ms, noise band ±{res.noise_pct:.1f}%; "
+            + (f"tuned plan: switch off {esc(', '.join(sorted(t.disabled)))}" if t.disabled
+               else "no step measured harmful"))
+    return ("<div class='wb-table'><table><tr><th>step left out</th><th>what it fuses</th><th>p50 without (ms)</th>"
+            "<th>the step saves (ms)</th><th>verdict</th></tr>" + rows + "</table></div>"
+            f"<div style='font-size:11px'>{tail}</div>")
+
+
+class ProfilePanel(Panel):
+    """Benchmark bar (provider, shape, threads, runs, variants), Run/Stop, Profile ops, What each fusion buys,
+    and their figures; ``extra`` widgets (the report button) sit with the buttons."""
+
+    def __init__(self, state, controller, extra=()):
+        super().__init__(state, controller)
+        import ipywidgets as W
+        import plotly.graph_objects as go
+
+        from ...viz import latency as vl
+
+        self._vl = vl
+        L, s = W.Layout, state
+        self._quiet: list = []
+        self.w_provider = W.Dropdown(options=list(s.providers), value=s.provider, description="provider",
+                                     layout=L(width="170px"))
+        self.w_batch = W.BoundedIntText(value=s.batch, min=1, max=4096, description="batch", layout=L(width="130px"))
+        self.w_seq = W.BoundedIntText(value=s.seq, min=1, max=4096, description="sequence", layout=L(width="150px"))
+        self.w_threads = W.BoundedIntText(value=s.threads, min=1, max=256, description="threads",
+                                          layout=L(width="140px"))
+        self.w_runs = W.BoundedIntText(value=s.runs, min=1, max=100000, description="runs", layout=L(width="130px"))
+        self.w_variants = W.SelectMultiple(options=[], description="variants", rows=4, layout=L(width="330px"))
+        self.w_int8 = W.Checkbox(value=s.int8, description="+ int8 (dynamic quantization)", indent=False)
+        self._settings = {"provider": self.w_provider, "batch": self.w_batch, "seq": self.w_seq,
+                          "threads": self.w_threads, "runs": self.w_runs, "int8": self.w_int8}
+        for key, w in self._settings.items():
+            w.observe(lambda ch, key=key: None if self._quiet else self.controller.configure(**{key: ch["new"]}),
+                      "value")
+        self.w_variants.observe(lambda ch: None if self._quiet else self.controller.configure(
+            variants=list(ch["new"])), "value")
+        self.w_run = W.Button(description="Run", button_style="success", icon="play", layout=L(width="80px"))
+        self.w_stop = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
+                               layout=L(width="80px"))
+        self.w_run.on_click(lambda _: self.controller.run_benchmark())
+        self.w_stop.on_click(lambda _: self.controller.stop_benchmark())
+        self.w_profile = W.Button(description="Profile ops", icon="tachometer-alt", layout=L(width="120px"),
+                                  tooltip="profile the operators of the selected step's before and after graphs: "
+                                          "time per op type, and nodes coloured by their share of latency")
+        self.w_profile.on_click(lambda _: self.controller.profile())
+        self.w_ablate = W.Button(description="What each fusion buys", icon="balance-scale", layout=L(width="190px"),
+                                 tooltip="fuse again without each fusion step in turn and time every plan "
+                                         "interleaved with the full plan (twice, for the noise): what each step "
+                                         "saves or costs on this machine")
+        self.w_ablate.on_click(lambda _: self.controller.ablate())
+        self.fig_live = go.FigureWidget(vl.live_figure({}))
+        self.fig_dist = go.FigureWidget(vl.distribution_figure({}))
+        self.fig_pct = go.FigureWidget(vl.percentile_figure({}))
+        self.fig_ops = go.FigureWidget(vl.op_breakdown_figure({}))
+        self.fig_ablation = go.FigureWidget(vl.ablation_figure([]))
+        self.figures = (self.fig_live, self.fig_dist, self.fig_pct, self.fig_ops, self.fig_ablation)
+        self.boxes = []
+        for f in self.figures:
+            f.layout.width, f.layout.autosize = s.pane_width, False  # never wider than their box
+            self.boxes.append(W.Box([f], layout=L(width=f"{s.pane_width + 4}px", overflow="hidden",
+                                                  flex="0 0 auto")))
+        self.boxes[0].add_class("wb-live-plot")
+        self.w_results = W.HTML()
+        self.w_results.add_class("wb-results")
+        self.w_ablation = W.HTML()
+        self.w_ablation.add_class("wb-ablation")
+        row = lambda *kids: W.HBox(list(kids), layout=L(flex_flow="row wrap"))  # noqa: E731
+        self.widget = W.VBox([
+            W.HTML("<div class='wb-section'>Latency (measured in a worker process, variants interleaved, "
+                   "thread spinning off)</div>"),
+            row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs),
+            W.HBox([self.w_variants, W.VBox([self.w_int8, row(self.w_run, self.w_stop, self.w_profile, *extra),
+                                             self.w_ablate])]),
+            row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results,
+            row(self.boxes[4], self.w_ablation)])
+        self.widget.add_class("wb-profile-panel")
+        self.watch("series", self.draw_live)
+        self.watch("bench_result", self.draw_result)
+        self.watch("op_breakdown", lambda: vl.refresh(self.fig_ops, vl.op_breakdown_figure(dict(self.state.op_breakdown))))
+        self.watch("ablation", self.draw_ablation)
+        self.watch("jobs", self.draw_buttons)
+        self.watch("snapshots", self.draw_variants)
+        self.watch(["provider", "batch", "seq", "threads", "runs", "int8", "providers"], self.draw_settings)
+        self.watch("pane_width", self.resize)
+
+    def draw_live(self) -> None:
+        vl = self._vl
+        series = {k: list(v) for k, v in self.state.series.items()}
+        vl.refresh(self.fig_live, vl.live_figure(series))
+        vl.refresh(self.fig_dist, vl.distribution_figure(series))
+        if self.state.bench_result is None:
+            vl.refresh(self.fig_pct, vl.percentile_figure({k: vl.percentiles(v) for k, v in series.items() if v}))
+
+    def draw_result(self) -> None:
+        vl, r = self._vl, self.state.bench_result
+        if r is None:
+            self.w_results.value = ""
+            return
+        series = {k: list(v) for k, v in self.state.series.items()}
+        vl.refresh(self.fig_live, vl.live_figure(series, floor_ms=r.floor_ms))
+        stats = {v.name: {"p50": v.p50_ms or 0, "p90": v.p90_ms or 0, "p99": v.p99_ms or 0} for v in r.variants}
+        vl.refresh(self.fig_pct, vl.percentile_figure(stats, floor_ms=r.floor_ms))
+        self.w_results.value = results_html(r, self.state.explanation)
+
+    def draw_ablation(self) -> None:
+        res = self.state.ablation
+        if res is None:
+            return
+        self._vl.refresh(self.fig_ablation, self._vl.ablation_figure([r.__dict__ for r in res.rows], res.noise_pct))
+        self.w_ablation.value = ablation_html(res)
+
+    def draw_buttons(self) -> None:
+        jobs = self.state.jobs
+        busy = {n for n in _MEASURING if n in jobs and jobs[n].running}
+        self.w_run.disabled = bool(busy)
+        self.w_stop.disabled = "benchmark" not in busy
+        self.w_profile.disabled = bool(busy)
+        self.w_ablate.disabled = bool(busy)
+
+    def draw_variants(self) -> None:
+        choices = self.controller.variant_choices()
+        self._quiet.append(True)
+        try:
+            if list(self.w_variants.options) != choices:
+                self.w_variants.options = choices
+            keys = [k for _, k in choices]
+            chosen = tuple(k for k in self.state.variants if k in keys) or tuple(dict.fromkeys([keys[0], keys[-1]]))
+            if keys and tuple(self.w_variants.value) != chosen:
+                self.w_variants.value = chosen
+        finally:
+            self._quiet.pop()
+
+    def draw_settings(self) -> None:
+        s = self.state
+        self._quiet.append(True)
+        try:
+            if list(self.w_provider.options) != list(s.providers):
+                self.w_provider.options = list(s.providers)
+            for key, w in self._settings.items():
+                if w.value != getattr(s, key):
+                    w.value = getattr(s, key)
+        finally:
+            self._quiet.pop()
+
+    def resize(self) -> None:
+        w = self.state.pane_width
+        for box, f in zip(self.boxes, self.figures):
+            box.layout.width = f"{w + 4}px"
+            f.layout.width = w
+
+
+__all__ = ["ProfilePanel", "results_html", "ablation_html"]

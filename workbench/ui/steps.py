@@ -1,0 +1,173 @@
+"""The fusion panel's content as plain data: one row per step, the engine line, which step to show.
+
+No widgets here; the fusion panel draws these rows and the tests read them directly.
+"""
+
+from __future__ import annotations
+
+from .views import step_name
+
+#: Ops a fusion emits (what the "fused here" column names).
+FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
+             "FastGelu", "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization",
+             "SimplifiedLayerNormalization", "GemmFastGelu", "FusedMatMul", "BiasAdd", "BiasSplitGelu", "QuickGelu",
+             "RotaryEmbedding", "GroupQueryAttention", "SDPA"}
+
+#: What each engine is called in the model bar.
+ENGINE_TITLES = {"ort": "ORT transformers optimizer", "onnxscript": "onnxscript rules"}
+
+
+def engine_summary(asked: str, used: str, fused: dict[str, dict[str, int]]) -> str:
+    """The model bar's line on the engine: which one runs, and under auto, why.
+
+    Args:
+        asked: the engine the user picked ("auto", "ort", "onnxscript").
+        used: the engine whose snapshots are shown.
+        fused: engine → its final fused-op counts (both engines under auto).
+    """
+    if not used:
+        return ""
+
+    def attn(e: str) -> int:
+        f = fused.get(e, {})
+        return int(f.get("Attention", 0)) + int(f.get("MultiHeadAttention", 0))
+
+    title = ENGINE_TITLES.get(used, used)
+    if asked != "auto":
+        return f"engine: {title} (fuses {attn(used)} Attention)"
+    others = "; ".join(f"{ENGINE_TITLES.get(e, e).split()[0]} fuses {attn(e)}" for e in fused if e != used)
+    return (f"auto → {title} (fuses {attn(used)} Attention" + (f"; {others}" if others else "") + ")"
+            ", kept for toggles")
+
+
+def step_tip(step) -> str:
+    """A catalog step in plain words, for the hover of its checkbox."""
+    parts = [getattr(step, "title", "") or step.name]
+    if getattr(step, "matches", ""):
+        parts.append(f"Matches {step.matches}.")
+    if getattr(step, "emits", ""):
+        parts.append(f"Emits {step.emits}.")
+    if getattr(step, "effect", ""):
+        parts.append(f"Why: {step.effect}.")
+    if getattr(step, "prerequisites", ()):
+        parts.append(f"Needs first: {', '.join(step.prerequisites)}.")
+    if not getattr(step, "default_on", True):
+        parts.append("Off by default.")
+    return " ".join(parts[:1]) + ": " + " ".join(parts[1:]) if len(parts) > 1 else parts[0]
+
+
+def parity_of(sn) -> tuple[bool | None, str]:
+    """A snapshot's parity badge: None (not checked yet), True or False, and its hover text."""
+    p = getattr(sn, "parity", None) if sn is not None else None
+    if p is None:
+        return None, "parity not checked yet (it runs in the background after each change)"
+    ok = bool(getattr(p, "ok", p))
+    return ok, (f"max abs diff {getattr(p, 'max_abs_diff', float('nan')):.1e} over {getattr(p, 'cases', '?')} "
+                f"cases: {'within' if ok else 'beyond'} atol 1e-4, rtol 1e-3 of the unfused export")
+
+
+def answers_text(tp: dict | None) -> tuple[str, str]:
+    """Task parity (answers on real text) in a few words, and in full for the hover."""
+    if not tp:
+        return "", ""
+    kind = tp.get("kind", "")
+    if kind == "embedding":
+        short = f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"
+        full = (f"sentence embeddings: nearest-sentence top-1 agreement {tp.get('top1_agreement', 0) * 100:.1f}%, "
+                f"Spearman of pairwise similarities {tp.get('spearman', 0):.5f}")
+    elif kind == "masked_lm":
+        short = f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, top-5 {tp.get('top5_agreement', 0) * 100:.0f}%"
+        full = (f"masked LM: top-1 agreement {tp.get('top1_agreement', 0) * 100:.1f}%, top-5 overlap "
+                f"{tp.get('top5_agreement', 0) * 100:.1f}% at the masked positions")
+    elif kind == "classification":
+        short = f"labels {tp.get('label_agreement', 0) * 100:.0f}%"
+        full = (f"classification: label agreement {tp.get('label_agreement', 0) * 100:.1f}%, largest probability "
+                f"change {tp.get('max_prob_change', 0):.4f}")
+    else:
+        short = full = ", ".join(f"{k} {v}" for k, v in tp.items() if k != "kind")
+    return short, full
+
+
+def fell_short(snapshots, step, i: int, layers: int) -> bool:
+    """Whether a fusion step left work undone: fewer of its op than encoder layers, and no other
+    step (or the export itself) made up for it."""
+    op = getattr(step, "emits", "")
+    if not op or layers <= 0:
+        return False
+    before = snapshots[i - 1].fused.get(op, 0) if i > 0 else 0
+    final = snapshots[-1].fused.get(op, 0)
+    here = (snapshots[i].fused_here or {}).get(op, 0)
+    return here < layers and before < layers and final < layers
+
+
+def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None = None) -> list[dict]:
+    """The fusion panel's rows, one per step of the engine in use.
+
+    Each row: ``name``, ``title``, ``kind`` ("fusion" or "cleanup"), ``on``, ``index`` (its
+    snapshot, or None when the step is off), ``nodes``, ``here`` ("+12 Attention"),
+    ``parity`` (None: not checked yet, True, False), ``parity_tip``, ``answers`` / ``answers_tip``
+    (task parity on real text, when checked), ``why`` (the diagnostic, when the step fused fewer
+    than it could) and ``tip``. Steps the engine does not run are left out, and so are steps for
+    patterns a BERT encoder lacks unless they changed something.
+    """
+    from ..fusion import BY_NAME
+
+    if timeline is None or not snapshots:
+        return []
+    pending = pending or {}
+    engine = timeline.engine_used or (engine if engine != "auto" else "ort")
+    index = {step_name(sn.step): i for i, sn in enumerate(snapshots)}
+    layers = int(getattr(timeline, "num_layers", 0) or 0)
+    rows = []
+    for name in timeline.steps(engine):
+        step = BY_NAME.get(name)
+        if step is None:
+            continue
+        i = index.get(name)
+        sn = snapshots[i] if i is not None else None
+        changed = sn is not None and getattr(getattr(sn, "diff", None), "empty", True) is False
+        if not getattr(step, "in_bert", True) and not changed:
+            continue
+        made = {op: n for op, n in (sn.fused_here if sn else {}).items() if n}
+        # The fused ops, not the Cast / ReduceSum helpers a fusion adds for its mask input.
+        shown = {op: n for op, n in made.items() if op in FUSED_OPS} or made
+        here = ", ".join(f"+{n} {op}" for op, n in sorted(shown.items(), key=lambda kv: -kv[1]))
+        ok, tip = parity_of(sn)
+        answers, answers_tip = answers_text(getattr(sn, "task_parity", None))
+        why = ""
+        if sn is not None and sn.diagnostic and step.kind == "fusion" and fell_short(snapshots, step, i, layers):
+            why = sn.diagnostic
+        on = pending.get(name, timeline.enabled(name))  # a click in flight wins
+        rows.append({"name": name, "title": step.title or name, "kind": step.kind, "on": on,
+                     "index": i, "nodes": sn.nodes if sn else None, "here": here, "parity": ok,
+                     "parity_tip": tip, "answers": answers, "answers_tip": answers_tip, "why": why,
+                     "tip": step_tip(step)})
+    return rows
+
+
+def default_step(snapshots) -> int:
+    """The step to show first: Attention when it fused, else the step that removed most nodes."""
+    best, best_removed = len(snapshots) - 1, -1
+    for i, sn in enumerate(snapshots[1:], 1):
+        removed = len(getattr(getattr(sn, "diff", None), "removed", ()) or ())
+        if step_name(sn.step) == "attention" and removed:
+            return i
+        if removed > best_removed:
+            best, best_removed = i, removed
+    return best
+
+
+def step_near(snapshots, order: list[str], name: str | None) -> int:
+    """Where to look when the chosen step was switched off: the next step that ran after it,
+    so the "after" pane shows the graph as it now stands at that point (else the default)."""
+    names = [step_name(sn.step) for sn in snapshots]
+    if name in names:
+        return names.index(name)
+    if name and name in order:
+        for later in order[order.index(name) + 1:]:
+            if later in names:
+                return names.index(later)
+    return default_step(snapshots)
+
+
+__all__ = ["engine_summary", "step_rows", "default_step", "step_near", "answers_text", "ENGINE_TITLES"]
