@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import WorkbenchError
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
+from .reporting import ReportActions
 from .state import AppState, JobStatus, Status
 from .steps import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
 from .views import GraphViews, step_name
@@ -26,7 +27,7 @@ from .views import GraphViews, step_name
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "answers", "sweep"}
 
 
-class Controller(MeasureActions):
+class Controller(MeasureActions, ReportActions):
     """Every action of the app; the only writer of ``state``.
 
     Args:
@@ -429,49 +430,7 @@ class Controller(MeasureActions):
             self._netron = None
             self.state.netron_html = ""
 
-    # ----------------------------------------------------------------- report and close
-    def report_data(self) -> dict:
-        """Plain data for :func:`workbench.viz.report.write_report`."""
-        from .. import __version__
-
-        s = self.state
-        data: dict[str, Any] = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "errors": []}
-        if self.export_result is not None:
-            data["model"] = self.export_result.source.describe()
-            data["export"] = self.export_result.to_dict()
-        if s.snapshots:
-            data["fusion"] = {"engine": getattr(self.timeline, "engine_used", s.engine),
-                              "engine_note": s.engine_note or getattr(self.timeline, "engine_note", ""),
-                              "steps": [_snap_dict(sn) for sn in s.snapshots]}
-        if self.text is not None:
-            data["text"] = self.text.describe()
-        if s.bench_result is not None:
-            data["bench"] = s.bench_result.to_dict(samples=True)
-        if s.ablation is not None:
-            data["ablation"] = s.ablation.to_dict()
-        if s.answers:
-            data["answers"] = [dict(a) for a in s.answers]
-        if s.error:
-            data["errors"].append(s.error)
-        return data
-
-    def save_report(self, path: str | os.PathLike | None = None) -> Path | None:
-        """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
-        from ..viz.report import write_report
-
-        dest = Path(path) if path else Path.cwd() / f"workbench-report-{time.strftime('%Y%m%d-%H%M%S')}.html"
-        try:
-            out = write_report(self.report_data(), dest)
-        except WorkbenchError as e:
-            self.say(str(e), "error")
-            return None
-        except OSError as e:
-            self.say(f"could not write the report to {dest}: {e.strerror or e}", "error")
-            return None
-        self.state.report_path = str(out)
-        self.say(f"report saved to {out}", "ok")
-        return out
-
+    # ----------------------------------------------------------------- closing
     def stop_threads(self, timeout: float = 10) -> None:
         """Stop the background parity checks and the toggle warm-up, waiting up to ``timeout`` seconds."""
         self.closed = True
@@ -494,18 +453,6 @@ class Controller(MeasureActions):
             except Exception:
                 pass
         self.runner.closed = True
-
-
-def _snap_dict(sn) -> dict:
-    try:
-        d = dict(sn.to_dict())
-    except Exception:
-        d = {}
-    d["name"] = step_name(d.get("name", sn.step)) if not isinstance(d.get("name"), str) else d["name"]
-    d.setdefault("nodes", sn.nodes)
-    if getattr(sn, "task_parity", None) is not None:
-        d.setdefault("task_parity", sn.task_parity)
-    return d
 
 
 __all__ = ["Controller"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from ..errors import WorkbenchError
 from .jobs import Job

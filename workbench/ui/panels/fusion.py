@@ -77,6 +77,9 @@ class FusionPanel(Panel):
                                                    if self.state.session_line else ""))
         self.watch("warm", lambda: setattr(self.w_warm, "value", f"<span style='font-size:11px;color:#57606a'>"
                                                                   f"{esc(self.state.warm)}</span>"))
+        self.draw_slider()  # a panel made after a load shows what is there
+        self.draw_pair()
+        self.draw_rows()
 
     # ----------------------------------------------------------------- rows
     def _row(self, r: dict):

@@ -29,6 +29,7 @@ class GraphPane(Panel):
         self.widget.add_class(f"wb-graph-{role}")
         self.watch("pair", self.draw)
         self.watch("pane_width", self.resize)
+        self.draw()
 
     def draw(self) -> None:
         from ...viz.graph import update_graph_figure

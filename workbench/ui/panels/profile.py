@@ -137,6 +137,8 @@ class ProfilePanel(Panel):
         self.watch("snapshots", self.draw_variants)
         self.watch(["provider", "batch", "seq", "threads", "runs", "int8", "providers"], self.draw_settings)
         self.watch("pane_width", self.resize)
+        if s.snapshots:
+            self.draw_variants()
 
     def draw_live(self) -> None:
         vl = self._vl

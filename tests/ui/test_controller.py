@@ -1,0 +1,168 @@
+"""The controller, its state and its job runner, without a single widget (bert-tiny)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.ui.jobs import JobRunner
+from workbench.ui.state import AppState, JobStatus
+
+
+@pytest.fixture(scope="module")
+def ctl(tiny_export):
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    c = Controller(AppState(source="bert-tiny"), background=False)
+    c.load()
+    yield c
+    c.close()
+
+
+def test_controller_never_imports_widgets():
+    import subprocess
+
+    code = ("import sys; import workbench.ui.controller, workbench.ui.state, workbench.ui.jobs; "
+            "print([m for m in ('ipywidgets', 'plotly', 'IPython') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
+def test_state_values_are_replaced_and_observed():
+    s = AppState()
+    seen = []
+    s.observe(lambda ch: seen.append(ch["name"]), names=["disabled", "status", "jobs"])
+    s.set_step_enabled("attention", False)
+    s.jobs = {**s.jobs, "load": JobStatus("running", "exporting", 0.5)}
+    assert seen == ["disabled", "jobs"] and s.disabled == ["attention"]
+    assert s.busy("load") and not s.busy("benchmark")
+    with pytest.raises(ConfigError, match="pane_width"):
+        AppState(pane_width=10)
+    with pytest.raises(ConfigError, match="unknown app setting"):
+        AppState(nonsense=1)
+
+
+def test_load_fills_state_rows_and_pair(ctl):
+    s = ctl.state
+    assert s.error is None, s.error
+    assert s.status.kind == "ok" and "after fusion" in s.status.text
+    assert s.jobs["load"].state == "done"
+    names = [sn.step for sn in s.snapshots]
+    assert names[0] == "export" and names[s.step] == "attention"  # the first view: Attention
+    assert s.pair.step == "attention" and s.pair.index == s.step
+    assert "Attention" in s.pair.after.layout.ops and s.pair.before.highlight and s.pair.after.highlight
+    att = next(r for r in s.rows if r["name"] == "attention")
+    assert att["here"] == "+2 Attention" and att["on"] and att["index"] == s.step
+    assert s.engine_line.startswith("auto → ORT transformers optimizer")
+
+
+def test_toggle_replaces_snapshots_and_keeps_the_chosen_step(ctl):
+    s = ctl.state
+    before = s.snapshots
+    ctl.toggle("attention", False)
+    assert s.snapshots is not before and "attention" not in [sn.step for sn in s.snapshots]
+    assert s.disabled == ["attention"] and next(r for r in s.rows if r["name"] == "attention")["index"] is None
+    ctl.toggle("attention", True)
+    assert s.pair.step == "attention"  # back to the step the user was looking at
+    assert s.status.text.startswith("attention on:")
+
+
+def test_select_view_click_and_width(ctl):
+    s = ctl.state
+    ctl.select_step(0)
+    assert s.pair.index == 0 and not s.pair.after.highlight  # the export against itself
+    ctl.select_row("attention")
+    ctl.set_view("model")
+    assert "group:layer 1" in s.pair.after.layout.ids
+    ctl.click("group:layer 1")
+    assert s.expanded == ["layer 1"] and "group:layer 1" not in s.pair.after.layout.ids
+    ctl.set_view("layer", 0)
+    att = s.pair.after.layout.ids[s.pair.after.layout.ops.index("Attention")]
+    ctl.click(att, "after")
+    assert s.selected == att and s.pair.after.selected == {att} and len(s.pair.before.selected) > 5
+    ctl.set_width(900)
+    assert s.pane_width == 434
+
+
+def test_parity_pass_fills_every_row(ctl):
+    ctl.check_parity()
+    assert all(r["parity"] is True for r in ctl.state.rows if r["index"] is not None)
+    assert "every step within" in ctl.state.status.text
+
+
+def test_measuring_refuses_without_a_model_and_errors_are_one_line():
+    from workbench.ui.controller import Controller
+
+    c = Controller(AppState(source="/nonexistent/model-folder"), background=False)
+    c.run_benchmark()
+    assert c.state.error == "load a model first"
+    c.load()
+    assert c.state.jobs["load"].state == "error" and "\n" not in c.state.error
+    assert c.state.status.kind == "error"
+
+
+def test_job_runner_lanes_progress_errors_and_cancel():
+    reports: list[tuple[str, JobStatus]] = []
+    r = JobRunner(lambda n, st: reports.append((n, st)), background=True)
+    order = []
+
+    def slow(job):
+        job.progress("half way", 0.5)
+        time.sleep(0.3)
+        order.append("slow")
+
+    r.start("a", slow, lane="x")
+    r.start("b", lambda job: order.append("b"), lane="x")  # same lane: after "a"
+    r.start("bad", lambda job: (_ for _ in ()).throw(WorkbenchError("broken model")), lane="y")
+    assert r.wait("x", 10) and r.wait("y", 10)
+    assert order == ["slow", "b"]
+    states = {n: st.state for n, st in reports}
+    assert states == {"a": "done", "b": "done", "bad": "error"}
+    assert ("a", JobStatus("running", "half way", 0.5, None, reports[1][1].elapsed_s)) in reports
+    assert [st.error for n, st in reports if n == "bad" and st.state == "error"] == ["broken model"]
+    # cancel: the job stops at its next check and is reported cancelled
+    go = threading.Event()
+
+    def loop(job):
+        while True:
+            go.set()
+            job.check()
+            time.sleep(0.01)
+
+    r.start("loop", loop, lane="z")
+    go.wait(5)
+    r.cancel("loop")
+    assert r.wait("z", 5)
+    assert reports[-1] == ("loop", reports[-1][1]) and reports[-1][1].state == "cancelled"
+
+
+def test_job_runner_kick_runs_again_when_asked_meanwhile():
+    runs = []
+    gate = threading.Event()
+    r = JobRunner(lambda n, st: None, background=True)
+
+    def work(job):
+        runs.append(len(runs))
+        gate.wait(5)
+        return True
+
+    r.kick("parity", work)
+    time.sleep(0.1)
+    r.kick("parity", work)  # while the first pass runs: one more pass after it, not a second thread
+    gate.set()
+    assert r.wait("parity", 10)
+    assert runs == [0, 1]
+
+
+def test_synchronous_runner_reports_a_bug_as_one_line():
+    got = []
+    r = JobRunner(lambda n, st: got.append(st), background=False)
+    r.start("load", lambda job: {}["missing"])
+    assert got[-1].state == "error" and got[-1].error.startswith("load failed unexpectedly: KeyError")
+    assert "Traceback" in (r.last_trace or "")

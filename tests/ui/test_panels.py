@@ -1,0 +1,155 @@
+"""Each panel against a real state and a stub controller: set state, read widget values, click buttons."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.ui.state import AppState, JobStatus, Status
+
+
+class StubController:
+    """Records every call a panel makes (the panel's only way to change anything)."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def variant_choices(self):
+        return [("0: export (ONNX Runtime, no optimizations)", "0: export"), ("1: attention (fused, all steps)",
+                                                                              "1: attention")]
+
+    def __getattr__(self, name):
+        return lambda *a, **k: self.calls.append((name, a, k))
+
+
+@pytest.fixture()
+def stub():
+    return StubController()
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_export):
+    """A state filled by the real controller once (snapshots, rows, pair), for panels to draw."""
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    c = Controller(AppState(source="bert-tiny"), background=False)
+    c.load()
+    yield c.state
+    c.close()
+
+
+def test_model_bar_shows_status_progress_and_loads_through_the_controller(stub):
+    from workbench.ui.panels.model_bar import ModelBar
+
+    s = AppState(source="bert-tiny")
+    bar = ModelBar(s, stub, choices={"presets": ["bert-tiny", "bert-base"], "exporters": ("torchscript", "dynamo"),
+                                     "opsets": (17, 18, 23), "attentions": ("eager", "sdpa"),
+                                     "engines": ("auto", "ort")})
+    s.status = Status("no such model", "error")
+    assert "no such model" in bar.status.value and "#cf222e" in bar.status.value
+    s.jobs = {"load": JobStatus("running", "exporting", 0.4)}
+    assert bar.progress.layout.visibility == "visible" and bar.progress.value == 0.4
+    s.jobs = {"load": JobStatus("done", "", 1.0)}
+    assert bar.progress.layout.visibility == "hidden"
+    bar.w_opset.value = 23  # a menu change loads at once
+    assert stub.calls[-1][0] == "load_model" and stub.calls[-1][2]["opset"] == 23
+    s.exporter = "dynamo"  # the state moves the menu without a load
+    assert bar.w_exporter.value == "dynamo" and len(stub.calls) == 1
+    bar.w_load.click()
+    assert stub.calls[-1][2]["exporter"] == "dynamo"
+
+
+def test_fusion_panel_draws_rows_and_sends_clicks(loaded, stub):
+    from workbench.ui.panels.fusion import FusionPanel
+
+    p = FusionPanel(loaded, stub)  # made after the load: draws what is there
+    assert "attention" in p.rows and p.toggles["attention"].value is True
+    assert "+2 Attention" in p.rows["attention"][3].value
+    assert "wb-row-sel" in p.rows["attention"][0]._dom_classes
+    assert "Softmax" in p.w_counts.value and "<b>attention</b>" in p.w_diag.value
+    p.toggles["attention"].value = False
+    assert stub.calls[-1] == ("toggle", ("attention", False), {})
+    p.rows["gelu"][2].click()
+    assert stub.calls[-1] == ("select_row", ("gelu",), {})
+    p.w_step.value = 0
+    assert stub.calls[-1] == ("select_step", (0,), {})
+    # state moving a checkbox does not call the controller back
+    n = len(stub.calls)
+    loaded.rows = tuple({**r, "on": False} if r["name"] == "gelu" else r for r in loaded.rows)
+    assert p.toggles["gelu"].value is False and len(stub.calls) == n
+    assert "wb-row-off" in p.rows["gelu"][0]._dom_classes
+    # answers on text add a column
+    loaded.rows = tuple({**r, "answers": "top-1 100%, ρ 1.0000"} for r in loaded.rows)
+    assert "top-1 100%" in p.rows["attention"][3].value
+    loaded.session_line = "ORT session (all) on top of attention: 18 → 16 nodes"
+    assert "18 → 16" in p.w_session_out.value
+
+
+def test_graph_panes_draw_the_pair_resize_and_report_clicks(loaded, stub):
+    from workbench.ui.link import link_panes
+    from workbench.ui.panels.graph import GraphPane, ViewBar
+
+    before, after = GraphPane(loaded, stub, "before"), GraphPane(loaded, stub, "after")
+    link_panes(before, after, stub)
+    assert "wb-graph-after" in after.widget._dom_classes
+    assert "Attention" in [t.strip() for t in after.fig.data[1].text]
+    assert after.fig.layout.title.text.startswith("after attention")
+    loaded.pane_width = 434
+    assert after.fig.layout.width == 434 and before.widget.layout.width == "438px"
+    after.on_click("n1")
+    before.on_click("group:layer 1")
+    assert stub.calls[-2:] == [("click", ("n1", "after"), {}), ("click", ("group:layer 1", "before"), {})]
+    bar = ViewBar(loaded, stub)
+    bar.w_view.value = "model"
+    assert stub.calls[-1] == ("set_view", (), {"view": "model"})
+    loaded.layer_max = 1
+    loaded.layer = 1
+    assert bar.w_layer.value == 1 and stub.calls[-1][0] == "set_view"  # no call back from the state's change
+
+
+def test_profile_panel_plots_samples_results_and_disables_buttons(stub):
+    from workbench.ui.panels.profile import ProfilePanel
+
+    s = AppState()
+    p = ProfilePanel(s, stub)
+    p.w_runs.value = 7
+    assert stub.calls[-1] == ("configure", (), {"runs": 7})
+    s.series = {"unfused": (10.0, 11.0), "fused": (8.0, 8.5)}
+    assert [t.name for t in p.fig_live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
+    s.jobs = {"benchmark": JobStatus("running")}
+    assert p.w_run.disabled and not p.w_stop.disabled and p.w_ablate.disabled
+    p.w_stop.click()
+    assert stub.calls[-1][0] == "stop_benchmark"
+    s.jobs = {"benchmark": JobStatus("done")}
+    assert not p.w_run.disabled and p.w_stop.disabled
+    s.snapshots = ("a", "b")  # the variant list follows the snapshots
+    assert [k for _, k in p.w_variants.options] == ["0: export", "1: attention"]
+    assert p.w_variants.value == ("0: export", "1: attention")
+    s.pane_width = 300
+    assert all(f.layout.width == 300 for f in p.figures)
+
+
+def test_text_and_sweep_panels_send_their_inputs(stub):
+    from workbench.ui.panels.sweep import SweepPanel
+    from workbench.ui.panels.text import TextPanel
+
+    s = AppState(source="bert-tiny")
+    t = TextPanel(s, stub)
+    t.w_text.value = "A first sentence.\nA second one."
+    t.w_check.click()
+    assert stub.calls[-1] == ("use_text", ("A first sentence.\nA second one.",), {})
+    s.answers = ({"name": "int8", "kind": "embedding", "top1_agreement": 0.95, "spearman": 0.986,
+                  "max_abs_diff": 0.02, "cosine": 0.999},)
+    assert "Spearman 0.9860" in t.w_answers.value and "same answers" in t.w_answers.value
+    s.text_line = "39 sentences in 6 batches"
+    assert "39 sentences" in t.w_line.value
+    w = SweepPanel(s, stub)
+    assert "models: [bert-tiny]" in w.w_spec.value
+    w.w_executor.value = "ray"
+    w.w_run.click()
+    assert stub.calls[-1][0] == "run_sweep" and stub.calls[-1][1][1] == "ray"
+    s.sweep = {"rows": [{"config": {"model": "bert-tiny", "plan": "default", "seq": 16}, "node": "n1",
+                         "p50_ms": 1.5, "p90_ms": 1.7, "runs": 5}], "total": 4, "running": True}
+    assert "1.50" in w.w_table.value and "1 of 4 rows" in w.w_table.value
+    s.jobs = {"sweep": JobStatus("running")}
+    assert w.w_run.disabled and not w.w_stop.disabled
