@@ -176,14 +176,20 @@ class ProfilePanel(Panel):
 
     def draw_variants(self) -> None:
         choices = self.controller.variant_choices()
+        keys = [k for _, k in choices]
+        if not keys:
+            return
+        chosen = tuple(k for k in self.state.variants if k in keys) or tuple(dict.fromkeys([keys[0], keys[-1]]))
         self._quiet.append(True)
         try:
-            if list(self.w_variants.options) != choices:
-                self.w_variants.options = choices
-            keys = [k for _, k in choices]
-            chosen = tuple(k for k in self.state.variants if k in keys) or tuple(dict.fromkeys([keys[0], keys[-1]]))
-            if keys and tuple(self.w_variants.value) != chosen:
-                self.w_variants.value = chosen
+            # Options and selection in one message: sent apart, the browser re-applies the old selection to
+            # a shorter option list ("Cannot set properties of undefined (setting 'selected')").
+            with self.w_variants.hold_sync():
+                if list(self.w_variants.options) != choices:
+                    self.w_variants.value = ()
+                    self.w_variants.options = choices
+                if tuple(self.w_variants.value) != chosen:
+                    self.w_variants.value = chosen
         finally:
             self._quiet.pop()
 
