@@ -109,13 +109,18 @@ def test_labels_are_short_and_never_collide(table):
         texts = list(fig.data[1].text or [""] * len(lay))
         xr = fig.layout.xaxis.range
         px = (width - 20) / (xr[1] - xr[0])
+        markers = [k for k, kd in enumerate(lay.kinds) if kd in ("in", "out")]
+        assert markers and all(texts[k] for k in markers)  # a marker is never an unnamed triangle
         for k, t in enumerate(texts):
-            if not t:
+            if not t or k in markers:  # marker labels sit centred above (below) them: checked next
                 continue
             same_row = sorted(x for x, y in zip(lay.x, lay.y) if y == lay.y[k] and x > lay.x[k])
             if same_row:
                 assert (same_row[0] - lay.x[k]) * px >= 9 + CHAR_PX * len(t)
             assert (xr[1] - lay.x[k]) * px >= 9 + CHAR_PX * len(t)
+        for a, b in zip(markers, markers[1:]):  # centred marker labels on one row never overlap
+            if lay.y[a] == lay.y[b]:
+                assert abs(lay.x[b] - lay.x[a]) * px >= CHAR_PX * (len(texts[a]) + len(texts[b])) / 2
     # wider panes show more labels; a crowded vertical scale shows none
     n = lambda w: sum(1 for t in graph_figure(lay, width=w).data[1].text or () if t)
     assert n(1200) >= n(300)
