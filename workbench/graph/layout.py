@@ -610,6 +610,7 @@ INPUT_ROLES = (
     ("shape", "shape", "batch and sequence sizes read from an input's shape"),
     ("other", "other inputs", "other values computed outside this layer"),
 )
+INPUT_ROLES_LABEL = tuple((r, label) for r, label, _ in INPUT_ROLES)
 _INT_TYPES = ("int", "uint", "bool")
 
 
@@ -719,6 +720,10 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
         if ids:
             lines.append(f"stands for {len(ids)} node{'s' if len(ids) != 1 else ''} outside {g}: "
                          f"{_op_counts(table, ids)}")
+        else:  # its producers are another marker's (EmbedLayerNormalization makes hidden states and mask index)
+            owners = sorted({dict(INPUT_ROLES_LABEL)[claimed[ext[t]]] for t in tensors if ext[t] in claimed})
+            if owners:
+                lines.append(f"made by the node{'s' if len(owners) > 1 else ''} behind {_esc(', '.join(owners))}")
         for t in tensors[:4]:
             src = f" ← {table.by_id[ext[t]].op_type}" if ext[t] else " (graph input)"
             lines.append(f"in: {_esc(_short(t, 40))} {table.shapes.get(t, '')}{_esc(src)}")
@@ -737,6 +742,13 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
     for t in table.graph_outputs:
         if table.producer.get(t) in inside_ids:
             outs.setdefault(t, [])
+    # Integer values handed on (dynamo shares a layer's shape Concat with the next) are named in the hover,
+    # not drawn: an edge from deep in the layer's plumbing to "out" reads as a second output.
+    sizes = [t for t in outs if table.shapes.get(t, "").startswith(_INT_TYPES)]
+    if len(sizes) < len(outs):
+        outs = {t: cs for t, cs in outs.items() if t not in sizes}
+    else:
+        sizes = []
     out = None
     if outs:
         order = {n.id: k for k, n in enumerate(table.nodes)}
@@ -752,11 +764,15 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
                          f"{_op_counts(table, consumers)}")
         for t in list(outs)[:4]:
             lines.append(f"out: {_esc(_short(t, 40))} {table.shapes.get(t, '')}")
+        if sizes:
+            lines.append(f"also hands on {len(sizes)} shape value{'s' if len(sizes) != 1 else ''} (not drawn)")
         out = Marker(id="out:", label=label, role="out", members=tuple(consumers), tensors=frozenset(outs),
                      hover="<br>".join(lines))
     return LayerIO(markers=markers, out=out)
 
 
+#: Left-to-right order of the input markers.
+TOP_ROW_ORDER = ("hidden", "shape", "other", "mask")
 #: Horizontal distance (in layout units) kept between a layer view's input markers, whose labels sit above them.
 MARKER_GAP = 3.0
 
@@ -767,7 +783,11 @@ def _spread_markers(items: list[tuple[str, str, str, str]], x: list[float], y: l
     Their labels are drawn above (below, for "out") the marker, centred, so they
     need room to each side rather than to the right.
     """
-    ins = sorted((k for k, it in enumerate(items) if it[2] == "in" and y[k] == 0.0), key=lambda k: x[k])
+    # A fixed order, the mask last: its edge goes to the middle of the layer, and from the side it does not
+    # run down through the nodes of the first rows.
+    rank = {f"in:{r}": j for j, r in enumerate(TOP_ROW_ORDER)}
+    ins = sorted((k for k, it in enumerate(items) if it[2] == "in" and y[k] == 0.0),
+                 key=lambda k: (rank.get(items[k][0], len(rank)), x[k]))
     body = [x[k] for k, it in enumerate(items) if it[2] == "node"]
     lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
     if len(ins) > 1:
