@@ -96,11 +96,71 @@ def test_one_layer_view_shows_the_layer_and_its_feeders(tiny_model):
     lay = layout_graph(tab, layer=1)
     nodes = [i for i, k in zip(lay.ids, lay.kinds) if k == "node"]
     assert sorted(nodes) == sorted(tab.members("layer 1"))
-    ctx = [i for i, k in zip(lay.ids, lay.kinds) if k == "context"]
-    assert ctx and all(tab.by_id[c].group != "layer 1" for c in ctx)
+    assert lay.title == f"encoder layer 1: {len(tab.members('layer 1'))} nodes"
+    markers = [i for i, k in zip(lay.ids, lay.kinds) if k == "in"]
+    assert markers and all(tab.by_id[m].group != "layer 1" for i in markers for m in lay.members[i])
+    # what feeds layer 1 is layer 0: its hidden-states marker stands for layer 0's last node
+    assert {tab.by_id[m].group for m in lay.members["in:hidden"]} == {"layer 0"}
     _check_dag_layout(lay)
     with pytest.raises(ValueError):
         layout_graph(tab, layer=7)
+
+
+def _outside_items(lay):
+    return [k for k, kind in enumerate(lay.kinds) if kind != "node"]
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_layer_view_collapses_what_is_outside_into_a_few_labelled_markers(tiny_export, exporter):
+    """What a newcomer sees first: the layer's own nodes, and a few named markers for what comes in and goes out."""
+    model = onnx.load(str(tiny_export(exporter=exporter).path))
+    tab = node_table(model)
+    assert tab.layers == [0, 1]  # dynamo names say nothing; its module scopes (node metadata) do
+    lay = layout_graph(tab, layer=0)
+    own = tab.members("layer 0")
+    assert sorted(i for i, k in zip(lay.ids, lay.kinds) if k == "node") == sorted(own)
+    assert lay.title == f"encoder layer 0: {len(own)} nodes"
+    outside = _outside_items(lay)
+    assert 2 <= len(outside) <= 4, [lay.labels[k] for k in outside]
+    labels = {lay.labels[k] for k in outside}
+    assert {"hidden states", "attention mask", "to layer 1"} <= labels
+    for k in outside:
+        assert lay.labels[k] and lay.hover[k] and lay.ids[k] in lay.members
+        if lay.kinds[k] == "in":
+            assert lay.y[k] == 0  # inputs on the top row
+            n = len(lay.members[lay.ids[k]])
+            assert f"stands for {n} node" in lay.hover[k]
+    # every outside node that feeds layer 0 directly is stood for by a marker
+    inside = set(own)
+    feeders = {tab.producer[t] for i in own for t in tab.by_id[i].inputs if tab.producer.get(t) not in (None, *inside)}
+    hidden = {m for k in outside for m in lay.members[lay.ids[k]]}
+    assert feeders <= hidden
+    # no node is stood for by two markers; the mask marker hides the mask plumbing
+    counts = [m for k in outside for m in lay.members[lay.ids[k]]]
+    assert len(counts) == len(set(counts))
+    mask = lay.members["in:mask"]
+    assert len(mask) >= 3 and all(tab.by_id[m].group is None for m in mask)
+    _check_dag_layout(lay)
+
+
+def test_markers_resolve_removed_and_added_nodes(fused_model, tiny_model):
+    """A step that replaces nodes outside the layer rings the marker that stands for them."""
+    before, after = node_table(tiny_model), node_table(fused_model)
+    lb, la = layout_graph(before, layer=0), layout_graph(after, layer=0)
+    removed = {n.id for n in before.nodes} - {n.id for n in after.nodes}
+    added = {n.id for n in after.nodes} - {n.id for n in before.nodes}
+
+    def items_for(lay, ids):  # what the app does (ui/app.py: _items_for)
+        out = {i for i in ids if i in set(lay.ids)}
+        out |= {g for g, ms in lay.members.items() if ids & set(ms)}
+        return out
+
+    rings_before, rings_after = items_for(lb, removed), items_for(la, added)
+    assert "in:hidden" in rings_before  # the embeddings' LayerNorm became EmbedLayerNormalization
+    assert "in:mask" in rings_before  # the mask plumbing went into it too
+    assert "in:hidden" in rings_after  # EmbedLayerNormalization gives the hidden states (and the mask index)
+    emb = next(n.id for n in after.nodes if n.op_type == "EmbedLayerNormalization")
+    assert emb in la.members["in:hidden"] and "in:mask" in la.ids
 
 
 def test_fused_nodes_land_in_their_layer(fused_model):

@@ -6,7 +6,7 @@ import onnx
 import plotly.graph_objects as go
 import pytest
 
-from workbench.graph.layout import layout_graph, node_table
+from workbench.graph.layout import layout_graph, node_table, without_constants
 from workbench.viz import latency as vl
 from workbench.viz.graph import (CHAR_PX, FUSED_COLOUR, graph_figure, highlight_only, shared_yrange, short_label,
                                  update_graph_figure, visible_labels)
@@ -109,13 +109,18 @@ def test_labels_are_short_and_never_collide(table):
         texts = list(fig.data[1].text or [""] * len(lay))
         xr = fig.layout.xaxis.range
         px = (width - 20) / (xr[1] - xr[0])
+        markers = [k for k, kd in enumerate(lay.kinds) if kd in ("in", "out")]
+        assert markers and all(texts[k] for k in markers)  # a marker is never an unnamed triangle
         for k, t in enumerate(texts):
-            if not t:
+            if not t or k in markers:  # marker labels sit centred above (below) them: checked next
                 continue
             same_row = sorted(x for x, y in zip(lay.x, lay.y) if y == lay.y[k] and x > lay.x[k])
             if same_row:
                 assert (same_row[0] - lay.x[k]) * px >= 9 + CHAR_PX * len(t)
             assert (xr[1] - lay.x[k]) * px >= 9 + CHAR_PX * len(t)
+        for a, b in zip(markers, markers[1:]):  # centred marker labels on one row never overlap
+            if lay.y[a] == lay.y[b]:
+                assert abs(lay.x[b] - lay.x[a]) * px >= CHAR_PX * (len(texts[a]) + len(texts[b])) / 2
     # wider panes show more labels; a crowded vertical scale shows none
     n = lambda w: sum(1 for t in graph_figure(lay, width=w).data[1].text or () if t)
     assert n(1200) >= n(300)
@@ -146,3 +151,34 @@ def test_a_new_view_replaces_the_traces_and_a_new_highlight_does_not(table):
     one = layout_graph(table, layer=0)
     assert update_graph_figure(fw, one, highlight={one.ids[1]}) is False
     assert update_graph_figure(fw, layout_graph(table, layer=1)) is True
+
+
+@pytest.mark.parametrize("width", [300, 540, 900])
+def test_layer_view_figure_names_every_item(table, width):
+    """Layer 0 as drawn: a few named markers for what is outside, no blank dots, a hover on everything."""
+    lay = layout_graph(without_constants(table), layer=0)  # as the app opens it (constants hidden)
+    fig = graph_figure(lay, width=width)
+    nodes = fig.data[1]
+    assert list(nodes.customdata) == lay.ids
+    outside = [k for k, kd in enumerate(lay.kinds) if kd != "node"]
+    assert 2 <= len(outside) <= 4
+    texts = list(nodes.text or [""] * len(lay))
+    assert all(texts[k] for k in outside)  # markers always carry their label
+    assert all(nodes.textposition[k] in ("top center", "bottom center") for k in outside)
+    assert all(h and "<b>" in h for h in nodes.hovertext)
+    if width >= 540:
+        assert all(texts), [lay.labels[k] for k, t in enumerate(texts) if not t]  # no unnamed dot
+        assert {texts[k] for k in outside} >= {"hidden states", "attention mask", "to layer 1"}
+
+
+def test_a_marker_rings_like_a_node_and_updates_in_place(table):
+    lay = layout_graph(table, layer=0)
+    mask = lay.members["in:mask"][0]
+    fw = go.FigureWidget(graph_figure(lay))
+    # the app rings the items standing for removed nodes (ui/app.py: _items_for): a marker's members resolve to it
+    items = {g for g, ms in lay.members.items() if {mask} & set(ms)}
+    assert items == {"in:mask"}
+    assert update_graph_figure(fw, lay, highlight=items, selected={"in:hidden"}) is False
+    k = lay.ids.index("in:mask")
+    assert (fw.data[2].x[0], fw.data[2].y[0]) == (lay.x[k], lay.y[k])
+    assert fw.data[3].x[0] == lay.x[lay.ids.index("in:hidden")]

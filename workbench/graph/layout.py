@@ -145,6 +145,22 @@ def group_of_name(*names: str) -> str | None:
     return None
 
 
+def _scope_group(node) -> str | None:
+    """The encoder group of the module scopes the dynamo exporter wrote on ``node``, if any.
+
+    The dynamo exporter names nodes after ops (``node_MatMul_52``); the module
+    path (``['', 'inner', 'inner.encoder', 'inner.encoder.layer.0', ..., 'linear']``)
+    is in the node's metadata. The innermost scope that names a group wins.
+    """
+    for p in getattr(node, "metadata_props", ()):
+        if p.key == "pkg.torch.onnx.name_scopes":
+            for scope in reversed(re.findall(r"'([^']*)'", p.value)):
+                grp = group_of_name(scope.replace(".", "/"))
+                if grp:
+                    return grp
+    return None
+
+
 def _attr_text(a) -> str:
     from onnx import helper
 
@@ -239,8 +255,8 @@ def node_table(model, *, layer_of: Mapping[str, int] | None = None, shapes: bool
         grp = None
         if layer_of and n.name in layer_of and layer_of[n.name] is not None:
             grp = f"layer {int(layer_of[n.name])}"
-        if grp is None:
-            grp = group_of_name(n.name, *n.output)
+        if grp is None:  # the module scope (dynamo) first: dynamo's node names say nothing about layers
+            grp = _scope_group(n) or group_of_name(n.name, *n.output)
         raw.append([nid, n, grp])
     # Unnamed scopes (ORT's fused nodes, mask plumbing) take the group of their
     # neighbours when both sides agree; a fused node whose name says nothing
@@ -327,8 +343,10 @@ class Layout:
     """Coordinates of one view. ``y`` grows downwards (rank 0 at the top).
 
     ``kind`` per item: "node" (a real node), "group" (a collapsed group, its
-    members in ``members``), "context" (a node outside the shown layer that
-    feeds it), "input" / "output" (graph inputs and outputs).
+    members in ``members``), "in" / "out" (in a one-layer view: a labelled
+    marker for what feeds the layer from outside, one per role, or for where
+    its results go; the nodes it stands for in ``members``), "input" /
+    "output" (graph inputs and outputs).
     """
 
     ids: list[str]
@@ -358,11 +376,13 @@ class Layout:
         return int(max(self.x) - min(self.x)) + 1 if self.x else 0
 
 
-def _rank_and_order(n: int, preds: list[list[int]], sweeps: int = 4) -> tuple[list[int], list[float]]:
+def _rank_and_order(n: int, preds: list[list[int]], sweeps: int = 4,
+                    pinned: frozenset[int] = frozenset()) -> tuple[list[int], list[float]]:
     """Longest-path ranks and barycentre x positions for a DAG of ``n`` items.
 
     Items are expected in topological order (ONNX requires it); a back edge
-    (an invalid graph) is ignored rather than looped on.
+    (an invalid graph) is ignored rather than looped on. ``pinned`` items
+    without predecessors stay on the top rank instead of being pulled down.
     """
     succs: list[list[int]] = [[] for _ in range(n)]
     for v in range(n):
@@ -379,7 +399,7 @@ def _rank_and_order(n: int, preds: list[list[int]], sweeps: int = 4) -> tuple[li
             floating.append(v)
     # Pull predecessor-free items down next to their first consumer.
     for v in reversed(floating):
-        if succs[v]:
+        if succs[v] and v not in pinned:
             rank[v] = max(0, min(rank[w] for w in succs[v]) - 1)
     # Compact the ranks the pulling emptied.
     used = sorted(set(rank))
@@ -420,8 +440,10 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
 
     Args:
         table: from :func:`node_table`.
-        layer: show only this encoder layer (plus the nodes that feed it, as
-            context). ``None`` shows the whole model.
+        layer: show only this encoder layer; what feeds it from outside is
+            drawn as a few labelled markers, one per role (hidden states,
+            attention mask, shape, other), and what it passes on as one "out"
+            marker. ``None`` shows the whole model.
         collapsed: in the whole-model view, the groups drawn as one box each
             ("embeddings", "layer 3", ...). ``None`` collapses every encoder
             layer; an empty set expands everything.
@@ -430,25 +452,33 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
     items: list[tuple[str, str, str, str]] = []  # (id, label, kind, op)
     members: dict[str, list[str]] = {}
     rep: dict[str, str] = {}  # node id -> item id drawn for it
+    ext: dict[str, str] = {}  # layer view: outside tensor -> the marker item drawn for it
+    out_item = None
     if layer is not None:
         g = f"layer {layer}"
         inside = [n for n in table.nodes if n.group == g]
         if not inside:
             raise ValueError(f"no nodes in encoder layer {layer}")
         inside_ids = {n.id for n in inside}
-        ctx: dict[str, None] = {}
-        for n in inside:
-            for t in n.inputs:
-                p = table.producer.get(t)
-                if p and p not in inside_ids:
-                    ctx.setdefault(p)
-        for p in ctx:
-            nd = table.by_id[p]
-            items.append((p, nd.op_type, "context", nd.op_type))
-            rep[p] = p
+        view = _layer_io(table, layer, inside, inside_ids)
+        for m in view.markers:
+            items.append((m.id, m.label, "in", m.label))
+            members[m.id] = list(m.members)
+            for nid in m.members:
+                rep.setdefault(nid, m.id)
+            for t in m.tensors:
+                ext[t] = m.id
+        marker_hover = {m.id: m.hover for m in view.markers}
         for n in inside:
             items.append((n.id, n.op_type, "node", n.op_type))
             rep[n.id] = n.id
+        if view.out is not None:
+            items.append((view.out.id, view.out.label, "out", view.out.label))
+            members[view.out.id] = list(view.out.members)
+            for nid in view.out.members:
+                rep.setdefault(nid, view.out.id)
+            marker_hover[view.out.id] = view.out.hover
+            out_item = view.out
         title = title or f"encoder layer {layer}: {len(inside)} nodes"
     else:
         coll = {g for g in table.groups if g.startswith("layer ")} if collapsed is None else set(collapsed)
@@ -478,12 +508,14 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
     inp = {name: index.get(f"input:{name}") for name in table.graph_inputs}
     for n in table.nodes:
         v_id = rep.get(n.id)
-        if v_id is None or items[index[v_id]][2] == "context":
+        if v_id is None or items[index[v_id]][2] not in ("node", "group"):
             continue
         v = index[v_id]
         for t in n.inputs:
             p = table.producer.get(t)
-            if p is not None:
+            if t in ext:
+                u = index[ext[t]]
+            elif p is not None:
                 u_id = rep.get(p)
                 if u_id is None or u_id == v_id:
                     continue
@@ -500,18 +532,26 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
                 if k is not None:
                     preds[k].add(v)
                     edges.add((v, k))
+        if out_item is not None and set(n.outputs) & out_item.tensors:
+            k = index[out_item.id]
+            preds[k].add(v)
+            edges.add((v, k))
     # Groups collapse several nodes into one item placed at its first member;
     # a later member's input may come from an item placed after it. Order the
     # items topologically so ranking sees a DAG.
     order = _topo(len(items), preds)
     pos_of = {old: new for new, old in enumerate(order)}
     p2 = [sorted(pos_of[u] for u in preds[old]) for old in order]
-    rank, xpos = _rank_and_order(len(order), p2)
+    # A layer view's input markers stay on the top row: the eye finds what comes in where it starts reading.
+    pinned = frozenset(pos_of[k] for k, it in enumerate(items) if it[2] == "in")
+    rank, xpos = _rank_and_order(len(order), p2, pinned=pinned)
     x = [0.0] * len(items)
     y = [0.0] * len(items)
     for new, old in enumerate(order):
         x[old] = xpos[new]
         y[old] = float(rank[new])
+    if layer is not None:
+        _spread_markers(items, x, y)
     boxes = []
     if layer is None:
         by_group: dict[str, list[int]] = {}
@@ -525,8 +565,10 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
                              max(x[k] for k in ks) + 0.6, max(y[k] for k in ks) + 0.6))
     hover = []
     for iid, label, kind, _ in items:
-        if kind in ("node", "context"):
-            hover.append(table.hover(iid) + ("<br><i>outside this layer</i>" if kind == "context" else ""))
+        if kind == "node":
+            hover.append(table.hover(iid))
+        elif kind in ("in", "out"):
+            hover.append(marker_hover[iid])
         elif kind == "group":
             ms = members[iid]
             ops: dict[str, int] = {}
@@ -541,6 +583,220 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
     return Layout(ids=[it[0] for it in items], labels=labels, kinds=[it[2] for it in items],
                   ops=[it[3] for it in items], x=x, y=y, edges=sorted(edges), boxes=boxes,
                   members=members, hover=hover, title=title)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One labelled item standing for what a layer view leaves out (its inputs' producers, its consumers)."""
+
+    id: str
+    label: str
+    role: str
+    members: tuple[str, ...]  # the node ids it stands for
+    tensors: frozenset[str]  # the tensors it carries into (or out of) the layer
+    hover: str
+
+
+@dataclass(frozen=True)
+class LayerIO:
+    markers: list[Marker]
+    out: Marker | None
+
+
+#: Input roles of a layer view, in the order their markers claim nodes: (role, label, what it stands for).
+INPUT_ROLES = (
+    ("hidden", "hidden states", "the hidden states this layer transforms"),
+    ("mask", "attention mask", "the attention mask, as the graph prepares it for attention"),
+    ("shape", "shape", "batch and sequence sizes read from an input's shape"),
+    ("other", "other inputs", "other values computed outside this layer"),
+)
+INPUT_ROLES_LABEL = tuple((r, label) for r, label, _ in INPUT_ROLES)
+_INT_TYPES = ("int", "uint", "bool")
+
+
+def _op_counts(table: NodeTable, ids: Iterable[str], top: int = 6) -> str:
+    ops: dict[str, int] = {}
+    for i in ids:
+        op = table.by_id[i].op_type
+        ops[op] = ops.get(op, 0) + 1
+    ranked = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{op} {c}" for op, c in ranked[:top])
+    return text + (f", {len(ranked) - top} more op types" if len(ranked) > top else "")
+
+
+def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: set[str]) -> LayerIO:
+    """The markers of a one-layer view: one per role of what flows in, one for what flows out.
+
+    A tensor from outside the layer is "hidden" when an embedding block or another
+    layer makes it (or it is EmbedLayerNormalization's first output), "mask" when
+    its out-of-layer ancestry reads an input named like a mask (or it is
+    EmbedLayerNormalization's mask index), "shape" when it is an integer, else
+    "other". Each marker stands for the producers of its tensors and for their
+    out-of-layer, out-of-group ancestors (the mask and shape plumbing), each node
+    counted under the first role that claims it.
+    """
+    g = f"layer {layer}"
+    ext: dict[str, str | None] = {}  # tensor -> producer id (None: a graph input)
+    for n in inside:
+        for t in n.inputs:
+            if not t or t in table.initializers or t in ext:
+                continue
+            p = table.producer.get(t)
+            if p in inside_ids:
+                continue
+            if p is None and t not in table.graph_inputs:
+                continue
+            ext[t] = p
+
+    def ancestry(p: str) -> set[str]:
+        """``p`` and its ancestors that sit in no group (stops at embeddings and layers)."""
+        seen, stack = set(), [p]
+        while stack:
+            u = stack.pop()
+            if u in seen or u in inside_ids:
+                continue
+            seen.add(u)
+            if table.by_id[u].group is not None:
+                continue
+            for t in table.by_id[u].inputs:
+                q = table.producer.get(t)
+                if q is not None and q not in seen:
+                    stack.append(q)
+        return seen
+
+    def reads_mask(ids: set[str]) -> bool:
+        for u in ids:
+            if table.by_id[u].group is None and any(
+                    t in table.graph_inputs and "mask" in t.lower() for t in table.by_id[u].inputs):
+                return True
+        return False
+
+    roles: dict[str, str] = {}
+    cones: dict[str, set[str]] = {}
+    for t, p in ext.items():
+        dtype = table.shapes.get(t, "").split("[")[0]
+        if p is None:
+            roles[t] = "mask" if "mask" in t.lower() else "shape" if dtype.startswith(_INT_TYPES) else "other"
+            cones[t] = set()
+            continue
+        pn = table.by_id[p]
+        cone = ancestry(p)
+        cones[t] = cone
+        if pn.op_type == "EmbedLayerNormalization":
+            roles[t] = "mask" if t in pn.outputs[1:2] else "hidden"
+        elif pn.group is not None and not dtype.startswith(_INT_TYPES):
+            roles[t] = "hidden"
+        elif reads_mask(cone):
+            roles[t] = "mask"
+        elif dtype.startswith(_INT_TYPES) or pn.op_type in ("Shape", "Size"):
+            roles[t] = "shape"
+        else:
+            roles[t] = "other"
+    markers = []
+    # Each tensor's own producer belongs to its role's marker; then the plumbing behind it, first come first served.
+    claimed: dict[str, str] = {}
+    for role, _, _ in INPUT_ROLES:
+        for t, p in ext.items():
+            if p is not None and roles[t] == role:
+                claimed.setdefault(p, role)
+    for role, _, _ in INPUT_ROLES:
+        for t in ext:
+            if roles[t] == role:
+                for u in cones[t]:
+                    claimed.setdefault(u, role)
+    for role, label, what in INPUT_ROLES:
+        tensors = [t for t in ext if roles[t] == role]
+        if not tensors:
+            continue
+        ids = [u for u, r in claimed.items() if r == role]
+        order = {n.id: k for k, n in enumerate(table.nodes)}
+        ids.sort(key=order.__getitem__)
+        if role == "hidden":
+            srcs = sorted({table.by_id[ext[t]].group or table.by_id[ext[t]].op_type for t in tensors if ext[t]})
+            origin = "from " + (", ".join(srcs) if srcs else "the graph inputs")
+        else:
+            origin = ""
+        lines = [f"<b>{label}</b>{' ' + _esc(origin) if origin else ''}", f"<i>{what}</i>"]
+        if ids:
+            lines.append(f"stands for {len(ids)} node{'s' if len(ids) != 1 else ''} outside {g}: "
+                         f"{_op_counts(table, ids)}")
+        else:  # its producers are another marker's (EmbedLayerNormalization makes hidden states and mask index)
+            owners = sorted({dict(INPUT_ROLES_LABEL)[claimed[ext[t]]] for t in tensors if ext[t] in claimed})
+            if owners:
+                lines.append(f"made by the node{'s' if len(owners) > 1 else ''} behind {_esc(', '.join(owners))}")
+        for t in tensors[:4]:
+            src = f" ← {table.by_id[ext[t]].op_type}" if ext[t] else " (graph input)"
+            lines.append(f"in: {_esc(_short(t, 40))} {table.shapes.get(t, '')}{_esc(src)}")
+        if len(tensors) > 4:
+            lines.append(f"in: ... {len(tensors) - 4} more")
+        markers.append(Marker(id=f"in:{role}", label=label, role=role, members=tuple(ids),
+                              tensors=frozenset(tensors), hover="<br>".join(lines)))
+    # What leaves the layer: tensors read by nodes outside it, or graph outputs.
+    outs: dict[str, list[str]] = {}
+    for n in table.nodes:
+        if n.id in inside_ids:
+            continue
+        for t in n.inputs:
+            if t and table.producer.get(t) in inside_ids:
+                outs.setdefault(t, []).append(n.id)
+    for t in table.graph_outputs:
+        if table.producer.get(t) in inside_ids:
+            outs.setdefault(t, [])
+    # Integer values handed on (dynamo shares a layer's shape Concat with the next) are named in the hover,
+    # not drawn: an edge from deep in the layer's plumbing to "out" reads as a second output.
+    sizes = [t for t in outs if table.shapes.get(t, "").startswith(_INT_TYPES)]
+    if len(sizes) < len(outs):
+        outs = {t: cs for t, cs in outs.items() if t not in sizes}
+    else:
+        sizes = []
+    out = None
+    if outs:
+        order = {n.id: k for k, n in enumerate(table.nodes)}
+        consumers = sorted({c for cs in outs.values() for c in cs}, key=order.__getitem__)
+        dests = sorted({table.by_id[c].group or table.by_id[c].op_type for c in consumers},
+                       key=lambda d: _group_key(d) if d == EMBEDDINGS or d.startswith("layer ") else (3, 0))
+        if any(t in table.graph_outputs for t in outs):
+            dests.append("graph output")
+        label = "to " + (dests[0] if len(dests) == 1 else f"{dests[0]} +{len(dests) - 1}")
+        lines = [f"<b>out</b>: what {g} passes on, to {_esc(', '.join(dests))}"]
+        if consumers:
+            lines.append(f"stands for the {len(consumers)} node{'s' if len(consumers) != 1 else ''} that read it: "
+                         f"{_op_counts(table, consumers)}")
+        for t in list(outs)[:4]:
+            lines.append(f"out: {_esc(_short(t, 40))} {table.shapes.get(t, '')}")
+        if sizes:
+            lines.append(f"also hands on {len(sizes)} shape value{'s' if len(sizes) != 1 else ''} (not drawn)")
+        out = Marker(id="out:", label=label, role="out", members=tuple(consumers), tensors=frozenset(outs),
+                     hover="<br>".join(lines))
+    return LayerIO(markers=markers, out=out)
+
+
+#: Left-to-right order of the input markers.
+TOP_ROW_ORDER = ("hidden", "shape", "other", "mask")
+#: Horizontal distance (in layout units) kept between a layer view's input markers, whose labels sit above them.
+MARKER_GAP = 3.0
+
+
+def _spread_markers(items: list[tuple[str, str, str, str]], x: list[float], y: list[float]) -> None:
+    """Space the input markers of the top row apart (in their barycentre order) and centre the out marker.
+
+    Their labels are drawn above (below, for "out") the marker, centred, so they
+    need room to each side rather than to the right.
+    """
+    # A fixed order, the mask last: its edge goes to the middle of the layer, and from the side it does not
+    # run down through the nodes of the first rows.
+    rank = {f"in:{r}": j for j, r in enumerate(TOP_ROW_ORDER)}
+    ins = sorted((k for k, it in enumerate(items) if it[2] == "in" and y[k] == 0.0),
+                 key=lambda k: (rank.get(items[k][0], len(rank)), x[k]))
+    body = [x[k] for k, it in enumerate(items) if it[2] == "node"]
+    lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
+    if len(ins) > 1:
+        gap = max(MARKER_GAP, (hi - lo) / (len(ins) - 1))
+        start = (lo + hi) / 2 - gap * (len(ins) - 1) / 2
+        for j, k in enumerate(ins):
+            x[k] = start + j * gap
+    elif ins:
+        x[ins[0]] = min(max(x[ins[0]], lo), hi)
 
 
 def _topo(n: int, preds: list[set[int]]) -> list[int]:

@@ -43,8 +43,14 @@ _CATEGORY = {
                           "Constant", "ConstantOfShape", "Range", "Identity", "Split"}),
 }
 FUSED_COLOUR = "#9467bd"
+#: Kinds of the labelled markers of a layer view, and where their label sits.
+MARKER_KINDS = ("in", "out")
+MARKER_TEXT = {"in": "top center", "out": "bottom center"}
+MARKER_SHORT = {"hidden states": "hidden", "attention mask": "mask", "other inputs": "other"}
+#: Colour of a layer view's in / out markers (what feeds the layer, where its results go).
+MARKER_COLOUR = "#f2c14e"
 KIND_STYLE = {  # symbol, size
-    "node": ("circle", 11), "context": ("circle-open", 9), "group": ("square", 26),
+    "node": ("circle", 11), "group": ("square", 26), "in": ("triangle-down", 15), "out": ("triangle-down", 15),
     "input": ("triangle-down", 13), "output": ("triangle-up", 13),
 }
 FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu",
@@ -74,6 +80,21 @@ def _lat_colour(share: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
+#: Three-letter codes for when a node's name does not fit beside it (its hover still names it in full).
+TINY_OPS = {
+    "Unsqueeze": "Usq", "Squeeze": "Sq", "Concat": "Cat", "Reshape": "Rsh", "Transpose": "Tr", "Gather": "Gat",
+    "Shape": "Shp", "Slice": "Slc", "MatMul": "MM", "Softmax": "Smx", "LayerNormalization": "LN",
+    "SkipLayerNormalization": "SLN", "Attention": "Att", "BiasGelu": "BG", "Where": "Whr", "Expand": "Exp",
+    "Equal": "Eq", "Range": "Rng", "Constant": "Cst", "ConstantOfShape": "CoS", "Identity": "Id", "Cast": "Cas",
+    "ReduceMean": "Mea", "Sqrt": "Sqr", "Softplus": "Sp", "GreaterOrEqual": "Ge", "Flatten": "Fl",
+}
+
+
+def tiny_label(label: str) -> str:
+    """A code of at most three letters for ``label`` (see :data:`TINY_OPS`)."""
+    return TINY_OPS.get(label, label[:3])
+
+
 def short_label(label: str, limit: int = 12) -> str:
     """A node label short enough to sit next to its node: known abbreviations, else truncated."""
     if label in SHORT_OPS:
@@ -100,16 +121,52 @@ def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int
     for k, y in enumerate(layout.y):
         rows.setdefault(y, []).append(k)
     out = [""] * n
+    # Markers' labels are centred above (below) them, where no node label is: never blank, shortened where
+    # two would overlap or one would leave the plot.
+    marker_rows: dict[float, list[int]] = {}
+    for k, kd in enumerate(layout.kinds):
+        if kd in MARKER_KINDS:
+            marker_rows.setdefault(layout.y[k], []).append(k)
+    for ks in marker_rows.values():
+        ks.sort(key=lambda k: layout.x[k])
+        full = [labels[k] for k in ks]
+        short = [marker_short(t) for t in full]
+        out_ks = full if _centred_fit(layout, ks, full, px_x, xrange) else short
+        for k, t in zip(ks, out_ks):
+            out[k] = t
     for ks in rows.values():
         ks.sort(key=lambda k: layout.x[k])
         for j, k in enumerate(ks):
-            need = 9 + CHAR_PX * len(labels[k])  # marker radius and gap, then the text
+            if layout.kinds[k] in MARKER_KINDS:  # an obstacle for its left neighbour's label; labelled above
+                continue
             room = (xrange[1] - layout.x[k]) * px_x
             if j + 1 < len(ks):
                 room = min(room, (layout.x[ks[j + 1]] - layout.x[k]) * px_x - 7)
-            if need <= room:
-                out[k] = labels[k]
+            # The full name if it fits, else a three-letter code, so no node is an unnamed dot.
+            for text in (labels[k], tiny_label(labels[k].strip()) if layout.kinds[k] == "node" else None):
+                if text and 9 + CHAR_PX * len(text) <= room:  # marker radius and gap, then the text
+                    out[k] = text
+                    break
     return out
+
+
+def marker_short(label: str) -> str:
+    """The one-word form of a marker's label, for narrow panes."""
+    if label.startswith("to "):
+        return "out"
+    return MARKER_SHORT.get(label, label.split(" ")[0])
+
+
+def _centred_fit(layout: Layout, ks: list[int], texts: list[str], px_x: float, xrange: tuple[float, float]) -> bool:
+    """Whether labels centred on the items ``ks`` (sorted by x) stay apart and inside the plot."""
+    half = [CHAR_PX * len(t) / 2 for t in texts]
+    for j, k in enumerate(ks):
+        x = layout.x[k]
+        if (x - xrange[0]) * px_x < half[j] or (xrange[1] - x) * px_x < half[j]:
+            return False
+        if j and (x - layout.x[ks[j - 1]]) * px_x < half[j] + half[j - 1] + 6:
+            return False
+    return True
 
 
 def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
@@ -154,8 +211,8 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
             colours.append("#dbe6f4")
         elif kd in ("input", "output"):
             colours.append("#444444")
-        elif kd == "context":
-            colours.append("#bbbbbb")
+        elif kd in ("in", "out"):
+            colours.append(MARKER_COLOUR)
         else:
             colours.append(op_colour(op))
     w = int(width or DEFAULT_WIDTH)
@@ -171,7 +228,8 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
     symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
     # A ringed node's label starts past its ring (an en space), or the ring hides its first letters.
     ringed = set(highlight) | set(selected)
-    labels = [("\u2002" if iid in ringed else "") + short_label(lb) for iid, lb in zip(layout.ids, layout.labels)]
+    labels = [lb if kd in MARKER_KINDS else ("\u2002" if iid in ringed else "") + short_label(lb)
+              for iid, lb, kd in zip(layout.ids, layout.labels, layout.kinds)]
     texts = visible_labels(layout, labels, width=w, height=h, xrange=(xr[0], xr[1]), yrange=(yr[0], yr[1]))
     show_text = any(texts)
     index = layout.index()
@@ -187,7 +245,8 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
              line=dict(color="#9aa5b1", width=1)),
         dict(type=kind, name="nodes", x=list(layout.x), y=list(layout.y),
              mode="markers+text" if show_text else "markers", text=texts if show_text else None,
-             textposition="middle right", textfont=dict(size=9, color="#333"),
+             textposition=[MARKER_TEXT.get(kd, "middle right") for kd in layout.kinds],
+             textfont=dict(size=9, color="#333"),
              customdata=list(layout.ids), hovertext=hover, hoverinfo="text", showlegend=False,
              marker=dict(color=colours, symbol=symbols, size=sizes, line=dict(width=0.5, color="#333"))),
         dict(type=kind, name="highlight", x=hx, y=hy, mode="markers", hoverinfo="skip", showlegend=False,
