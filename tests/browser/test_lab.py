@@ -121,7 +121,7 @@ def open_and_run(page, lab: dict, notebook: str = "01_fusion_tour.ipynb", timeou
 
 
 def click_toggle(page, step: str, timeout_s: float = 60) -> float:
-    """Click ``step``'s checkbox; seconds until the status line, the counts table and the graph changed."""
+    """Click ``step``'s checkbox; seconds until the status line, the counts table and the graph all changed."""
     toggle = page.locator(f".wb-row.wb-step-{step.replace('_', '-')} input[type=checkbox]").first
     on = toggle.is_checked()
     title = _text(page, ".wb-graph-after .gtitle")
@@ -134,7 +134,7 @@ def click_toggle(page, step: str, timeout_s: float = 60) -> float:
     page.wait_for_function(
         "([old, oldCounts]) => { const t = document.querySelector('.wb-graph-after .gtitle');"
         " const c = document.querySelector('.wb-counts table');"
-        " return t && c && (t.textContent !== old || c.textContent !== oldCounts) }",
+        " return t && c && t.textContent !== old && c.textContent !== oldCounts }",
         arg=[title, counts], timeout=timeout_s * 1000)
     return time.perf_counter() - t0
 

@@ -17,6 +17,32 @@ def badge(ok: bool | None, text: str, title: str = "") -> str:
     return f"<span class='wb-badge {cls}' title='{esc(title)}'>{esc(text)}</span>"
 
 
+def sync_figure(fig) -> None:
+    """Make a FigureWidget's stored state what Python holds, so any view drawn later shows it.
+
+    plotly's FigureWidget (an anywidget) applies Python's edits as one-off messages, and its browser
+    model listens for them only once its script has loaded; edits that arrive before are lost, and
+    the view is then drawn from the stored ``_widget_data`` / ``_widget_layout`` of the figure's
+    creation (measured: the before pane empty and three latency plots at plotly's default 700 px in
+    a ~570 px column). plotly re-syncs these itself only when a figure is displayed on its own, not
+    inside a Box, so every panel calls this after drawing a figure.
+    """
+    from copy import deepcopy
+
+    fig._widget_data = deepcopy(fig._data)
+    fig._widget_layout = deepcopy(fig._layout_obj._props)
+
+
+def kernel_loop():
+    """The running kernel's main-thread event loop, or None outside a kernel (scripts, tests)."""
+    try:
+        from IPython import get_ipython
+
+        return getattr(getattr(get_ipython(), "kernel", None), "io_loop", None)
+    except Exception:
+        return None
+
+
 class Panel:
     """A panel: ``widget`` is what the app places; ``draw_*`` methods run when the state changes.
 
@@ -31,13 +57,38 @@ class Panel:
         self.state = state
         self.controller = controller
         self._lock = threading.RLock()  # state changes arrive from background jobs too
+        self._loop = kernel_loop()
+        self._due: set[int] = set()
+        self.errors: list[str] = []  # drawing errors on the kernel's event loop
 
     def watch(self, names: str | list[str], fn: Callable[[], None]) -> None:
-        """Call ``fn`` (under the panel's lock) whenever any of these state traits changes."""
+        """Call ``fn`` whenever any of these state traits changes.
+
+        In a kernel, widgets are only touched on its main thread: a change made by a background job
+        schedules ``fn`` there (once, however many changes arrive before it runs), because plotly's
+        FigureWidget applies the browser's layout replies on the main thread and loses properties
+        (a figure's width) when a job edits the same figure meanwhile. Outside a kernel ``fn`` runs at once.
+        """
+        key = id(fn)
+
+        def run() -> None:
+            self._due.discard(key)
+            with self._lock:
+                try:
+                    fn()
+                except Exception:  # the event loop would swallow it: keep it where a test can read it
+                    import traceback
+
+                    self.errors.append(traceback.format_exc())
 
         def handler(_change) -> None:
-            with self._lock:
-                fn()
+            if self._loop is None or threading.current_thread() is threading.main_thread():
+                with self._lock:
+                    fn()
+                return
+            if key not in self._due:
+                self._due.add(key)
+                self._loop.add_callback(run)
 
         self.state.observe(handler, names=names)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import Panel
+from .base import Panel, sync_figure
 
 
 class GraphPane(Panel):
@@ -40,6 +40,7 @@ class GraphPane(Panel):
         v = getattr(p, self.role)
         update_graph_figure(self.fig, v.layout, highlight=v.highlight, selected=v.selected, latency=v.latency,
                             width=self.state.pane_width, height=p.height, yrange=p.yrange, title=v.title)
+        sync_figure(self.fig)
         self._hook()
 
     def _hook(self) -> None:
@@ -62,6 +63,7 @@ class GraphPane(Panel):
             self.draw()
         else:
             self.fig.layout.width = w
+            sync_figure(self.fig)
 
 
 class ViewBar(Panel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Panel, badge, esc
+from .base import Panel, badge, esc, sync_figure
 
 _MEASURING = ("benchmark", "profile", "ablation", "answers", "sweep")
 
@@ -131,22 +131,28 @@ class ProfilePanel(Panel):
         self.widget.add_class("wb-profile-panel")
         self.watch("series", self.draw_live)
         self.watch("bench_result", self.draw_result)
-        self.watch("op_breakdown", lambda: vl.refresh(self.fig_ops, vl.op_breakdown_figure(dict(self.state.op_breakdown))))
+        self.watch("op_breakdown", lambda: self._show(self.fig_ops, vl.op_breakdown_figure(dict(self.state.op_breakdown))))
         self.watch("ablation", self.draw_ablation)
         self.watch("jobs", self.draw_buttons)
         self.watch("snapshots", self.draw_variants)
         self.watch(["provider", "batch", "seq", "threads", "runs", "int8", "providers"], self.draw_settings)
         self.watch("pane_width", self.resize)
+        for f in self.figures:
+            sync_figure(f)
         if s.snapshots:
             self.draw_variants()
+
+    def _show(self, fig, source) -> None:
+        self._vl.refresh(fig, source)
+        sync_figure(fig)
 
     def draw_live(self) -> None:
         vl = self._vl
         series = {k: list(v) for k, v in self.state.series.items()}
-        vl.refresh(self.fig_live, vl.live_figure(series))
-        vl.refresh(self.fig_dist, vl.distribution_figure(series))
+        self._show(self.fig_live, vl.live_figure(series))
+        self._show(self.fig_dist, vl.distribution_figure(series))
         if self.state.bench_result is None:
-            vl.refresh(self.fig_pct, vl.percentile_figure({k: vl.percentiles(v) for k, v in series.items() if v}))
+            self._show(self.fig_pct, vl.percentile_figure({k: vl.percentiles(v) for k, v in series.items() if v}))
 
     def draw_result(self) -> None:
         vl, r = self._vl, self.state.bench_result
@@ -154,16 +160,16 @@ class ProfilePanel(Panel):
             self.w_results.value = ""
             return
         series = {k: list(v) for k, v in self.state.series.items()}
-        vl.refresh(self.fig_live, vl.live_figure(series, floor_ms=r.floor_ms))
+        self._show(self.fig_live, vl.live_figure(series, floor_ms=r.floor_ms))
         stats = {v.name: {"p50": v.p50_ms or 0, "p90": v.p90_ms or 0, "p99": v.p99_ms or 0} for v in r.variants}
-        vl.refresh(self.fig_pct, vl.percentile_figure(stats, floor_ms=r.floor_ms))
+        self._show(self.fig_pct, vl.percentile_figure(stats, floor_ms=r.floor_ms))
         self.w_results.value = results_html(r, self.state.explanation)
 
     def draw_ablation(self) -> None:
         res = self.state.ablation
         if res is None:
             return
-        self._vl.refresh(self.fig_ablation, self._vl.ablation_figure([r.__dict__ for r in res.rows], res.noise_pct))
+        self._show(self.fig_ablation, self._vl.ablation_figure([r.__dict__ for r in res.rows], res.noise_pct))
         self.w_ablation.value = ablation_html(res)
 
     def draw_buttons(self) -> None:
@@ -210,6 +216,7 @@ class ProfilePanel(Panel):
         for box, f in zip(self.boxes, self.figures):
             box.layout.width = f"{w + 4}px"
             f.layout.width = w
+            sync_figure(f)
 
 
 __all__ = ["ProfilePanel", "results_html", "ablation_html"]
