@@ -65,7 +65,8 @@ def spec_from_onnx(model) -> InputSpec:
                 vocab = dims[0]
             elif len(dims) == 2 and node.input[1] == "token_type_ids":
                 types = dims[0]
-        elif node.op_type == "EmbedLayerNormalization":  # fused: the tables are its inputs 2 (words) and 4 (types)
+        elif node.op_type in ("EmbedLayerNormalization", "QEmbedLayerNormalization"):
+            # fused (and int8): the tables are inputs 2 (words) and 4 (token types)
             words = by_name.get(node.input[2]) if len(node.input) > 2 else None
             segs = by_name.get(node.input[4]) if len(node.input) > 4 else None
             if words is not None and len(words.dims) == 2:
