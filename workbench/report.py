@@ -7,6 +7,7 @@ written with what succeeded.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
@@ -20,14 +21,34 @@ Progress = Callable[[str, float], None]
 
 def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | None = None,
             plan: FusionPlan | None = None, bench_cfg: BenchConfig | None = None, *,
-            bench: bool = True, progress: Progress | None = None) -> dict:
-    """Run the main job and return the report's data."""
+            bench: bool = True, progress: Progress | None = None, text=None) -> dict:
+    """Run the main job and return the report's data.
+
+    Args:
+        text: real text for answer-level parity: a ``workbench.text.TextBatches``
+            or a list of sentences (tokenized here with the model's tokenizer).
+            With it every fusion step gets ``task_parity`` on the text, and
+            the benchmark cycles through the text's batches (a length mix, so
+            no single hardware floor) and gives each variant ``task_parity``.
+            ``data["text"]`` then describes the text (sentences, batches,
+            bucket mix, padding share).
+
+    Raises:
+        ModelSourceError: ``text`` given for a model without a tokenizer.
+        ConfigError: no sentences.
+    """
     progress = progress or (lambda stage, f: None)
     src = source if isinstance(source, ModelSource) else resolve(source)
     export_cfg = export_cfg or ExportConfig()
     plan = plan or FusionPlan()
+    if text is not None and not hasattr(text, "batches"):
+        from .text import text_batches
+
+        text = text_batches(src, list(text))  # before the export: no tokenizer fails in a moment
     data: dict = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
                   "model": src.describe(), "errors": []}
+    if text is not None:
+        data["text"] = text.describe()
 
     from .export import export
 
@@ -41,7 +62,12 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
 
         tl = run_fusion(result.path, plan, num_layers=src.num_layers, num_heads=src.num_heads,
                         hidden_size=src.hidden_size)
-        tl.check_parity(len(tl.snapshots) - 1)
+        if text is not None:  # the answers on the text after every step, as `workbench fuse --text` checks them
+            tl.use_text(text)
+            for i in range(1, len(tl.snapshots)):
+                tl.check_parity(i)
+        else:
+            tl.check_parity(len(tl.snapshots) - 1)
         data["fusion"] = {**tl.to_dict(), "engine_note": tl.engine_note}
     except WorkbenchError as e:
         data["errors"].append(f"fusion: {e}")
@@ -53,13 +79,21 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
             from .measure.recipes import standard_variants
 
             cfg = bench_cfg or BenchConfig(runs=20)
+            if text is not None:  # the shape the sessions are sized for: the text's largest batch and bucket
+                cfg = dataclasses.replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches),
+                                          seq=max(text.lengths))
             names = ("torch", "unfused", "fused", "int8") if src.kind != "onnx" else ("unfused", "fused", "int8")
             variants = standard_variants(src, names, provider=cfg.provider, attention=export_cfg.attention,
                                          progress=lambda s, f: progress(f"benchmark: {s}", 0.6 + 0.1 * f))
-            res = benchmark(variants, cfg)
+            # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
+            res = benchmark(variants, cfg, text=text, floor=text is None)
+            from .viz.report import plural
+
+            t = data.get("text") or {}
+            shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
+                     if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
             data["bench"] = {**res.to_dict(samples=False),
-                             "config": {"provider": cfg.provider, "batch": cfg.batch, "sequence": cfg.seq,
-                                        "threads": cfg.threads, "runs": cfg.runs}}
+                             "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
         except WorkbenchError as e:
             data["errors"].append(f"benchmark: {e}")
     progress("done", 1.0)

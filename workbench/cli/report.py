@@ -11,7 +11,9 @@ from . import common
 def register(sub) -> None:
     p = sub.add_parser("report", help="export, fuse and benchmark a model; write an HTML report",
                        description="Run the whole workbench headless (no browser needed): export the model, run the "
-                                   "fusion timeline, measure latency, and write one self-contained HTML report.")
+                                   "fusion timeline, measure latency, and write one self-contained HTML report. "
+                                   "With --text, every fusion step and every variant also gets the answer-level "
+                                   "task parity on that text, and the latency is measured over its length mix.")
     common.add_model_arg(p)
     common.add_export_args(p)
     common.add_engine_arg(p)
@@ -21,6 +23,7 @@ def register(sub) -> None:
     p.add_argument("--runs", type=int, default=20, help="timed runs per variant (default 20)")
     p.add_argument("--seq", type=int, default=128, help="sequence length for the benchmark (default 128)")
     p.add_argument("--threads", type=int, default=None, help="threads for every variant (default: all cores)")
+    common.add_text_arg(p)
     p.set_defaults(func=run)
 
 
@@ -33,10 +36,11 @@ def run(args) -> int:
     from ..viz.report import write_report
 
     source = resolve(args.model)
+    text = common.text_batches(args, source)  # before the export: a bad file or no tokenizer fails in a moment
     bench_cfg = BenchConfig(seq=args.seq, runs=args.runs, threads=args.threads or os.cpu_count() or 1)
     with common.StageBar(f"report {source.label}") as bar:
         data = collect(source, common.export_config(args), FusionPlan(engine=args.engine), bench_cfg,
-                       bench=not args.no_bench, progress=bar)
+                       bench=not args.no_bench, progress=bar, text=text)
     out = Path(args.output) / f"report-{source.name}-{time.strftime('%Y%m%d-%H%M%S')}.html"
     path = write_report(data, out)
     for err in data["errors"]:

@@ -65,6 +65,14 @@ def spec_from_onnx(model) -> InputSpec:
                 vocab = dims[0]
             elif len(dims) == 2 and node.input[1] == "token_type_ids":
                 types = dims[0]
+        elif node.op_type in ("EmbedLayerNormalization", "QEmbedLayerNormalization"):
+            # fused (and int8): the tables are inputs 2 (words) and 4 (token types)
+            words = by_name.get(node.input[2]) if len(node.input) > 2 else None
+            segs = by_name.get(node.input[4]) if len(node.input) > 4 else None
+            if words is not None and len(words.dims) == 2:
+                vocab = int(words.dims[0])
+            if segs is not None and len(segs.dims) == 2:
+                types = int(segs.dims[0])
     positions = _max_positions(model, types, positions)
     return InputSpec(names=names, vocab_size=vocab, type_vocab_size=types, max_positions=positions)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from pathlib import Path
 
@@ -37,7 +38,9 @@ def _table(rows: list[dict], columns: list[str] | None = None) -> str:
         cells = []
         for c in cols:
             v = r.get(c, "")
-            if isinstance(v, bool) and c == "parity":
+            if isinstance(v, _Cell):
+                cells.append(f"<td class='{v.css}'>{_e(v)}</td>" if v.css else f"<td>{_e(v)}</td>")
+            elif isinstance(v, bool) and c == "parity":
                 cells.append(f"<td class='{'ok' if v else 'bad'}'>{'ok' if v else 'NOT OK'}</td>")
             elif isinstance(v, bool):
                 cells.append(f"<td>{'yes' if v else 'no'}</td>")
@@ -47,6 +50,88 @@ def _table(rows: list[dict], columns: list[str] | None = None) -> str:
                 cells.append(f"<td>{_e(v if v is not None else '')}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+#: What each answer-level check compares, in words (``ort.task_parity`` kinds).
+TASK_KINDS = {
+    "embedding": "sentence embeddings: each sentence's nearest other sentence (top-1 agreement) and the "
+                 "Spearman correlation of all pairwise similarities",
+    "masked_lm": "masked language model: the top-1 word and the top-5 words at the masked positions",
+    "classification": "classifier: the label of each answer, and the largest change of any class probability",
+}
+_KIND_SHORT = {"embedding": "sentence embeddings", "masked_lm": "masked LM", "classification": "classification"}
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage that says 100% only when every answer agrees (0.9996 is 99.9%)."""
+    if x >= 1.0:
+        return "100%"
+    return f"{math.floor(x * 1000) / 10:.1f}".removesuffix(".0") + "%"
+
+
+def task_parity_words(tp: dict | None) -> str:
+    """One task parity dict (``Snapshot.task_parity`` / ``VariantStats.task_parity``) in words.
+
+    "top-1 100%, Spearman 1.0000" for embeddings, "top-1 100%, top-5 98% (12 blanks)" for a masked
+    LM, "labels 100%, largest probability change 2.1e-05" for a classifier; "" for None.
+    """
+    if not tp:
+        return ""
+    kind = tp.get("kind")
+    if kind == "embedding":
+        return f"top-1 {_pct(tp['top1_agreement'])}, Spearman {tp['spearman']:.4f}"
+    if kind == "masked_lm":
+        if tp.get("top1_agreement") is None:
+            return "no masked positions"
+        return (f"top-1 {_pct(tp['top1_agreement'])}, top-5 {_pct(tp['top5_agreement'])} "
+                f"({tp.get('positions', '?')} blanks)")
+    if kind == "classification":
+        if tp.get("label_agreement") is None:
+            return "no answers"
+        return f"labels {_pct(tp['label_agreement'])}, largest probability change {tp['max_prob_change']:.2g}"
+    return json.dumps(tp)
+
+
+def _answers_changed(tp: dict | None) -> bool:
+    """True when some answer differs from the reference's (top-1 word, nearest sentence or label)."""
+    if not tp:
+        return False
+    key = "label_agreement" if tp.get("kind") == "classification" else "top1_agreement"
+    return tp.get(key) is not None and tp[key] < 1.0
+
+
+class _Cell(str):
+    """A pre-formatted table cell with a CSS class."""
+
+    css = ""
+
+
+def _task_cell(tp: dict | None, empty: str = "") -> "_Cell":
+    c = _Cell(task_parity_words(tp) or empty)
+    c.css = "bad" if _answers_changed(tp) else ("ok" if tp else "")
+    return c
+
+
+def _task_column(items: list[dict]) -> str | None:
+    """The column header for the task parity of ``items`` (kind named), or None when none has any."""
+    kinds = [it["task_parity"]["kind"] for it in items if it.get("task_parity")]
+    if not kinds:
+        return None
+    return f"answers on the text ({_KIND_SHORT.get(kinds[0], kinds[0])})"
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 batch", "2 batches", "8 sentences"."""
+    return f"{count} {noun}" + ("" if count == 1 else ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s"))
+
+
+def _text_note(data: dict, items: list[dict], reference: str) -> str:
+    kinds = [it["task_parity"]["kind"] for it in items if it.get("task_parity")]
+    t = data.get("text") or {}
+    where = (f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'padded batch')}" if t.get("sentences")
+             else "the text")
+    return (f"<p class='note'>Task parity on {_e(where)}, against {_e(reference)}: "
+            f"{_e(TASK_KINDS.get(kinds[0], kinds[0]))}. 100% means every answer is the same.</p>")
 
 
 def _kv(d: dict) -> str:
@@ -102,14 +187,21 @@ def render(data: dict) -> str:
         if fusion.get("engine_note"):
             s.append(f"<p>{_e(fusion['engine_note'])}</p>")
         rows = []
-        for st in fusion.get("steps", []):
+        steps = fusion.get("steps", [])
+        task_col = _task_column(steps)
+        for st in steps:
             par = st.get("parity") or {}
-            rows.append({"step": st["name"], "nodes": st["nodes"],
-                         "fused": ", ".join(f"{k} {v}" for k, v in (st.get("fused") or {}).items() if v),
-                         "elapsed s": st.get("elapsed_s"),
-                         "parity": par.get("ok") if par else "",
-                         "why not fused": st.get("diagnostic") or ""})
+            row = {"step": st["name"], "nodes": st["nodes"],
+                   "fused": ", ".join(f"{k} {v}" for k, v in (st.get("fused") or {}).items() if v),
+                   "elapsed s": st.get("elapsed_s"),
+                   "parity": par.get("ok") if par else ""}
+            if task_col:
+                row[task_col] = _task_cell(st.get("task_parity"))
+            row["why not fused"] = st.get("diagnostic") or ""
+            rows.append(row)
         s.append(_table(rows))
+        if task_col:
+            s.append(_text_note(data, steps, "the unfused export"))
     bench = data.get("bench")
     if bench:
         s.append("<h2>Latency</h2>")
@@ -118,14 +210,22 @@ def render(data: dict) -> str:
             s.append(f"<p>{_e(', '.join(f'{k} {v}' for k, v in cfg.items()))}; variants measured interleaved in one "
                      "worker process, thread spinning off.</p>")
         rows = []
-        for v in bench.get("variants", []):
+        variants = bench.get("variants", [])
+        task_col = _task_column(variants)
+        for v in variants:
             par = v.get("parity") or {}
-            rows.append({"variant": variant_label(v["name"]), "provider": v.get("provider"), "p50 ms": v.get("p50_ms"),
-                         "p90 ms": v.get("p90_ms"), "p99 ms": v.get("p99_ms"), "runs": v.get("runs"),
-                         "floor": v.get("floor_precision"), "x floor": v.get("floor_ratio"),
-                         "x MatMuls alone": v.get("bound_ratio"),
-                         "max abs diff": par.get("max_abs_diff", ""), "cosine": par.get("cosine", "")})
+            row = {"variant": variant_label(v["name"]), "provider": v.get("provider"), "p50 ms": v.get("p50_ms"),
+                   "p90 ms": v.get("p90_ms"), "p99 ms": v.get("p99_ms"), "runs": v.get("runs"),
+                   "floor": v.get("floor_precision"), "x floor": v.get("floor_ratio"),
+                   "x MatMuls alone": v.get("bound_ratio"),
+                   "max abs diff": par.get("max_abs_diff", ""), "cosine": par.get("cosine", "")}
+            if task_col:
+                row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "")
+            rows.append(row)
         s.append(_table(rows))
+        if task_col:
+            ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
+            s.append(_text_note(data, variants, ref))
         if bench.get("floor_ms"):
             bound = (f"; the MatMuls alone with weights read from memory: {bench['matmul_bound_ms']:.2f} ms "
                      f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
