@@ -153,3 +153,27 @@ def test_text_and_sweep_panels_send_their_inputs(stub):
     assert "1.50" in w.w_table.value and "1 of 4 rows" in w.w_table.value
     s.jobs = {"sweep": JobStatus("running")}
     assert w.w_run.disabled and not w.w_stop.disabled
+
+
+def test_panels_import_no_other_panel_and_no_compute_module_and_only_jobs_start_threads():
+    """The shape the app keeps: panels draw (with viz/) and write through the controller, nothing else."""
+    import ast
+    from pathlib import Path
+
+    ui = Path(__file__).resolve().parents[2] / "workbench" / "ui"
+    compute = {"export", "fusion", "measure", "graph", "ort", "models", "modelio", "text", "report", "checks"}
+    for path in sorted((ui / "panels").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = "." * node.level + (node.module or "")
+                parts = [p for p in mod.split(".") if p]
+                assert not (node.level == 1 and parts and parts[0] not in ("base",)), (path.name, mod)  # a panel
+                assert node.level != 2, (path.name, mod)  # the controller, jobs, views: handed in, never imported
+                assert not (node.level >= 3 and parts and parts[0] in compute), (path.name, mod)
+                assert not (parts[:2] == ["workbench", "ui"] or (parts and parts[0] in compute and node.level == 0)), \
+                    (path.name, mod)
+    for path in sorted(ui.rglob("*.py")):
+        text = path.read_text()
+        if path.name != "jobs.py":
+            assert "Thread(" not in text, f"{path.name} starts a thread: only ui/jobs.py may"
+    assert max(len(p.read_text().splitlines()) for p in ui.rglob("*.py")) <= 500

@@ -1,0 +1,114 @@
+"""First contact: from running ``Workbench(MODEL)`` in JupyterLab to its graph drawn in the browser.
+
+Usage:
+    python benchmarks/first_graph.py [MODEL] [--states empty,export,reopen] [--runs 1]
+
+Each state gets a fresh JupyterLab server, kernel and headless Chromium (Debian's), a 1280 x 1000
+window, and one notebook cell ``app = Workbench(MODEL); app``; the clock runs from the cell's
+Shift+Enter to the first node drawn in the "after" pane. The states, in this order, on one cache
+folder of their own:
+
+- ``empty``: nothing cached (export, fusion timeline, first graph; progress shows meanwhile);
+- ``export``: the export cached, the fusion timeline's on-disk snapshots removed;
+- ``reopen``: the same model opened before (export and timeline cached).
+
+Also prints the headless figure: ``Workbench(MODEL, background=False).wait()`` in a fresh process,
+reopened. Prints JSON with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: Folders of the cache that hold the fusion timeline's snapshots (removed for the "export" state).
+TIMELINE_DIRS = ("timelines",)
+
+
+def _lab():
+    spec = importlib.util.spec_from_file_location("test_lab", ROOT / "tests" / "browser" / "test_lab.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def one_open(model: str, cache: Path) -> dict:
+    """Seconds from running the cell to the first drawn node, and to the first progress shown."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    lab_mod = _lab()
+    os.environ["WORKBENCH_CACHE"] = str(cache)
+    with tempfile.TemporaryDirectory(prefix="wb-first-") as tmp, lab_mod.jupyter_lab(Path(tmp) / "lab", model) as lab:
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [nbformat.v4.new_code_cell(f"from workbench import Workbench\napp = Workbench({model!r})\napp")]
+        nbformat.write(nb, str(lab["root"] / "first.ipynb"))
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=lab_mod.CHROMIUM, args=lab_mod.ARGS, headless=True)
+            try:
+                page = b.new_page(viewport={"width": 1280, "height": 1000})
+                page.goto(f"{lab['base']}/lab/tree/first.ipynb?token={lab['token']}")
+                page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+                try:
+                    page.locator(".jp-Dialog button.jp-mod-accept").click(timeout=8_000)
+                except Exception:
+                    pass
+                page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+                page.locator(".jp-CodeCell .jp-InputArea-editor").first.click()
+                t0 = time.perf_counter()
+                page.keyboard.press("Shift+Enter")
+                page.wait_for_selector(".wb-status-line", state="attached", timeout=600_000)
+                shown = time.perf_counter() - t0
+                page.wait_for_selector(".wb-graph-after .js-plotly-plot .scatterlayer .point", state="attached",
+                                       timeout=900_000)
+                graph = time.perf_counter() - t0
+                status = page.locator(".wb-status-line").first.inner_text()
+            finally:
+                b.close()
+    return {"app_shown_s": round(shown, 2), "first_graph_s": round(graph, 2), "status": status.strip()[:160]}
+
+
+def headless_reopen(model: str, cache: Path) -> float:
+    code = f"from workbench import Workbench; Workbench({model!r}, background=False).wait()"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "WORKBENCH_CACHE": str(cache)},
+                   capture_output=True)
+    return round(time.perf_counter() - t0, 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", nargs="?", default="bert-base")
+    ap.add_argument("--states", default="empty,export,reopen")
+    ap.add_argument("--cache", default=None, help="cache folder to use (default: a new temporary one)")
+    a = ap.parse_args()
+    from workbench.ort.machine import describe_machine, machine_line
+
+    cache = Path(a.cache or tempfile.mkdtemp(prefix="wb-first-cache-"))
+    out = {"model": a.model, "machine": machine_line(describe_machine(check_cuda=False)), "window": "1280x1000, Debian chromium headless", "states": {}}
+    for state in a.states.split(","):
+        if state == "export":
+            for d in TIMELINE_DIRS:
+                shutil.rmtree(cache / d, ignore_errors=True)
+        if state == "empty" and any(cache.iterdir()):
+            raise SystemExit(f"--states empty needs an empty cache folder, {cache} is not")
+        out["states"][state] = one_open(a.model, cache)
+        print(state, out["states"][state], file=sys.stderr)
+    out["headless_reopen_s"] = headless_reopen(a.model, cache)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
