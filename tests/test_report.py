@@ -125,3 +125,20 @@ def test_cli_report_with_text_on_a_classifier(tmp_path):
     bad = wb("report", folder, "--text", tmp_path / "nope.txt", "-o", tmp_path / "never")
     assert bad.returncode == 2 and "no such text file" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "never").exists()
+
+
+def test_the_reports_fused_variant_is_the_graph_its_fusion_table_shows():
+    """With another exporter, opset and plan, the timed "fused" model is the timeline's last snapshot."""
+    import onnx
+
+    from workbench.config import ExportConfig, FusionPlan
+    from workbench.measure.recipes import standard_variants
+
+    plan = FusionPlan(disabled=frozenset({"attention"}))
+    fused = standard_variants("bert-tiny", ["fused"], exporter="dynamo", opset=18, plan=plan)[0]
+    model = onnx.load(str(fused.model)) if not isinstance(fused.model, bytes) else onnx.load_from_string(fused.model)
+    ops = {n.op_type for n in model.graph.node}
+    assert "Attention" not in ops and "SkipLayerNormalization" in ops  # the plan's step stayed off
+    assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) == 18
+    data = collect("bert-tiny", ExportConfig(exporter="dynamo", opset=18), plan, FAST, bench=False)
+    assert data["fusion"]["steps"][-1]["fused"].get("Attention", 0) == 0

@@ -83,7 +83,9 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
                 cfg = dataclasses.replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches),
                                           seq=max(text.lengths))
             names = ("torch", "unfused", "fused", "int8") if src.kind != "onnx" else ("unfused", "fused", "int8")
+            # The fused variant is the graph the fusion table shows: same exporter, opset and plan.
             variants = standard_variants(src, names, provider=cfg.provider, attention=export_cfg.attention,
+                                         exporter=export_cfg.exporter, opset=export_cfg.opset, plan=plan,
                                          progress=lambda s, f: progress(f"benchmark: {s}", 0.6 + 0.1 * f))
             # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
             res = benchmark(variants, cfg, text=text, floor=text is None)

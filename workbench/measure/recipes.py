@@ -167,7 +167,7 @@ def default_variants(model, provider: str = "cpu") -> tuple[list[str], list[dict
 
 def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, provider: str = "cpu",
                       attention: str = "eager", progress: Progress | None = None, plan=None,
-                      exporter: str = "torchscript") -> list[Variant]:
+                      exporter: str = "torchscript", opset: int | None = None) -> list[Variant]:
     """Build (or find in the cache) the models behind the standard variants.
 
     Args:
@@ -180,6 +180,7 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
             it switches off stay off in the sessions too (ONNX Runtime's own
             transformers for them are disabled).
         exporter: "torchscript" or "dynamo".
+        opset: the export's opset (None: the exporter's default).
 
     Raises:
         ConfigError: an unknown variant name.
@@ -202,7 +203,7 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
     if src.kind == "onnx" and "torch" in names:
         raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop torch from --variants")
     progress("export", 0.05)
-    exp = export(src, ExportConfig(exporter=exporter, attention=attention))
+    exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
     out: list[Variant] = []
     need_fused = any(n in names for n in ("fused", "int8"))
