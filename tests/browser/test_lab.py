@@ -183,8 +183,11 @@ def test_fusion_tour_in_jupyterlab(lab):
             a = page.locator(".wb-graph-after").first.bounding_box()
             assert a["x"] >= b["x"] + b["width"] - 2 and abs(a["y"] - b["y"]) < 5, (b, a)
             # No figure is ever wider than its output area, at any window width; resizing redraws them.
+            # Notebook columns of 700, 900, 1280 and 2560 px: the window is the column plus what the
+            # file browser and JupyterLab's bars take beside it.
+            beside = 1280 - page.evaluate("() => document.querySelector('.wb-app').getBoundingClientRect().width")
             widths = {}
-            for vw in (1000, 1280, 1600, 2900):
+            for vw in (int(700 + beside), int(900 + beside), int(1280 + beside), int(2560 + beside)):
                 page.set_viewport_size({"width": vw, "height": 1000})
                 page.wait_for_timeout(2000)
                 over = page.evaluate("""() => [...document.querySelectorAll('.wb-app .js-plotly-plot')].map(p => {
@@ -234,6 +237,15 @@ def test_fusion_tour_in_jupyterlab(lab):
             assert page.locator(".wb-graph-panel input[type=checkbox]").nth(1).is_checked()  # latency overlay
             page.locator(".wb-profile-panel").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "03_profile.png"))
+            # A benchmark: the live plot grows, the results table fills.
+            page.locator(".wb-profile-panel button:has-text('Run')").first.click()
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('benchmark done'))",
+                timeout=180_000)
+            assert page.locator(".wb-results table tr").count() >= 3
+            assert page.locator(".wb-live-plot .scatterlayer .trace").count() >= 2
+            # No errors in the browser console during load, toggles, a profile and a benchmark.
+            assert console_errors == [], console_errors
         except Exception:
             page.screenshot(path=str(SHOTS / "failure.png"))
             cells = page.locator(".jp-CodeCell")

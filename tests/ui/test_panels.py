@@ -51,6 +51,7 @@ def test_model_bar_shows_status_progress_and_loads_through_the_controller(stub):
     assert bar.progress.layout.visibility == "visible" and bar.progress.value == 0.4
     s.jobs = {"load": JobStatus("done", "", 1.0)}
     assert bar.progress.layout.visibility == "hidden"
+    assert bar.w_opset.label == "default"  # the exporter's own opset reads as a choice, not a blank
     bar.w_opset.value = 23  # a menu change loads at once
     assert stub.calls[-1][0] == "load_model" and stub.calls[-1][2]["opset"] == 23
     s.exporter = "dynamo"  # the state moves the menu without a load

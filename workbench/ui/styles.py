@@ -31,7 +31,7 @@ button.wb-row-name:hover{text-decoration:underline}
 .wb-row.wb-row-off button.wb-row-name{color:#8c959f;text-decoration:line-through}
 .wb-cells{display:flex;font-size:12px;gap:6px}
 .wb-cells .wb-n{width:44px;text-align:right;color:#333}
-.wb-cells .wb-h{width:150px;color:#1a7f37;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.wb-cells .wb-h{width:120px;color:#1a7f37;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .wb-cells .wb-p{width:56px}
 .wb-why{font-size:11px;color:#9a6700;line-height:14px;white-space:normal;max-width:520px;display:-webkit-box;
   -webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}

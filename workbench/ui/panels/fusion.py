@@ -92,7 +92,7 @@ class FusionPanel(Panel):
         cb.add_class("wb-step-cb")
         cb.observe(lambda ch, name=name: None if self._quiet else self.controller.toggle(name, ch["new"]), "value")
         btn = W.Button(description=r["title"], tooltip=f"{r['title']}: show the graph before and after this step",
-                       layout=L(width="260px", flex="0 0 auto"))
+                       layout=L(width="215px", flex="0 0 auto"))
         btn.add_class("wb-row-name")
         btn.on_click(lambda _, name=name: self.controller.select_row(name))
         info = W.HTML(layout=L(flex="1 1 auto"))
@@ -108,7 +108,7 @@ class FusionPanel(Panel):
         if "__export__" not in self.rows:
             spacer = W.HTML("", layout=L(width="20px", flex="0 0 auto"))
             btn = W.Button(description="export (no fusion)", tooltip="the model as exported: the reference for parity",
-                           layout=L(width="260px", flex="0 0 auto"))
+                           layout=L(width="215px", flex="0 0 auto"))
             btn.add_class("wb-row-name")
             btn.on_click(lambda _: self.controller.select_step(0))
             info = W.HTML(layout=L(flex="1 1 auto"))
@@ -127,8 +127,8 @@ class FusionPanel(Panel):
         answers = any(r.get("answers") for r in rows)
         shape = (tuple(r["name"] for r in rows), answers)
         if self._shape != shape:
-            head = W.HTML("<div class='wb-head'><span style='width:20px'>on</span><span style='width:260px'>step"
-                          "</span><span style='width:44px;text-align:right'>nodes</span><span style='width:150px'>"
+            head = W.HTML("<div class='wb-head'><span style='width:20px'>on</span><span style='width:215px'>step"
+                          "</span><span style='width:44px;text-align:right'>nodes</span><span style='width:120px'>"
                           "fused here</span><span style='width:56px'>parity</span>"
                           + ("<span>answers</span>" if answers else "") + "</div>")
             kids = [head, self._export_row()]

@@ -35,8 +35,9 @@ class ModelBar(Panel):
                                    tooltip="preset, model folder, hub id or .onnx file")
         self.w_exporter = W.Dropdown(options=choices["exporters"], value=s.exporter, description="exporter",
                                      layout=L(width="200px"))
-        self.w_opset = W.Dropdown(options=[("default", None)] + [(str(o), o) for o in choices["opsets"]],
-                                  value=s.opset, description="opset", layout=L(width="150px"))
+        # 0 stands for the exporter's default opset (a Dropdown shows nothing for a None value).
+        self.w_opset = W.Dropdown(options=[("default", 0)] + [(str(o), o) for o in choices["opsets"]],
+                                  value=s.opset or 0, description="opset", layout=L(width="150px"))
         self.w_attention = W.Dropdown(options=choices["attentions"], value=s.attention, description="attention",
                                       layout=L(width="180px"))
         self.w_engine = W.Dropdown(options=choices["engines"], value=s.engine, description="engine",
@@ -63,7 +64,7 @@ class ModelBar(Panel):
 
     def _load(self) -> None:
         self.controller.load_model(source=self.w_source.value.strip() or self.state.source,
-                                   exporter=self.w_exporter.value, opset=self.w_opset.value,
+                                   exporter=self.w_exporter.value, opset=self.w_opset.value or None,
                                    attention=self.w_attention.value, engine=self.w_engine.value)
 
     def draw_status(self) -> None:
@@ -90,7 +91,7 @@ class ModelBar(Panel):
         try:
             if s.source not in self.w_source.options:
                 self.w_source.options = tuple(self.w_source.options) + (s.source,)
-            for w, v in ((self.w_source, s.source), (self.w_exporter, s.exporter), (self.w_opset, s.opset),
+            for w, v in ((self.w_source, s.source), (self.w_exporter, s.exporter), (self.w_opset, s.opset or 0),
                          (self.w_attention, s.attention), (self.w_engine, s.engine)):
                 if w.value != v:
                     w.value = v
