@@ -243,12 +243,16 @@ class WeightStore:
         """
         import onnx_ir as ir
 
-        model = ir.serde.deserialize_model(skeleton)
+        # onnx_ir keeps references into the proto it reads and writes to them (it names the tensors of
+        # Constant nodes), and a snapshot's skeleton must never change: read a copy.
+        copy = onnx.ModelProto()
+        copy.CopyFrom(skeleton)
+        model = ir.serde.deserialize_model(copy)
         for value in model.graph.initializers.values():
             t = value.const_value
             if isinstance(t, ir.ExternalTensor) and t.location == _MARK:
                 key = self._key_from_value(skeleton, value.name)
-                value.const_value = ir.serde.TensorProtoTensor(self.tensors[key])
+                value.const_value = ir.serde.TensorProtoTensor(self._require(key))
         return model
 
     def _key_from_value(self, skeleton: onnx.ModelProto, name: str) -> str:
