@@ -287,7 +287,7 @@ def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
         key = _key(t, nbytes(t))
-        if store is not None and key in store.tensors:
+        if store is not None and store.has(key):
             t.CopyFrom(store._stub(t, key))
             continue
         load_external_data_for_tensor(t, folder)
