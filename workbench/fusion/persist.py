@@ -21,7 +21,11 @@ Layout, under ``$WORKBENCH_CACHE/timelines/`` (or ``$WORKBENCH_TIMELINE_CACHE``)
 
 A missing, partial or damaged entry reads as a miss (and is computed and
 written again); every entry is written to a temporary name and renamed into
-place, so concurrent writers never leave half an entry. Writes happen on one
+place, so concurrent writers never leave half an entry. Each entry names the
+graph it was computed from, so a chain is only read back where its links
+join (two processes writing at once may leave links that do not: a step run
+on a skeleton read back can name things differently from one run on the
+engine's in-memory model; such an entry is rebuilt once). Writes happen on one
 background thread per process (:func:`flush` waits for them; they are also
 flushed at exit). ``persist=False`` on the Timeline, or
 ``WORKBENCH_PERSIST_TIMELINE=0``, switches all of it off.
