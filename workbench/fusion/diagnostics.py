@@ -84,8 +84,10 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
 
 # ---------------------------------------------------------------- model shape parameters
 def _constants(model: onnx.ModelProto):
+    from .store import nbytes  # from type and dims: ByteSize() walks every weight's 2+ MB
+
     for t in model.graph.initializer:
-        if t.ByteSize() < 256:
+        if nbytes(t) < 256:
             yield t
     for n in model.graph.node:
         if n.op_type == "Constant":

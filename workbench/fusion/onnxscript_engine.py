@@ -16,13 +16,25 @@ from .engine_types import EngineContext, EngineStep, StepOutcome
 from .own_steps import os_standard_attention, skip_without_standard_attention
 
 
-def _os_fuse(*funcs: tuple[str, Callable] | tuple[str, Callable, dict]) -> Callable:
-    """A step that applies onnxscript fusion functions in order and counts each."""
+def _core(name: str) -> Callable:
+    """A fusion function of ``onnxscript.rewriter.ort_fusions._core``, imported when a step first runs.
+
+    The step list is built without importing onnxscript (about 2 s), so a
+    timeline read back from disk never imports it.
+    """
+    from onnxscript.rewriter.ort_fusions import _core as c
+
+    return getattr(c, name)
+
+
+def _os_fuse(*funcs: tuple[str, str | Callable] | tuple[str, str | Callable, dict]) -> Callable:
+    """A step that applies onnxscript fusion functions (by ``_core`` name) in order and counts each."""
 
     def run(ctx: EngineContext, model) -> StepOutcome:
         counts, msgs = {}, []
         for item in funcs:
             label, func, kwargs = (item + ({},))[:3]
+            func = _core(func) if isinstance(func, str) else func
             with quiet_stdout():
                 counts[label] = int(func(model, **kwargs))
             if counts[label] == 0:
@@ -106,28 +118,26 @@ def _os_finalize(ctx, model) -> StepOutcome:
 
 
 def onnxscript_steps() -> tuple[EngineStep, ...]:
-    from onnxscript.rewriter.ort_fusions import _core as c
-
     return (
         EngineStep("gemm_to_matmul_add", _os_gemm),
         EngineStep("pre_optimize", _os_pre),
-        EngineStep("gelu", _os_fuse(("erf_gelu", c.fuse_erfgelu))),
-        EngineStep("simplified_layer_norm", _os_fuse(("rms_normalization", c.fuse_rms_normalization))),
-        EngineStep("skip_layer_norm", _os_fuse(("skip_layer_normalization", c.fuse_skip_layer_normalization))),
-        EngineStep("skip_simplified_layer_norm", _os_fuse(("skip_rms_normalization", c.fuse_skip_rms_normalization))),
-        EngineStep("rotary_embedding", _os_fuse(("rotary_embedding", c.fuse_rotary_embedding),
-                                                ("cos_sin_cache", c.fuse_cos_sin_cache))),
+        EngineStep("gelu", _os_fuse(("erf_gelu", "fuse_erfgelu"))),
+        EngineStep("simplified_layer_norm", _os_fuse(("rms_normalization", "fuse_rms_normalization"))),
+        EngineStep("skip_layer_norm", _os_fuse(("skip_layer_normalization", "fuse_skip_layer_normalization"))),
+        EngineStep("skip_simplified_layer_norm", _os_fuse(("skip_rms_normalization", "fuse_skip_rms_normalization"))),
+        EngineStep("rotary_embedding", _os_fuse(("rotary_embedding", "fuse_rotary_embedding"),
+                                                ("cos_sin_cache", "fuse_cos_sin_cache"))),
         EngineStep("cse", _os_cse),
-        EngineStep("partial_rotary_embedding", _os_fuse(("partial_rotary_embedding", c.fuse_partial_rotary_embedding))),
-        EngineStep("sdpa", _os_fuse(("sdpa", c.fuse_sdpa, {"apply_shape_inference": True}))),
-        EngineStep("group_query_attention", _os_fuse(("gqa", c.fuse_gqa), ("packed_qkv_for_gqa", c.fuse_qkv_gqa))),
-        EngineStep("multi_head_attention", _os_fuse(("mha1", c.fuse_mha1), ("mha2", c.fuse_mha2),
-                                                    ("mha_scale", c.fuse_mha_scale))),
+        EngineStep("partial_rotary_embedding", _os_fuse(("partial_rotary_embedding", "fuse_partial_rotary_embedding"))),
+        EngineStep("sdpa", _os_fuse(("sdpa", "fuse_sdpa", {"apply_shape_inference": True}))),
+        EngineStep("group_query_attention", _os_fuse(("gqa", "fuse_gqa"), ("packed_qkv_for_gqa", "fuse_qkv_gqa"))),
+        EngineStep("multi_head_attention", _os_fuse(("mha1", "fuse_mha1"), ("mha2", "fuse_mha2"),
+                                                    ("mha_scale", "fuse_mha_scale"))),
         EngineStep("standard_attention", os_standard_attention, skip=skip_without_standard_attention),
         EngineStep("attention", _os_attention, reads=("multi_head_attention", "standard_attention")),
-        EngineStep("fast_gelu", _os_fuse(("gelu", c.fuse_gelu))),
-        EngineStep("bias_gelu", _os_fuse(("bias_gelu", c.fuse_bias_gelu))),
-        EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", c.replace_sdpa_by_mha))),
+        EngineStep("fast_gelu", _os_fuse(("gelu", "fuse_gelu"))),
+        EngineStep("bias_gelu", _os_fuse(("bias_gelu", "fuse_bias_gelu"))),
+        EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", "replace_sdpa_by_mha"))),
         EngineStep("final_optimize", _os_final),
         EngineStep("ort_patterns", _os_patterns),
         EngineStep("finalize", _os_finalize),

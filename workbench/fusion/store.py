@@ -71,7 +71,7 @@ def _stored(t: onnx.TensorProto) -> onnx.TensorProto | None:
     if key is None:
         return None
     for store in list(_STORES):
-        full = store.tensors.get(key)
+        full = store.get(key)
         if full is not None:
             return full
     return None
@@ -108,15 +108,68 @@ class WeightStore:
     """Large initializers shared by all snapshots of one timeline."""
 
     def __init__(self):
-        self.tensors: dict[str, onnx.TensorProto] = {}
+        self._tensors: dict[str, onnx.TensorProto] = {}
+        #: (loader, keys): where the weights of a reopened timeline come from, read on first use.
+        self._deferred: tuple | None = None
+        self._load_lock = threading.RLock()
         _STORES.add(self)
 
     def __len__(self) -> int:
         return len(self.tensors)
 
+    @property
+    def tensors(self) -> dict[str, onnx.TensorProto]:
+        """Every stored tensor by key (reads deferred weights first)."""
+        if self._deferred is not None:
+            self._load_deferred()
+        return self._tensors
+
+    def defer(self, loader, keys) -> None:
+        """Take the tensors ``keys`` from ``loader()`` (a full model) only when one is first read.
+
+        A timeline reopened from disk (``persist.py``) shows skeletons; the
+        export's 440 MB are parsed only when a snapshot is assembled or an
+        engine step runs.
+        """
+        self._deferred = (loader, frozenset(keys))
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is stored or deferred (never reads deferred weights)."""
+        return key in self._tensors or (self._deferred is not None and key in self._deferred[1])
+
+    def get(self, key: str) -> onnx.TensorProto | None:
+        """The tensor stored under ``key``, or None; reads deferred weights only when ``key`` is one of them."""
+        t = self._tensors.get(key)
+        if t is None and self._deferred is not None and key in self._deferred[1]:
+            self._load_deferred()
+            t = self._tensors.get(key)
+        return t
+
+    def add(self, key: str, tensor: onnx.TensorProto) -> None:
+        """Store ``tensor`` under ``key`` (a weight read back from disk); an existing entry wins."""
+        self._tensors.setdefault(key, tensor)
+
+    def _require(self, key: str) -> onnx.TensorProto:
+        t = self.get(key)
+        if t is None:
+            raise KeyError(key)
+        return t
+
+    def _load_deferred(self) -> None:
+        with self._load_lock:
+            if self._deferred is None:
+                return
+            loader, _ = self._deferred
+            self.strip(loader(), take=True)
+            self._deferred = None
+
     # ------------------------------------------------------------ protobuf
-    def strip(self, model: onnx.ModelProto) -> onnx.ModelProto:
-        """Return a skeleton of ``model``; its large weights go into the store."""
+    def strip(self, model: onnx.ModelProto, *, take: bool = False) -> onnx.ModelProto:
+        """Return a skeleton of ``model``; its large weights go into the store.
+
+        With ``take`` the store keeps ``model``'s own tensors instead of copies
+        (for a model nobody else holds, e.g. one just read from a file).
+        """
         skel = onnx.ModelProto()
         g_src = model.graph
         graph = model.graph
@@ -144,10 +197,13 @@ class WeightStore:
                 g.initializer.add().CopyFrom(t)
                 continue
             key = _key(t, size)
-            if key not in self.tensors:
-                own = onnx.TensorProto()
-                own.CopyFrom(t)
-                self.tensors[key] = own
+            if key not in self._tensors:
+                if take:
+                    own = t
+                else:
+                    own = onnx.TensorProto()
+                    own.CopyFrom(t)
+                self._tensors[key] = own
             g.initializer.append(self._stub(t, key))
         return skel
 
@@ -188,7 +244,7 @@ class WeightStore:
         for t in full.graph.initializer:
             key = self.stub_key(t)
             if key is not None:
-                t.CopyFrom(self.tensors[key])
+                t.CopyFrom(self._require(key))
         return full
 
     # ------------------------------------------------------------ onnx_ir
@@ -204,10 +260,10 @@ class WeightStore:
                     continue
                 shape = tuple(int(d) for d in tensor.shape)
                 key = f"{value.name}|{int(tensor.dtype)}|{','.join(map(str, shape))}|{tensor.nbytes}"
-                if key not in self.tensors:
+                if not self.has(key):
                     proto = ir.serde.serialize_tensor(tensor)
                     proto.name = value.name
-                    self.tensors[key] = proto
+                    self._tensors[key] = proto
                 stub = ir.ExternalTensor(location=_MARK, offset=0, length=tensor.nbytes, dtype=tensor.dtype,
                                          shape=ir.Shape(shape), name=key, base_dir="")
                 swapped.append((value, tensor))
@@ -233,7 +289,7 @@ class WeightStore:
     def _ir_key(self, t: onnx.TensorProto, info: dict) -> str | None:
         size = int(info.get("length", -1))
         key = f"{t.name}|{t.data_type}|{','.join(map(str, t.dims))}|{size}"
-        return key if key in self.tensors else None
+        return key if self.has(key) else None
 
     def load_ir(self, skeleton: onnx.ModelProto):
         """An ``onnx_ir.Model`` from a skeleton, weights shared with the store (no copy).
@@ -243,12 +299,16 @@ class WeightStore:
         """
         import onnx_ir as ir
 
-        model = ir.serde.deserialize_model(skeleton)
+        # onnx_ir keeps references into the proto it reads and writes to them (it names the tensors of
+        # Constant nodes), and a snapshot's skeleton must never change: read a copy.
+        copy = onnx.ModelProto()
+        copy.CopyFrom(skeleton)
+        model = ir.serde.deserialize_model(copy)
         for value in model.graph.initializers.values():
             t = value.const_value
             if isinstance(t, ir.ExternalTensor) and t.location == _MARK:
                 key = self._key_from_value(skeleton, value.name)
-                value.const_value = ir.serde.TensorProtoTensor(self.tensors[key])
+                value.const_value = ir.serde.TensorProtoTensor(self._require(key))
         return model
 
     def _key_from_value(self, skeleton: onnx.ModelProto, name: str) -> str:

@@ -12,7 +12,6 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,11 @@ from ..ort.parity import Parity
 from . import diagnostics
 from .catalog import BY_NAME, CATALOG, get_step
 from .engines import EngineContext, StepOutcome, engine_steps
+# INTERMEDIATE_DOMAINS and _lower_priority stay importable from here, where they used to live.
+from .snapshot import INTERMEDIATE_DOMAINS, ParityReference, Snapshot, fingerprint, fused_op_types, runnable  # noqa: F401
 from .store import WeightStore
+from .persist import enabled as persist_enabled
+from .warming import WarmingMixin, _enabled_in, _lower_priority  # noqa: F401
 
 ENGINE_NAMES = ("ort", "onnxscript")
 
@@ -34,154 +37,6 @@ ENGINE_NAMES = ("ort", "onnxscript")
 #: log capture reconfigures; onnxscript's rule objects), so a background warm-up of one timeline
 #: and a run of any timeline never run steps at the same time.
 _ENGINE_LOCK = threading.RLock()
-
-
-@dataclass
-class Snapshot:
-    """The model after one step, and what that step did.
-
-    Attributes:
-        step: catalog step name ("export" for the input).
-        engine: "ort", "onnxscript" or "" for the input.
-        nodes: node count.
-        histogram: op type → count.
-        fused: fused op type → count (whole model).
-        elapsed_s: time the engine spent in this step.
-        diff: nodes removed and added since the previous snapshot, with provenance.
-        diagnostic: why the step fused less than it could, or None.
-        parity: filled by :meth:`check_parity` / ``Timeline.check_parity``.
-        counts: the engine's own counters for this step (onnxscript rule counts).
-        messages: the engine's raw log / matcher lines for this step.
-    """
-
-    step: str
-    engine: str
-    skeleton: onnx.ModelProto
-    nodes: int
-    histogram: dict[str, int]
-    fused: dict[str, int]
-    elapsed_s: float
-    diff: Diff
-    diagnostic: str | None = None
-    parity: Parity | None = None
-    counts: dict[str, int] = field(default_factory=dict)
-    messages: list[str] = field(default_factory=list)
-    key: tuple = ()
-    store: WeightStore | None = field(default=None, repr=False)
-    chain: dict = field(default_factory=dict, repr=False)
-    base_diagnostic: str | None = field(default=None, repr=False)
-    #: True when this snapshot's graph came from an earlier run of the same step on the same graph.
-    reused: bool = field(default=False, repr=False)
-    fingerprint: str = field(default="", repr=False)
-    #: The answer-level check on text (``ort.task_parity``), filled by ``Timeline.check_parity`` after ``use_text``.
-    task_parity: dict | None = None
-
-    @property
-    def model(self) -> onnx.ModelProto:
-        """The full model (weights included), assembled on each access."""
-        if self.store is None:
-            return self.skeleton
-        return self.store.assemble(self.skeleton)
-
-    @property
-    def fused_here(self) -> dict[str, int]:
-        """Op types of the nodes this step added, counted (what it fused)."""
-        ops = {n.name: n.op_type for n in self.skeleton.graph.node}
-        out: dict[str, int] = {}
-        for a in self.diff.added:
-            op = ops.get(a)
-            if op:
-                out[op] = out.get(op, 0) + 1
-        return out
-
-    def check_parity(self, reference_model: onnx.ModelProto | None = None, *, reference=None) -> Parity:
-        """Compare this snapshot with ``reference_model`` on the seeded parity cases."""
-        if reference is None:
-            if reference_model is None:
-                raise FusionError("check_parity needs the reference (unfused) model")
-            reference = ParityReference(reference_model)
-        self.parity = reference.compare(self.model)
-        return self.parity
-
-    def to_dict(self, *, provenance: bool = True) -> dict:
-        d = {"name": self.step, "step": self.step, "engine": self.engine, "nodes": self.nodes,
-             "fused": dict(self.fused), "fused_here": self.fused_here, "elapsed_s": round(self.elapsed_s, 4),
-             "removed": len(self.diff.removed), "added": len(self.diff.added),
-             "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
-                        if self.parity else None),
-             "task_parity": self.task_parity,
-             "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
-        if provenance:
-            ops = {n.name: n.op_type for n in self.skeleton.graph.node}
-            d["provenance"] = {k: v for k, v in self.diff.provenance.items() if ops.get(k) in fused_op_types()}
-        return d
-
-
-def _fingerprint(snap: Snapshot) -> str:
-    """A hash of the snapshot's graph (its skeleton: weights stand as name, type and shape)."""
-    if not snap.fingerprint:
-        import hashlib
-
-        snap.fingerprint = hashlib.sha1(snap.skeleton.SerializeToString(deterministic=True)).hexdigest()
-    return snap.fingerprint
-
-
-def fused_op_types() -> set[str]:
-    from ..graph.summary import FUSED_OPS
-    return set(FUSED_OPS)
-
-
-class ParityReference:
-    """Outputs of the unfused model on the parity cases, computed once."""
-
-    def __init__(self, model: onnx.ModelProto):
-        from ..ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
-        from ..ort.session import create_session, run_session
-
-        self.spec = spec_from_onnx(model)
-        self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
-                      for i, (b, s, p) in enumerate(PARITY_CASES) if s <= self.spec.max_positions]
-        sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
-        self.outputs = [run_session(sess, f) for f in self.feeds]
-
-    def compare(self, model: onnx.ModelProto) -> Parity:
-        from ..ort.parity import compare, merge
-        from ..ort.session import create_session, run_session
-
-        model, _ = runnable(model)
-        try:
-            sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
-        except Exception as e:
-            raise FusionError(f"ONNX Runtime cannot load this snapshot: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
-        return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
-
-
-#: Domains of intermediate ops an engine uses between its own steps; no runtime implements them.
-INTERMEDIATE_DOMAINS = ("ai.onnxruntime._fusion",)
-
-
-def runnable(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
-    """A model ONNX Runtime can run that computes the same as ``model``, and a note when it differs.
-
-    Between its ``sdpa`` and ``multi_head_attention`` steps onnxscript keeps an
-    intermediate ``SDPA`` op that only its own later rules consume. To check
-    such a snapshot we lower SDPA the way onnxscript's last rule does
-    (``replace_sdpa_by_mha``: SDPA => com.microsoft.MultiHeadAttention).
-    """
-    if not any(n.domain in INTERMEDIATE_DOMAINS for n in model.graph.node):
-        return model, None
-    import onnx_ir as ir
-    from onnxscript.rewriter.ort_fusions.sdpa_via_mha import replace_sdpa_by_mha
-
-    ir_model = ir.serde.deserialize_model(model)
-    replace_sdpa_by_mha(ir_model)
-    out = ir.serde.serialize_model(ir_model)
-    left = sorted({f"{n.domain}:{n.op_type}" for n in out.graph.node if n.domain in INTERMEDIATE_DOMAINS})
-    if left:
-        raise FusionError(f"this snapshot holds intermediate ops no runtime implements ({', '.join(left)}), "
-                          f"and they could not be lowered to ONNX Runtime ops")
-    return out, "intermediate SDPA ops run as MultiHeadAttention (onnxscript's own lowering)"
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
@@ -211,7 +66,7 @@ def _score(snaps: list[Snapshot]) -> tuple:
     return (attn, key_ops, -snaps[-1].nodes)
 
 
-class Timeline:
+class Timeline(WarmingMixin):
     """Every fusion step of an engine as a snapshot you can switch on and off.
 
     Args:
@@ -221,23 +76,52 @@ class Timeline:
         num_heads: attention heads (default: detected; ORT's own detection
             fails on current TorchScript exports, so pass it when known).
         hidden_size: hidden size (default: from the embedding table).
+        persist: read and write this export's snapshots on disk (``persist.py``); default on unless
+            ``WORKBENCH_PERSIST_TIMELINE=0``. Only for a model given as a path.
     """
 
     def __init__(self, model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), *,
-                 num_layers: int | None = None, num_heads: int | None = None, hidden_size: int | None = None):
-        src = _load(model)
+                 num_layers: int | None = None, num_heads: int | None = None, hidden_size: int | None = None,
+                 persist: bool | None = None):
         #: The export file, which ONNX Runtime's basic pass reads itself (see engines._ort_basic).
         self.source_path = str(model) if isinstance(model, (str, os.PathLike)) else None
         self.store = WeightStore()
-        skel = self.store.strip(src)
-        _name_proto_nodes(skel)
-        self.hidden_size = int(hidden_size or diagnostics.detect_hidden_size(skel) or 0)
-        heads = num_heads or diagnostics.detect_num_heads(src, self.hidden_size)
-        self.num_heads = int(heads or 0)
-        self.num_layers = int(num_layers if num_layers is not None else count_layers(skel))
+        #: The on-disk store of this export's snapshots (``persist.py``), or None (an in-memory model,
+        #: ``persist=False``, ``WORKBENCH_PERSIST_TIMELINE=0``, or no usable cache folder).
+        self.persist = None
+        #: Engine step calls this timeline made (0 when every snapshot came from memory or disk).
+        self.steps_run = 0
+        if self.source_path is not None and persist_enabled(persist):
+            from .persist import TimelineStore
+
+            self.persist = TimelineStore.open(self.source_path, self.store, num_layers=num_layers,
+                                              num_heads=num_heads, hidden_size=hidden_size)
+        entry = self.persist.load_input() if self.persist is not None else None
+        if entry is not None:
+            # Opened before: the skeleton and what was detected come from disk; the export's weights
+            # are read only when a snapshot is assembled or an engine step runs.
+            path = self.source_path
+            self.store.defer(lambda: _load(path), self.persist.input_keys)
+            skel, hist, fused = entry.skeleton, entry.histogram, entry.fused
+            self.hidden_size, self.num_heads, self.num_layers = entry.hidden_size, entry.num_heads, entry.num_layers
+        else:
+            src = _load(model)
+            skel = self.store.strip(src, take=self.source_path is not None)  # a file's model is ours alone
+            _name_proto_nodes(skel)
+            self.hidden_size = int(hidden_size or diagnostics.detect_hidden_size(skel) or 0)
+            heads = num_heads or diagnostics.detect_num_heads(src, self.hidden_size)
+            self.num_heads = int(heads or 0)
+            self.num_layers = int(num_layers if num_layers is not None else count_layers(skel))
+            hist, fused = histogram(skel), fused_counts(skel)
+            del src
         self.input = Snapshot(step="export", engine="", skeleton=skel, nodes=len(skel.graph.node),
-                              histogram=histogram(skel), fused=fused_counts(skel), elapsed_s=0.0, diff=Diff(),
+                              histogram=hist, fused=fused, elapsed_s=0.0, diff=Diff(),
                               key=(), store=self.store, chain={"counts": {}, "heads": self.num_heads})
+        if entry is not None:
+            self.input.fingerprint, self.input.persisted = entry.fingerprint, True
+        elif self.persist is not None:
+            self.persist.save_input(self.input, hidden_size=self.hidden_size, num_heads=self.num_heads,
+                                    num_layers=self.num_layers)
         self.plan = plan
         self.opted_in: set[str] = set(getattr(plan, "opted_in", ()) or ())
         self._cache: dict[tuple, Snapshot] = {}
@@ -353,13 +237,29 @@ class Timeline:
                 continue
             heads = prev.chain.get("heads", 0) or self.num_heads
             counts = dict(prev.chain.get("counts", {}))
+            found = self.persist.load(key, prev) if self.persist is not None else None
+            if found is not None:
+                # Computed by an earlier run (of this process or another): read back, no engine step.
+                snap, out = found
+                self._cache[key] = snap
+                if not out.skipped:
+                    ckey = (engine, es.name, fingerprint(prev), heads,
+                            tuple((r, tuple(sorted(counts.get(r, {}).items()))) for r in es.reads))
+                    self._content.setdefault(ckey, (snap.skeleton, out, snap.elapsed_s, snap.chain.get("heads", 0)))
+                self._keep_checked(snap)
+                snaps.append(snap)
+                prev = snap
+                live = None
+                continue
             why = es.skip(prev.histogram, prev.skeleton) if es.skip is not None else ""
             if why:
                 # None of the engine's anchor ops is in the graph: the step would leave it as it is.
-                snap = self._snapshot(es.name, engine, prev.skeleton, prev, 0.0, StepOutcome(None, skipped=why), key,
+                out = StepOutcome(None, skipped=why)
+                snap = self._snapshot(es.name, engine, prev.skeleton, prev, 0.0, out, key,
                                       chain={"counts": {**counts, es.name: {}}, "heads": heads}, enabled=enabled)
                 snap.fingerprint = prev.fingerprint
                 self._cache[key] = snap
+                self._keep(snap, prev, out)
                 snaps.append(snap)
                 if live is not None and live[0] == prev.key:
                     live = (key, live[1])
@@ -367,7 +267,7 @@ class Timeline:
                 continue
             # Same step on the same graph gives the same graph: switching a step that changed nothing
             # (or switching back and forth elsewhere) costs a hash, not a rerun of every later step.
-            ckey = (engine, es.name, _fingerprint(prev), heads,
+            ckey = (engine, es.name, fingerprint(prev), heads,
                     tuple((r, tuple(sorted(counts.get(r, {}).items()))) for r in es.reads))
             hit = self._content.get(ckey)
             if hit is not None:
@@ -377,6 +277,7 @@ class Timeline:
                                       enabled=enabled)
                 snap.reused = True
                 self._cache[key] = snap
+                self._keep(snap, prev, out)
                 snaps.append(snap)
                 prev = snap
                 live = None
@@ -384,6 +285,7 @@ class Timeline:
             if budget is not None and computed >= budget:
                 return None
             computed += 1
+            self.steps_run += 1
             if live is not None and live[0] == prev.key:
                 state = live[1]
             else:
@@ -414,13 +316,26 @@ class Timeline:
                                   chain={"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads},
                                   enabled=enabled)
             self._cache[key] = snap
-            self._content[ckey] = (skel, StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes),
-                                                     out.skipped),
-                                   elapsed, ctx.num_heads)
+            outcome = StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes), out.skipped)
+            self._content[ckey] = (skel, outcome, elapsed, ctx.num_heads)
+            self._keep(snap, prev, outcome)
             snaps.append(snap)
             prev = snap
             live = (key, model)
         return snaps
+
+    def _keep(self, snap: Snapshot, prev: Snapshot, outcome: StepOutcome) -> None:
+        """Write a snapshot this timeline made to the on-disk store (on the writer thread)."""
+        if self.persist is not None:
+            self.persist.save(snap, prev, outcome)
+            self._keep_checked(snap)
+
+    def _keep_checked(self, snap: Snapshot) -> None:
+        """Have parity found later on ``snap`` (by the app or ``check_parity``) written to disk too."""
+        if self.persist is not None:
+            snap.on_checked = self.persist.save_parity
+            if self.text is not None and snap.task_parity is None:
+                snap.task_parity = self.persist.task_parity(snap, self._text_id)
 
     def _snapshot(self, name, engine, skel, prev: Snapshot, elapsed, out, key, chain, enabled=None) -> Snapshot:
         step = BY_NAME[name]
@@ -464,91 +379,6 @@ class Timeline:
                         snap.diagnostic += (f" The {o} engine fuses {theirs} {step.emits} on this export "
                                             f"(this engine ends with {mine}).")
 
-    # ------------------------------------------------------------ warming
-    def start_warming(self) -> None:
-        """Precompute, in a background thread, the timeline each single toggle would give.
-
-        For every step of the engine(s) run, the plan with that step switched
-        (on to off, or off to on) is computed one step at a time, earliest
-        steps first (they recompute the most), and lands in the same caches a
-        toggle reads. The thread runs at the lowest CPU priority the system
-        allows and holds the timeline's lock for one engine step at a time; a
-        toggle cancels it and waits at most for the step in flight. Once
-        switched on, warming restarts after every run, for the new plan.
-        Call :meth:`stop_warming` to switch it off.
-        """
-        if not self.snapshots:
-            self.run()
-        self._auto_warm = True
-        self._start_warm_thread()
-
-    def stop_warming(self, wait: bool = True) -> None:
-        """Switch background warming off and cancel a warm-up in progress."""
-        self._auto_warm = False
-        thread = self._warm_thread
-        self._cancel_warming()
-        if wait and thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def wait_warm(self, timeout: float | None = None) -> bool:
-        """Wait for the warm-up in progress; True when none is running any more."""
-        thread = self._warm_thread
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
-
-    @property
-    def warming(self) -> bool:
-        """Whether a warm-up is running now."""
-        return self._warm_thread is not None and self._warm_thread.is_alive()
-
-    def _cancel_warming(self) -> None:
-        if self._warm_cancel is not None:
-            self._warm_cancel.set()
-
-    def _start_warm_thread(self) -> None:
-        engines = list(self.runs)
-        if not engines:
-            return
-        plan, opted = self.plan, set(self.opted_in)
-        seen: list[str] = []
-        for e in engines:
-            for es in engine_steps(e):
-                if es.name not in seen and (BY_NAME[es.name].default_on or es.name in opted):
-                    seen.append(es.name)
-        cancel = threading.Event()
-        self._warm_cancel = cancel
-        self.warm_error = None
-
-        def work():
-            _lower_priority()
-            t0 = time.perf_counter()
-            try:
-                for step in seen:
-                    on = not _enabled_in(plan, opted, step)
-                    flipped = plan.with_step(step, on)
-
-                    def enabled(name, flipped=flipped):
-                        return _enabled_in(flipped, opted, name)
-
-                    for e in engines:
-                        while True:
-                            if cancel.is_set():
-                                return
-                            with self._lock:
-                                if cancel.is_set():
-                                    return
-                                done = self._run_engine(e, enabled, budget=1) is not None
-                            if done:
-                                break
-                            time.sleep(0.001)  # let a waiting toggle take the lock
-                self.warm_s = time.perf_counter() - t0
-            except Exception as e:  # a branch that fails here fails again, visibly, when toggled
-                self.warm_error = f"{type(e).__name__}: {e}"
-
-        self._warm_thread = threading.Thread(target=work, name="workbench-fusion-warm", daemon=True)
-        self._warm_thread.start()
 
     # ------------------------------------------------------------ checks
     @property
@@ -566,11 +396,22 @@ class Timeline:
     text = None
     _text_reference = None
 
+    _text_id = ""
+
     def use_text(self, text) -> None:
-        """Check answers on ``text`` too: each ``check_parity`` then fills the snapshot's ``task_parity``."""
+        """Check answers on ``text`` too: each ``check_parity`` then fills the snapshot's ``task_parity``.
+
+        Results stored on disk for the same text (by a run before) are filled in at once.
+        """
         self.text, self._text_reference = text, None
+        if self.persist is not None and text is not None:
+            from .persist import text_identity
+
+            self._text_id = text_identity(text)
         for s in self.snapshots:
             s.task_parity = None
+            if s.key:
+                self._keep_checked(s)
 
     def check_parity(self, i: int) -> Parity:
         """Compare snapshot ``i`` with the unfused input on the seeded parity cases (and on the text, if set)."""
@@ -583,6 +424,8 @@ class Timeline:
                 from .text_parity import TextReference
                 self._text_reference = TextReference(self.input.model, self.text)
             snap.task_parity = self._text_reference.compare(runnable(snap.model)[0])
+            if self.persist is not None:
+                self.persist.save_task_parity(snap, self._text_id)
         return parity
 
     def session_layer(self, i: int, level: str = "all", *, honour_plan: bool = True) -> dict:
@@ -641,19 +484,6 @@ class Timeline:
                           "task_parity": f.task_parity}}
 
 
-def _enabled_in(plan: FusionPlan, opted_in: set[str], step: str) -> bool:
-    s = BY_NAME[step]
-    if s.default_on:
-        return plan.enabled(step)
-    return step in opted_in and plan.enabled(step)
-
-
-def _lower_priority() -> None:
-    """Give the calling thread the lowest CPU priority (Linux schedules threads one by one)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):
-        pass
 
 
 def run_fusion(model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), **kwargs) -> Timeline:
