@@ -418,3 +418,17 @@ def test_opening_a_cached_model_imports_neither_torch_nor_transformers(tiny_expo
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_first_figure_widget_skips_a_grammar_compile_and_iri_checks_still_work():
+    """plotly's FigureWidget pulls in jsonschema's iri grammar (1.6 s at import); the app defers it to first use."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from workbench.ui.compat import defer_slow_imports; defer_slow_imports(); "
+            "import plotly.graph_objects as go; go.FigureWidget; "
+            "print('rfc3987_syntax.syntax_helpers' in sys.modules); import jsonschema; c = jsonschema.FormatChecker(); "
+            "print(c.conforms('http://example.com/ä', 'iri'), c.conforms('not an iri ::', 'iri'))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["False", "True", "False"]

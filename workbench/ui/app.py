@@ -92,6 +92,7 @@ class Workbench:
         return cls(str(p), **kw)
 
     def _build(self) -> None:
+        compat.defer_slow_imports()
         import ipywidgets as W
 
         from ..models import PRESETS

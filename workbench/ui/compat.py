@@ -79,3 +79,42 @@ def error_html(message: str, title: str = "BERT Fusion Workbench") -> str:
     return (f"<div style='border:1px solid #d62728;border-left:5px solid #d62728;padding:8px 12px;"
             f"background:#fff5f5;font-family:sans-serif;font-size:13px'><b>{html.escape(title)}</b>: "
             f"{html.escape(message)}</div>")
+
+
+def defer_slow_imports() -> None:
+    """Load ``rfc3987_syntax`` on first use instead of when plotly's FigureWidget is first imported.
+
+    plotly's widget imports nbformat, whose jsonschema imports ``rfc3987_syntax`` for its "iri"
+    format check, and that package compiles its grammars at import: 1.6 of the 2.0 s the first
+    ``FigureWidget`` costs (measured with ``python -X importtime``), more than half of what opening
+    a model seen before may take. A stand-in module takes its place until something calls into it;
+    then the real package is imported and answers, so every check behaves as before.
+    """
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    name = "rfc3987_syntax"
+    if name in sys.modules:
+        return
+    try:
+        if importlib.util.find_spec(name) is None:
+            return
+    except (ImportError, ValueError):
+        return
+
+    def real():
+        if sys.modules.get(name) is stub:
+            del sys.modules[name]
+        return importlib.import_module(name)
+
+    stub = types.ModuleType(name, "stand-in: the real module is imported on first use")
+    def attribute(attr: str):  # PEP 562: a public attribute loads the real module
+        if attr.startswith("__"):  # what the import machinery asks of any module (__path__, __file__)
+            raise AttributeError(attr)
+        return getattr(real(), attr)
+
+    stub.__getattr__ = attribute
+    stub.is_valid_syntax = lambda *a, **k: real().is_valid_syntax(*a, **k)
+    sys.modules[name] = stub
