@@ -88,7 +88,10 @@ class Panel:
                 return
             if key not in self._due:
                 self._due.add(key)
-                self._loop.add_callback(run)
+                try:
+                    self._loop.add_callback(run)
+                except RuntimeError:  # the kernel is shutting down: nothing to draw on
+                    self._due.discard(key)
 
         self.state.observe(handler, names=names)
 
