@@ -5,6 +5,10 @@ from __future__ import annotations
 from .base import Panel, badge, esc, sync_figure
 
 _MEASURING = ("benchmark", "profile", "ablation", "answers", "sweep")
+_FIGURES = ("live", "dist", "pct", "ops", "ablation")
+_PLACEHOLDER = {"live": "latency per run: press Run", "dist": "distribution per variant: press Run",
+                "pct": "p50 / p90 / p99 per variant: press Run", "ops": "time per op type: press Profile ops",
+                "ablation": "what each fusion saves or costs here: press What each fusion buys"}
 
 
 def _f(x) -> str:
@@ -66,7 +70,6 @@ class ProfilePanel(Panel):
     def __init__(self, state, controller, extra=()):
         super().__init__(state, controller)
         import ipywidgets as W
-        import plotly.graph_objects as go
 
         from ...viz import latency as vl
 
@@ -103,17 +106,15 @@ class ProfilePanel(Panel):
                                          "interleaved with the full plan (twice, for the noise): what each step "
                                          "saves or costs on this machine")
         self.w_ablate.on_click(lambda _: self.controller.ablate())
-        self.fig_live = go.FigureWidget(vl.live_figure({}))
-        self.fig_dist = go.FigureWidget(vl.distribution_figure({}))
-        self.fig_pct = go.FigureWidget(vl.percentile_figure({}))
-        self.fig_ops = go.FigureWidget(vl.op_breakdown_figure({}))
-        self.fig_ablation = go.FigureWidget(vl.ablation_figure([]))
-        self.figures = (self.fig_live, self.fig_dist, self.fig_pct, self.fig_ops, self.fig_ablation)
+        # The five plots are made when a measurement first needs them: in the browser every plotly
+        # FigureWidget loads plotly's widget script anew (about 2 s each in headless Chromium here), and
+        # a user who only looks at fusions should not wait for plots of measurements not taken.
+        self._figures: dict[str, object] = {}
         self.boxes = []
-        for f in self.figures:
-            f.layout.width, f.layout.autosize = s.pane_width, False  # never wider than their box
-            self.boxes.append(W.Box([f], layout=L(width=f"{s.pane_width + 4}px", overflow="hidden",
-                                                  flex="0 0 auto")))
+        for name in _FIGURES:
+            box = W.Box([W.HTML(f"<div style='font-size:11px;color:#888;padding:8px'>{_PLACEHOLDER[name]}</div>")],
+                        layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
+            self.boxes.append(box)
         self.boxes[0].add_class("wb-live-plot")
         self.w_results = W.HTML()
         self.w_results.add_class("wb-results")
@@ -137,10 +138,34 @@ class ProfilePanel(Panel):
         self.watch("snapshots", self.draw_variants)
         self.watch(["provider", "batch", "seq", "threads", "runs", "int8", "providers"], self.draw_settings)
         self.watch("pane_width", self.resize)
-        for f in self.figures:
-            sync_figure(f)
         if s.snapshots:
             self.draw_variants()
+
+    def figure(self, name: str):
+        """The plot ``name`` (live, dist, pct, ops, ablation), made and placed on first use."""
+        fig = self._figures.get(name)
+        if fig is None:
+            import plotly.graph_objects as go
+
+            vl = self._vl
+            empty = {"live": vl.live_figure({}), "dist": vl.distribution_figure({}), "pct": vl.percentile_figure({}),
+                     "ops": vl.op_breakdown_figure({}), "ablation": vl.ablation_figure([])}[name]
+            fig = go.FigureWidget(empty)
+            fig.layout.width, fig.layout.autosize = self.state.pane_width, False  # never wider than its box
+            sync_figure(fig)
+            self._figures[name] = fig
+            self.boxes[_FIGURES.index(name)].children = [fig]
+        return fig
+
+    fig_live = property(lambda self: self.figure("live"))
+    fig_dist = property(lambda self: self.figure("dist"))
+    fig_pct = property(lambda self: self.figure("pct"))
+    fig_ops = property(lambda self: self.figure("ops"))
+    fig_ablation = property(lambda self: self.figure("ablation"))
+
+    @property
+    def figures(self) -> tuple:
+        return tuple(self.figure(n) for n in _FIGURES)
 
     def _show(self, fig, source) -> None:
         self._vl.refresh(fig, source)
@@ -213,10 +238,12 @@ class ProfilePanel(Panel):
 
     def resize(self) -> None:
         w = self.state.pane_width
-        for box, f in zip(self.boxes, self.figures):
+        for box, name in zip(self.boxes, _FIGURES):
             box.layout.width = f"{w + 4}px"
-            f.layout.width = w
-            sync_figure(f)
+            f = self._figures.get(name)
+            if f is not None:
+                f.layout.width = w
+                sync_figure(f)
 
 
 __all__ = ["ProfilePanel", "results_html", "ablation_html"]
