@@ -157,6 +157,16 @@ def _write_file(path: Path, data: bytes) -> None:
         raise
 
 
+def _write_if_new(path: Path, data: bytes) -> None:
+    """Write a content-addressed file unless one of the same size is there already."""
+    try:
+        if path.stat().st_size == len(data):
+            return
+    except OSError:
+        pass
+    _write_file(path, data)
+
+
 def _unlink(path: Path) -> None:
     try:
         path.unlink()
@@ -491,13 +501,7 @@ class TimelineStore:
         if not snap.fingerprint:
             snap.fingerprint = fp
         self.graphs.setdefault(fp, snap.skeleton)
-        path = self.dir / "graphs" / f"{fp}.onnx"
-        try:
-            same = path.stat().st_size == len(data)
-        except OSError:
-            same = False
-        if not same:
-            _write_file(path, data)
+        _write_if_new(self.dir / "graphs" / f"{fp}.onnx", data)
         return fp
 
     def _write_weights(self, skeleton: onnx.ModelProto) -> None:
@@ -509,12 +513,5 @@ class TimelineStore:
             tensor = self.store.get(key)
             if tensor is None:
                 raise _Damaged(f"weight {key} is not in the store")
-            path = self.dir / "weights" / f"{_hash(key)}.pb"
-            data = tensor.SerializeToString()
-            try:
-                same = path.stat().st_size == len(data)
-            except OSError:
-                same = False
-            if not same:
-                _write_file(path, data)
+            _write_if_new(self.dir / "weights" / f"{_hash(key)}.pb", tensor.SerializeToString())
             self._weights_on_disk.add(key)
