@@ -71,7 +71,7 @@ def one_open(model: str, cache: Path) -> dict:
                 page.keyboard.press("Shift+Enter")
                 page.wait_for_selector(".wb-status-line", state="attached", timeout=600_000)
                 shown = time.perf_counter() - t0
-                page.wait_for_selector(".wb-graph-after .js-plotly-plot .scatterlayer .point", state="attached",
+                page.wait_for_selector(".wb-graph-after .wb-gw-node", state="attached",
                                        timeout=900_000)
                 graph = time.perf_counter() - t0
                 status = page.locator(".wb-status-line").first.inner_text()

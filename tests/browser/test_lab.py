@@ -124,7 +124,7 @@ def click_toggle(page, step: str, timeout_s: float = 60) -> float:
     """Click ``step``'s checkbox; seconds until the status line, the counts table and the graph all changed."""
     toggle = page.locator(f".wb-row.wb-step-{step.replace('_', '-')} input[type=checkbox]").first
     on = toggle.is_checked()
-    title = _text(page, ".wb-graph-after .gtitle")
+    title = _text(page, ".wb-graph-after .wb-gw-title")
     counts = _text(page, ".wb-counts table")
     t0 = time.perf_counter()
     toggle.click()
@@ -132,7 +132,7 @@ def click_toggle(page, step: str, timeout_s: float = 60) -> float:
         "(want) => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes(want))",
         arg=f"{step} {'off' if on else 'on'}", timeout=timeout_s * 1000)
     page.wait_for_function(
-        "([old, oldCounts]) => { const t = document.querySelector('.wb-graph-after .gtitle');"
+        "([old, oldCounts]) => { const t = document.querySelector('.wb-graph-after .wb-gw-title');"
         " const c = document.querySelector('.wb-counts table');"
         " return t && c && t.textContent !== old && c.textContent !== oldCounts }",
         arg=[title, counts], timeout=timeout_s * 1000)
@@ -168,8 +168,8 @@ def test_fusion_tour_in_jupyterlab(lab):
             page.wait_for_selector("#filebrowser", state="visible", timeout=10_000)
             app = page.locator(".wb-app").first
             app.scroll_into_view_if_needed()
-            page.wait_for_selector(".wb-graph-after .js-plotly-plot .scatterlayer .point", timeout=60_000)
-            assert page.locator(".wb-graph-before .js-plotly-plot").count() >= 1
+            page.wait_for_selector(".wb-graph-after .wb-gw-node", timeout=60_000)
+            assert page.locator(".wb-graph-before .wb-gw-node").count() > 10
             assert page.locator(".wb-counts table tr").count() > 3
             assert "press Run" in _text(page, ".wb-live-plot")  # latency plots are made when first needed
             assert page.locator(".wb-app .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
@@ -190,7 +190,7 @@ def test_fusion_tour_in_jupyterlab(lab):
             for vw in (int(700 + beside), int(900 + beside), int(1280 + beside), int(2560 + beside)):
                 page.set_viewport_size({"width": vw, "height": 1000})
                 page.wait_for_timeout(2000)
-                over = page.evaluate("""() => [...document.querySelectorAll('.wb-app .js-plotly-plot')].map(p => {
+                over = page.evaluate("""() => [...document.querySelectorAll('.wb-app .js-plotly-plot, .wb-app .wb-gw-svg')].map(p => {
                     const out = p.closest('.jp-OutputArea-output') || p.closest('.wb-app');
                     const r = p.getBoundingClientRect(), o = out.getBoundingClientRect();
                     return r.width > 0 ? r.right - o.right : -1; }).filter(d => d > 1)""")
@@ -204,16 +204,29 @@ def test_fusion_tour_in_jupyterlab(lab):
             page.locator(".wb-rows").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "00_fusion_panel.png"))
 
+            # A click on the fused Attention node in the "after" pane rings what it replaced in the "before" pane;
+            # its hover names it.
+            page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
+            fused = page.locator(".wb-graph-after .wb-gw-node[data-op='Attention']").first
+            fused.hover()
+            page.wait_for_selector(".wb-graph-after .wb-gw-tip b", state="visible", timeout=10_000)
+            assert _text(page, ".wb-graph-after .wb-gw-tip").strip()
+            fused.click()
+            page.wait_for_selector(".wb-graph-before .wb-gw-selected", state="attached", timeout=30_000)
+            assert page.locator(".wb-graph-after .wb-gw-selected").count() == 1
+            fused.click()  # a second click clears the selection
+            page.wait_for_selector(".wb-graph-after .wb-gw-selected", state="detached", timeout=30_000)
+
             before_counts = _text(page, ".wb-counts table")
-            before_title = _text(page, ".wb-graph-after .gtitle")
-            before_points = page.locator(".wb-graph-after .scatterlayer .trace:nth-child(2) .point").count()
+            before_title = _text(page, ".wb-graph-after .wb-gw-title")
+            before_points = page.locator(".wb-graph-after .wb-gw-node").count()
             assert "attention" in _text(page, ".wb-step-slider").lower()
             toggle = page.locator(".wb-row.wb-step-attention input[type=checkbox]").first
             assert toggle.is_checked()
             toggle_s = click_toggle(page, "attention")
             after_counts = _text(page, ".wb-counts table")
-            after_title = _text(page, ".wb-graph-after .gtitle")
-            after_points = page.locator(".wb-graph-after .scatterlayer .trace:nth-child(2) .point").count()
+            after_title = _text(page, ".wb-graph-after .wb-gw-title")
+            after_points = page.locator(".wb-graph-after .wb-gw-node").count()
             assert not toggle.is_checked()
             assert "wb-row-off" in (page.locator(".wb-row.wb-step-attention").first.get_attribute("class") or "")
             assert after_counts != before_counts

@@ -42,9 +42,9 @@ def test_loads_and_draws_the_default_step(app):
     # The first view is the Attention step: replaced nodes on the left, the fused node on the right.
     assert names[app.state.step] == "attention"
     assert app.w_step.value == app.state.step
-    after = app.fig_after.data
-    assert "Attention" in [t.strip() for t in after[1].text]
-    assert len(after[2].x) >= 1 and len(app.fig_before.data[2].x) > 10  # rings: emitted / replaced
+    after = app.fig_after
+    assert "Attention" in [t.strip() for t in after.labels]
+    assert len(after.highlight) >= 1 and len(app.fig_before.highlight) > 10  # rings: emitted / replaced
     assert "Softmax" in app.w_counts.value and "Attention" in app.w_counts.value
     rows = app.step_rows()
     assert [r["name"] for r in rows if r["name"] == "attention"] and rows[0]["kind"] in ("fusion", "cleanup")
@@ -81,22 +81,22 @@ def test_toggle_calls_the_timeline_and_redraws(app, monkeypatch):
 def test_step_slider_view_switch_and_clicks(app):
     app.w_step.value = 0  # the export: before and after are the same model
     assert app.state.step == 0
-    assert len(app.fig_after.data[2].x) == 0
+    assert len(app.fig_after.highlight) == 0
     app.select_step([s.step for s in app.snapshots].index("attention"))
     app.w_view.value = "model"
-    items = list(app.fig_after.data[1].customdata)
+    items = app.fig_after.ids
     assert "group:layer 0" in items and "group:layer 1" in items
     app.click("group:layer 1")  # expand
-    items2 = list(app.fig_after.data[1].customdata)
+    items2 = app.fig_after.ids
     assert "group:layer 1" not in items2 and len(items2) > len(items) - 1
     app.w_view.value = "layer"
     lay = app.state.pair.after.layout
     att = lay.ids[lay.ops.index("Attention")]
     app.click(att, "after")
     # selecting the fused node rings what it replaced in the "before" pane
-    assert len(app.fig_after.data[3].x) == 1 and len(app.fig_before.data[3].x) > 10
+    assert len(app.fig_after.selected) == 1 and len(app.fig_before.selected) > 10
     app.click(att, "after")
-    assert len(app.fig_after.data[3].x) == 0
+    assert len(app.fig_after.selected) == 0
 
 
 def test_errors_show_in_the_app_not_as_tracebacks(tiny_export, tmp_path):
@@ -319,14 +319,14 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
 def test_pane_width_comes_from_one_value_and_labels_fit(app):
     from workbench.viz.graph import CHAR_PX
 
-    assert app.fig_after.layout.width == app.state.pane_width and app.fig_after.layout.autosize is False
+    assert app.fig_after.scene["width"] == app.state.pane_width
     assert app.w_after.layout.width == f"{app.state.pane_width + 4}px"
     # every drawn label ends before the next node of its row
     fig, lay = app.fig_before, app.state.pair.before.layout
-    xr, width = fig.layout.xaxis.range, app.state.pane_width - 20
+    xr, width = fig.scene["xrange"], app.state.pane_width - 20
     px = width / (xr[1] - xr[0])
     rows = {}
-    for x, y, t in zip(lay.x, lay.y, fig.data[1].text or [""] * len(lay)):
+    for x, y, t in zip(lay.x, lay.y, fig.labels):
         rows.setdefault(y, []).append((x, t))
     for items in rows.values():
         items.sort()
@@ -334,7 +334,7 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
             if t:
                 assert (x2 - x) * px >= 9 + CHAR_PX * len(t), (t, x, x2)
     # before and after share one vertical scale when their depths are comparable
-    assert fig.layout.height == app.fig_after.layout.height
+    assert fig.scene["height"] == app.fig_after.scene["height"]
 
 
 def test_warm_up_line_says_when_clicks_are_lookups(app):
@@ -379,10 +379,10 @@ def test_pane_sizes_side_by_side_from_800_px_and_never_wider_than_the_area(width
 def test_measured_width_resizes_panes_and_plots(app):
     app.w_width.width = 900  # what the browser's ResizeObserver reports for a 900 px notebook column
     assert app.state.pane_width == 434
-    assert app.fig_before.layout.width == app.fig_after.layout.width == 434 == app.fig_live.layout.width
+    assert app.fig_before.scene["width"] == app.fig_after.scene["width"] == 434 == app.fig_live.layout.width
     assert app.w_before.layout.width == "438px"
     app.w_width.width = 2560
-    assert app.fig_after.layout.width == 1264
+    assert app.fig_after.scene["width"] == 1264
 
 
 def test_side_panel_mode_puts_the_app_in_jupyterlabs_right_area():

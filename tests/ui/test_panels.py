@@ -93,13 +93,17 @@ def test_graph_panes_draw_the_pair_resize_and_report_clicks(loaded, stub):
     before, after = GraphPane(loaded, stub, "before"), GraphPane(loaded, stub, "after")
     link_panes(before, after, stub)
     assert "wb-graph-after" in after.widget._dom_classes
-    assert "Attention" in [t.strip() for t in after.fig.data[1].text]
-    assert after.fig.layout.title.text.startswith("after attention")
+    assert "Attention" in [t.strip() for t in after.graph.labels]
+    assert after.graph.title.startswith("after attention")
     loaded.pane_width = 434
-    assert after.fig.layout.width == 434 and before.widget.layout.width == "438px"
-    after.on_click("n1")
-    before.on_click("group:layer 1")
-    assert stub.calls[-2:] == [("click", ("n1", "after"), {}), ("click", ("group:layer 1", "before"), {})]
+    assert after.graph.scene["width"] == 434 and before.widget.layout.width == "438px"
+    # a click in the browser arrives as a message naming the node's index and id
+    k = 1
+    node = after.graph.ids[k]
+    after.graph._on_msg(after.graph, {"type": "click", "index": k, "id": node}, [])
+    after.graph._on_msg(after.graph, {"type": "click", "index": k, "id": "stale"}, [])  # a redrawn pane: ignored
+    before.graph.click("group:layer 1")
+    assert stub.calls[-2:] == [("click", (node, "after"), {}), ("click", ("group:layer 1", "before"), {})]
     bar = ViewBar(loaded, stub)
     bar.w_view.value = "model"
     assert stub.calls[-1] == ("set_view", (), {"view": "model"})

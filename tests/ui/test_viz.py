@@ -8,8 +8,8 @@ import pytest
 
 from workbench.graph.layout import layout_graph, node_table, without_constants
 from workbench.viz import latency as vl
-from workbench.viz.graph import (CHAR_PX, FUSED_COLOUR, graph_figure, highlight_only, shared_yrange, short_label,
-                                 update_graph_figure, visible_labels)
+from workbench.viz.graph import (CHAR_PX, FUSED_COLOUR, graph_figure, graph_scene, shared_yrange, short_label,
+                                 visible_labels)
 
 
 @pytest.fixture(scope="module")
@@ -57,16 +57,21 @@ def test_collapsed_groups_and_fused_nodes_are_styled(table, tiny_export):
     assert ffig.data[1].marker.color[att] == FUSED_COLOUR and ffig.data[1].marker.symbol[att] == "diamond"
 
 
-def test_update_in_place_keeps_the_widget_and_switches_views(table):
-    fw = go.FigureWidget(graph_figure(layout_graph(table, layer=0)))
+def test_graph_widget_switches_views_and_moves_only_rings_on_a_new_highlight(table):
+    from workbench.viz.graph_widget import GraphWidget
+
+    gw = GraphWidget()
+    assert gw.show(graph_scene(layout_graph(table, layer=0))) is True
     big = layout_graph(table, collapsed=set())
-    update_graph_figure(fw, big)
-    assert len(fw.data[1].x) == len(big)
+    assert gw.show(graph_scene(big)) is True and gw.ids == big.ids
     one = layout_graph(table, layer=1)
-    update_graph_figure(fw, one, highlight={one.ids[2]})
-    assert len(fw.data[1].x) == len(one) and len(fw.data[2].x) == 1
-    highlight_only(fw, one, highlight=(), selected={one.ids[0]})
-    assert len(fw.data[2].x) == 0 and len(fw.data[3].x) == 1
+    assert gw.show(graph_scene(one, highlight={one.ids[2]})) is True
+    assert gw.highlight == [2] and gw.selected == []
+    sent = []
+    gw.comm.send = lambda data, *a, **k: sent.append(data)  # what goes to the browser
+    assert gw.show(graph_scene(one, highlight=(), selected={one.ids[0]})) is False
+    assert gw.highlight == [] and gw.selected == [0]
+    assert sent and all(set(m.get("state", {})) <= {"highlight", "selected"} for m in sent)
 
 
 def test_latency_figures_carry_the_numbers():
@@ -146,11 +151,17 @@ def test_panes_share_a_vertical_scale_only_when_depths_are_comparable(table):
     assert list(fig.layout.yaxis.range) == [yr[1], yr[0]]
 
 
-def test_a_new_view_replaces_the_traces_and_a_new_highlight_does_not(table):
-    fw = go.FigureWidget(graph_figure(layout_graph(table, layer=0)))
-    one = layout_graph(table, layer=0)
-    assert update_graph_figure(fw, one, highlight={one.ids[1]}) is False
-    assert update_graph_figure(fw, layout_graph(table, layer=1)) is True
+def test_scene_is_what_the_plotly_figure_draws(table):
+    lay = layout_graph(table, layer=0)
+    sc = graph_scene(lay, highlight={lay.ids[1]}, width=500, title="t")
+    fig = graph_figure(lay, highlight={lay.ids[1]}, width=500, title="t")
+    assert sc["nodes"]["id"] == list(fig.data[1].customdata) and sc["width"] == fig.layout.width == 500
+    assert sc["nodes"]["label"] == list(fig.data[1].text or [""] * len(lay))
+    assert len(sc["edges"]) == 2 * len(lay.edges) and sc["highlight"] == [1]
+    assert (fig.data[2].x[0], fig.data[2].y[0]) == (lay.x[1], lay.y[1])
+    import json
+
+    json.dumps(sc)  # goes to the browser as it is
 
 
 @pytest.mark.parametrize("width", [300, 540, 900])
@@ -171,14 +182,12 @@ def test_layer_view_figure_names_every_item(table, width):
         assert {texts[k] for k in outside} >= {"hidden states", "attention mask", "to layer 1"}
 
 
-def test_a_marker_rings_like_a_node_and_updates_in_place(table):
+def test_a_marker_rings_like_a_node(table):
     lay = layout_graph(table, layer=0)
     mask = lay.members["in:mask"][0]
-    fw = go.FigureWidget(graph_figure(lay))
     # the app rings the items standing for removed nodes (ui/app.py: _items_for): a marker's members resolve to it
     items = {g for g, ms in lay.members.items() if {mask} & set(ms)}
     assert items == {"in:mask"}
-    assert update_graph_figure(fw, lay, highlight=items, selected={"in:hidden"}) is False
-    k = lay.ids.index("in:mask")
-    assert (fw.data[2].x[0], fw.data[2].y[0]) == (lay.x[k], lay.y[k])
-    assert fw.data[3].x[0] == lay.x[lay.ids.index("in:hidden")]
+    sc = graph_scene(lay, highlight=items, selected={"in:hidden"})
+    assert sc["highlight"] == [lay.ids.index("in:mask")] and sc["selected"] == [lay.ids.index("in:hidden")]
+    assert sc["nodes"]["labelpos"][lay.ids.index("in:mask")] == "t"

@@ -339,7 +339,7 @@ _ALIASES = {
                                   "w_diag", "toggles")},
     "_rows": ("fusion", "rows"), "w_toggles": ("fusion", "w_rows"),
     **{n: ("view_bar", n) for n in ("w_view", "w_layer", "w_expand", "w_overlay", "w_constants")},
-    "fig_before": ("before", "fig"), "fig_after": ("after", "fig"),
+    "fig_before": ("before", "graph"), "fig_after": ("after", "graph"),
     "w_before": ("before", "widget"), "w_after": ("after", "widget"),
     "w_netron": ("netron", "button"), "w_netron_out": ("netron", "out"), "w_report": ("report", "button"),
     **{n: ("profile_panel", n) for n in ("w_provider", "w_batch", "w_seq", "w_threads", "w_runs", "w_variants",

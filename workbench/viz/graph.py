@@ -1,9 +1,10 @@
-"""Graph figures: a :class:`~workbench.graph.layout.Layout` in, a plotly figure out.
+"""Graph pictures: a :class:`~workbench.graph.layout.Layout` in, what to draw out.
 
-Four traces, always in this order, so a ``FigureWidget`` can be updated in
-place: edges, nodes, highlight rings (nodes a step replaced or emitted),
-selection rings. Views up to :data:`SVG_LIMIT` items draw as SVG (crisp
-labels, no WebGL context used up); larger ones as WebGL (``Scattergl``).
+:func:`graph_scene` computes everything a pane shows (positions, colours, symbols,
+the labels that fit, hovers, rings, layer boxes) as plain data; the app's graph
+widget draws it in the browser, and :func:`graph_figure` draws it with plotly
+for notebooks and reports (views up to :data:`SVG_LIMIT` items as SVG, larger
+ones as WebGL).
 """
 
 from __future__ import annotations
@@ -169,11 +170,14 @@ def _centred_fit(layout: Layout, ks: list[int], texts: list[str], px_x: float, x
     return True
 
 
-def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
-               latency: Mapping[str, float] | None = None, height: int | None = None,
-               width: int | None = None, yrange: tuple[float, float] | None = None,
-               title: str | None = None) -> tuple[list[dict], dict]:
-    """Trace and layout dictionaries for ``layout`` (what :func:`graph_figure` draws).
+def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
+                latency: Mapping[str, float] | None = None, height: int | None = None,
+                width: int | None = None, yrange: tuple[float, float] | None = None,
+                title: str | None = None) -> dict:
+    """What a graph pane draws for ``layout``, as plain JSON-able data (no plotly).
+
+    The app's own graph widget (:mod:`workbench.viz.graph_widget`) draws this in the browser;
+    :func:`graph_spec` turns it into plotly traces for static figures.
 
     Args:
         layout: from :func:`workbench.graph.layout.layout_graph`.
@@ -186,15 +190,15 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
         yrange: the (top, bottom) ranks to show, to give two panes one vertical scale
             (default: this layout's own depth).
         title: figure title (default: the layout's).
+
+    Returns:
+        ``width``, ``height``, ``title``, ``margin`` (l, r, t, b), ``xrange``, ``yrange`` (top, bottom;
+        y grows downwards), ``nodes`` (columns ``id``, ``op``, ``x``, ``y``, ``color``, ``symbol``, ``size``,
+        ``label`` ("" where it would not fit), ``labelpos`` ("r" right of the node, "t" above, "b" below),
+        ``hover``), ``edges`` (flat item indices ``[u0, v0, u1, v1, ...]``), ``highlight`` and
+        ``selected`` (item indices, sorted), ``boxes`` (``[x0, y0, x1, y1, group]``).
     """
     highlight, selected = set(highlight), set(selected)
-    gl = len(layout) > SVG_LIMIT
-    kind = "scattergl" if gl else "scatter"
-    ex: list = []
-    ey: list = []
-    for u, v in layout.edges:
-        ex += [layout.x[u], layout.x[v], None]
-        ey += [layout.y[u], layout.y[v], None]
     colours = []
     lat_total = sum(v for v in (latency or {}).values() if v and v > 0) or 0.0
     hover = list(layout.hover)
@@ -216,55 +220,91 @@ def graph_spec(layout: Layout, *, highlight: Iterable[str] = (), selected: Itera
         else:
             colours.append(op_colour(op))
     w = int(width or DEFAULT_WIDTH)
-    h = height or int(min(900, max(360, 22 * layout.depth + 80)))
+    h = int(height or min(900, max(360, 22 * layout.depth + 80)))
     xr = _range(layout.x, 2.5)
     yr = list(yrange) if yrange is not None else _range(layout.y, 1.2)
-    symbols = [KIND_STYLE[k][0] for k in layout.kinds]
     # A collapsed layer's square may not be taller than the gap between rows, or the squares overlap.
     row_px = (h - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yr[1] - yr[0]))
     group_px = max(10, min(KIND_STYLE["group"][1], int(row_px * 0.8)))
     sizes = [group_px if k == "group" else KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0)
              for k, op in zip(layout.kinds, layout.ops)]
-    symbols = ["diamond" if (op in FUSED_OPS and k == "node") else s for s, op, k in zip(symbols, layout.ops, layout.kinds)]
+    symbols = ["diamond" if (op in FUSED_OPS and k == "node") else KIND_STYLE[k][0]
+               for op, k in zip(layout.ops, layout.kinds)]
     # A ringed node's label starts past its ring (an en space), or the ring hides its first letters.
-    ringed = set(highlight) | set(selected)
+    ringed = highlight | selected
     labels = [lb if kd in MARKER_KINDS else ("\u2002" if iid in ringed else "") + short_label(lb)
               for iid, lb, kd in zip(layout.ids, layout.labels, layout.kinds)]
     texts = visible_labels(layout, labels, width=w, height=h, xrange=(xr[0], xr[1]), yrange=(yr[0], yr[1]))
-    show_text = any(texts)
     index = layout.index()
+    edges: list[int] = []
+    for u, v in layout.edges:
+        edges += [u, v]
+    return dict(
+        width=w, height=h, title=title if title is not None else layout.title, margin=dict(_MARGIN),
+        xrange=[float(xr[0]), float(xr[1])], yrange=[float(yr[0]), float(yr[1])],
+        nodes=dict(id=list(layout.ids), op=list(layout.ops), x=[round(float(v), 4) for v in layout.x],
+                   y=[round(float(v), 4) for v in layout.y], color=colours, symbol=symbols, size=sizes,
+                   label=texts, labelpos=[_LABEL_POS.get(kd, "r") for kd in layout.kinds], hover=hover),
+        edges=edges,
+        highlight=sorted({index[i] for i in highlight if i in index}),
+        selected=sorted({index[i] for i in selected if i in index}),
+        boxes=[[b.x0, b.y0, b.x1, b.y1, b.group] for b in layout.boxes],
+    )
 
-    def ring(ids: Iterable[str]) -> tuple[list, list]:
-        ks = sorted({index[i] for i in ids if i in index})
+
+#: Where a marker's label sits in a scene ("r": right of the node, "t": above, "b": below).
+_LABEL_POS = {"in": "t", "out": "b"}
+_PLOTLY_POS = {"r": "middle right", "t": "top center", "b": "bottom center"}
+
+
+def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
+    """Plotly trace and layout dictionaries for ``layout`` (what :func:`graph_figure` draws).
+
+    Four traces, in this order: edges, nodes, highlight rings, selection rings. Keyword
+    arguments as :func:`graph_scene`.
+    """
+    sc = graph_scene(layout, **kw)
+    nd = sc["nodes"]
+    kind = "scattergl" if len(layout) > SVG_LIMIT else "scatter"
+    ex: list = []
+    ey: list = []
+    e = sc["edges"]
+    for u, v in zip(e[::2], e[1::2]):
+        ex += [layout.x[u], layout.x[v], None]
+        ey += [layout.y[u], layout.y[v], None]
+    show_text = any(nd["label"])
+
+    def ring(ks: list[int]) -> tuple[list, list]:
         return [layout.x[k] for k in ks], [layout.y[k] for k in ks]
 
-    hx, hy = ring(highlight)
-    sx, sy = ring(selected)
+    hx, hy = ring(sc["highlight"])
+    sx, sy = ring(sc["selected"])
     traces = [
         dict(type=kind, name="edges", x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
              line=dict(color="#9aa5b1", width=1)),
         dict(type=kind, name="nodes", x=list(layout.x), y=list(layout.y),
-             mode="markers+text" if show_text else "markers", text=texts if show_text else None,
-             textposition=[MARKER_TEXT.get(kd, "middle right") for kd in layout.kinds],
+             mode="markers+text" if show_text else "markers", text=nd["label"] if show_text else None,
+             textposition=[_PLOTLY_POS[p] for p in nd["labelpos"]],
              textfont=dict(size=9, color="#333"),
-             customdata=list(layout.ids), hovertext=hover, hoverinfo="text", showlegend=False,
-             marker=dict(color=colours, symbol=symbols, size=sizes, line=dict(width=0.5, color="#333"))),
+             customdata=list(layout.ids), hovertext=nd["hover"], hoverinfo="text", showlegend=False,
+             marker=dict(color=nd["color"], symbol=nd["symbol"], size=nd["size"],
+                         line=dict(width=0.5, color="#333"))),
         dict(type=kind, name="highlight", x=hx, y=hy, mode="markers", hoverinfo="skip", showlegend=False,
              marker=dict(symbol="circle-open", size=20, color=HIGHLIGHT, line=dict(width=2.5, color=HIGHLIGHT))),
         dict(type=kind, name="selected", x=sx, y=sy, mode="markers", hoverinfo="skip", showlegend=False,
              marker=dict(symbol="circle-open", size=26, color=SELECT, line=dict(width=2, color=SELECT))),
     ]
     shapes, notes = [], []
-    for b in layout.boxes:
-        shapes.append(dict(type="rect", x0=b.x0, x1=b.x1, y0=b.y0, y1=b.y1, layer="below",
+    for x0, y0, x1, y1, group in sc["boxes"]:
+        shapes.append(dict(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, layer="below",
                            line=dict(color="#9ab", width=1, dash="dot"), fillcolor="rgba(120,150,200,0.06)"))
-        notes.append(dict(x=b.x0, y=b.y0, text=b.group, showarrow=False, xanchor="left", yanchor="bottom",
+        notes.append(dict(x=x0, y=y0, text=group, showarrow=False, xanchor="left", yanchor="bottom",
                           font=dict(size=10, color="#567")))
     lay = dict(
-        title=dict(text=title if title is not None else layout.title, font=dict(size=13), x=0.02),
-        height=h, width=w, autosize=False, margin=dict(_MARGIN), plot_bgcolor="white", paper_bgcolor="white",
-        xaxis=dict(visible=False, range=xr),
-        yaxis=dict(visible=False, autorange=False, range=yr[::-1]),
+        title=dict(text=sc["title"], font=dict(size=13), x=0.02),
+        height=sc["height"], width=sc["width"], autosize=False, margin=sc["margin"], plot_bgcolor="white",
+        paper_bgcolor="white", xaxis=dict(visible=False, range=sc["xrange"]),
+        yaxis=dict(visible=False, autorange=False, range=sc["yrange"][::-1]),
         hovermode="closest", dragmode="pan", shapes=shapes, annotations=notes, showlegend=False,
         uirevision=None,
     )
@@ -310,51 +350,3 @@ def graph_figure(layout: Layout, **kw):
 
     traces, lay = graph_spec(layout, **kw)
     return go.Figure(data=traces, layout=lay)
-
-
-def update_graph_figure(fig, layout: Layout, **kw) -> bool:
-    """Redraw ``fig`` (a Figure or FigureWidget) with a new layout or new highlights.
-
-    When the items and their labels are the ones already drawn (a new
-    highlight, a latency overlay, a title), trace properties are assigned in
-    place inside one ``batch_update``. A different set of items replaces the
-    traces: plotly.js, restyled in place, leaves out the labels of points that
-    had none before, so a new view is drawn fresh.
-
-    Returns:
-        True when the traces were replaced (click handlers must be attached again).
-    """
-    traces, lay = graph_spec(layout, **kw)
-    same = (len(fig.data) == len(traces) and all(t.type == d["type"] for t, d in zip(fig.data, traces))
-            and list(fig.data[1].customdata or ()) == list(traces[1]["customdata"])
-            and list(fig.data[1].text or ()) == list(traces[1]["text"] or ()))
-    if not same:
-        fig.data = []
-        with fig.batch_update():
-            fig.add_traces([{k: v for k, v in d.items()} for d in traces])
-            fig.layout.shapes = lay.pop("shapes")
-            fig.layout.annotations = lay.pop("annotations")
-            fig.update_layout(lay)
-        return True
-    with fig.batch_update():
-        for t, d in zip(fig.data, traces):
-            t.update({k: v for k, v in d.items() if k != "type"}, overwrite=True)
-        fig.layout.shapes = lay.pop("shapes")
-        fig.layout.annotations = lay.pop("annotations")
-        fig.update_layout(lay)
-    return False
-
-
-def highlight_only(fig, layout: Layout, highlight: Iterable[str] = (), selected: Iterable[str] = ()) -> None:
-    """Move only the highlight and selection rings (a click: no relayout)."""
-    index = layout.index()
-
-    def ring(ids):
-        ks = sorted({index[i] for i in ids if i in index})
-        return [layout.x[k] for k in ks], [layout.y[k] for k in ks]
-
-    hx, hy = ring(highlight)
-    sx, sy = ring(selected)
-    with fig.batch_update():
-        fig.data[2].x, fig.data[2].y = hx, hy
-        fig.data[3].x, fig.data[3].y = sx, sy

@@ -4,66 +4,52 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import Panel, sync_figure
+from .base import Panel
 
 
 class GraphPane(Panel):
-    """One plotly graph of the selected step's pair, ``role`` "before" or "after".
+    """One graph of the selected step's pair, ``role`` "before" or "after".
 
-    Draws ``state.pair.<role>`` at ``state.pane_width``; a click on a node calls ``on_click(item)``
-    (set by :func:`workbench.ui.link.link_panes`). The box keeps the CSS class ``wb-graph-<role>``.
+    Draws ``state.pair.<role>`` at ``state.pane_width`` with the app's own
+    :class:`~workbench.viz.graph_widget.GraphWidget` (a few kB of script, where a plotly FigureWidget
+    loads 4 MB per figure in the browser); a click on a node calls ``on_click(item)`` (set by
+    :func:`workbench.ui.link.link_panes`). The box keeps the CSS class ``wb-graph-<role>``.
     """
 
     def __init__(self, state, controller, role: str):
         super().__init__(state, controller)
         import ipywidgets as W
-        import plotly.graph_objects as go
+
+        from ...viz.graph_widget import GraphWidget
 
         self.role = role
         self.on_click: Callable[[str], None] | None = None
-        self._hooked = None
         pw = state.pane_width
-        # Explicit widths from one value: a FigureWidget does not follow its flex box.
-        self.fig = go.FigureWidget(layout=dict(height=360, width=pw, autosize=False, title=dict(text=role)))
-        self.widget = W.Box([self.fig], layout=W.Layout(width=f"{pw + 4}px", overflow="hidden", flex="0 0 auto"))
+        self.graph = GraphWidget()
+        self.graph.on_click(self._clicked)
+        self.widget = W.Box([self.graph], layout=W.Layout(width=f"{pw + 4}px", overflow="hidden", flex="0 0 auto"))
         self.widget.add_class(f"wb-graph-{role}")
         self.watch("pair", self.draw)
         self.watch("pane_width", self.resize)
         self.draw()
 
     def draw(self) -> None:
-        from ...viz.graph import update_graph_figure
+        from ...viz.graph import graph_scene
 
         p = self.state.pair
         if p is None:
             return
         v = getattr(p, self.role)
-        update_graph_figure(self.fig, v.layout, highlight=v.highlight, selected=v.selected, latency=v.latency,
-                            width=self.state.pane_width, height=p.height, yrange=p.yrange, title=v.title)
-        sync_figure(self.fig)
-        self._hook()
+        self.graph.show(graph_scene(v.layout, highlight=v.highlight, selected=v.selected, latency=v.latency,
+                                    width=self.state.pane_width, height=p.height, yrange=p.yrange, title=v.title))
 
-    def _hook(self) -> None:
-        # New traces need the click handler again.
-        if len(self.fig.data) < 2 or self._hooked is self.fig.data[1]:
-            return
-        self.fig.data[1].on_click(lambda trace, points, state: self._clicked(points))
-        self._hooked = self.fig.data[1]
-
-    def _clicked(self, points) -> None:
-        p = self.state.pair
-        if not points.point_inds or p is None or self.on_click is None:
-            return
-        self.on_click(getattr(p, self.role).layout.ids[points.point_inds[0]])
+    def _clicked(self, item: str) -> None:
+        if self.state.pair is not None and self.on_click is not None:
+            self.on_click(item)
 
     def resize(self) -> None:
-        w = self.state.pane_width
-        self.widget.layout.width = f"{w + 4}px"
-        if self.state.pair is not None:
-            self.draw()
-        else:
-            self.fig.layout.width = w
-            sync_figure(self.fig)
+        self.widget.layout.width = f"{self.state.pane_width + 4}px"
+        self.draw()
 
 
 class ViewBar(Panel):
