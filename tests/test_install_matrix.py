@@ -7,6 +7,7 @@ unreachable.
 """
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -38,11 +39,14 @@ RUNTIMES = {"onnxruntime", "onnxruntime-gpu"}
 NATIVE = {"torch", "onnxruntime", "onnxruntime-gpu", "onnx", "numpy", "pandas", "safetensors", "tokenizers"}
 
 
-def _requirements() -> list[Requirement]:
+@functools.cache
+def _requirements() -> tuple[Requirement, ...]:
+    """Parsed once, in the main thread: CPython 3.11's ``ast.parse`` (which packaging uses for markers)
+    is not thread-safe ("AST constructor recursion depth mismatch", seen in this test's pool)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(d) for d in project["dependencies"]]
     # tokenizers comes in through transformers; it is native, so it is checked too.
-    return reqs + [Requirement("tokenizers>=0.22")]
+    return tuple(reqs + [Requirement("tokenizers>=0.22")])
 
 
 def _selected(env: dict, python: str) -> list[Requirement]:
@@ -108,6 +112,7 @@ def test_every_native_package_has_a_wheel_for_every_platform_and_python():
     if not reachable:
         pytest.skip("the package index is unreachable")
     combos = [(p, v) for p in sorted(PLATFORMS) for v in PYTHONS]
+    _requirements()  # parse before the threads start
     with ThreadPoolExecutor(max_workers=5) as pool:
         results = list(pool.map(lambda c: _resolve(*c), combos))
     missing = [f"{p} / Python {v}: {r}" for p, v, r in results if isinstance(r, str)]

@@ -216,6 +216,17 @@ def test_fusion_tour_in_jupyterlab(lab):
             assert page.locator(".wb-graph-after .wb-gw-selected").count() == 1
             fused.click()  # a second click clears the selection
             page.wait_for_selector(".wb-graph-after .wb-gw-selected", state="detached", timeout=30_000)
+            # Zoom in and back: the nodes move apart, then return.
+            spread = lambda: page.evaluate("""() => { const n = [...document.querySelectorAll(
+                '.wb-graph-after .wb-gw-node')].map(e => e.getBoundingClientRect());
+                return Math.max(...n.map(r => r.y)) - Math.min(...n.map(r => r.y)); }""")
+            home = spread()
+            page.locator(".wb-graph-after .wb-gw-tools button").first.click()
+            page.wait_for_timeout(300)
+            assert spread() > 1.2 * home
+            page.locator(".wb-graph-after .wb-gw-tools button").nth(2).click()
+            page.wait_for_timeout(300)
+            assert abs(spread() - home) < 1
 
             before_counts = _text(page, ".wb-counts table")
             before_title = _text(page, ".wb-graph-after .wb-gw-title")

@@ -152,24 +152,44 @@ function render({ model, el }) {
     const k = nodeAt(ev.target);
     if (k >= 0) model.send({ type: "click", index: k, id: model.get("scene").nodes.id[k] });
   });
-  canvas.addEventListener("wheel", (ev) => {
-    if (!view) return;
-    ev.preventDefault();
-    const sc = model.get("scene"), m = sc.margin, box = canvas.getBoundingClientRect();
-    const fx = (ev.clientX - box.left - m.l) / (sc.width - m.l - m.r);
-    const fy = (ev.clientY - box.top - m.t) / (sc.height - m.t - m.b);
-    const f = Math.exp(Math.max(-0.5, Math.min(0.5, ev.deltaY * 0.002)));
+  // Zoom by factor f around the fractions (fx, fy) of the plot area.
+  const zoomAt = (f, fx, fy) => {
     const zoom = (r, t) => {
       const c = r[0] + t * (r[1] - r[0]);
       return [c - (c - r[0]) * f, c + (r[1] - c) * f];
     };
     view = { x: zoom(view.x, fx), y: zoom(view.y, fy) };
     later();
+  };
+  // A plain wheel scrolls the notebook; Ctrl (or Cmd) + wheel, or a trackpad pinch, zooms the graph.
+  canvas.addEventListener("wheel", (ev) => {
+    if (!view || !(ev.ctrlKey || ev.metaKey)) return;
+    ev.preventDefault();
+    const sc = model.get("scene"), m = sc.margin, box = canvas.getBoundingClientRect();
+    zoomAt(Math.exp(Math.max(-0.5, Math.min(0.5, ev.deltaY * 0.004))),
+      (ev.clientX - box.left - m.l) / (sc.width - m.l - m.r), (ev.clientY - box.top - m.t) / (sc.height - m.t - m.b));
   }, { passive: false });
   canvas.addEventListener("dblclick", () => {
     home();
     redraw();
   });
+  const tools = document.createElement("div");
+  tools.className = "wb-gw-tools";
+  for (const [text, title, act] of [
+    ["+", "zoom in (or Ctrl + wheel)", () => zoomAt(0.7, 0.5, 0.5)],
+    ["\u2212", "zoom out (or Ctrl + wheel)", () => zoomAt(1 / 0.7, 0.5, 0.5)],
+    ["\u21ba", "whole view (or double-click); drag to pan", () => { home(); redraw(); }],
+  ]) {
+    const b = document.createElement("button");
+    b.textContent = text;
+    b.title = title;
+    b.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      if (view) act();
+    });
+    tools.append(b);
+  }
+  el.append(tools);
   canvas.addEventListener("mouseover", (ev) => {
     const k = nodeAt(ev.target);
     if (k < 0 || drag) return;
