@@ -59,6 +59,9 @@ def one_open(model: str, cache: Path) -> dict:
             b = p.chromium.launch(executable_path=lab_mod.CHROMIUM, args=lab_mod.ARGS, headless=True)
             try:
                 page = b.new_page(viewport={"width": 1280, "height": 1000})
+                console: list[str] = []
+                page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+                page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
                 page.goto(f"{lab['base']}/lab/tree/first.ipynb?token={lab['token']}")
                 page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
                 try:
@@ -71,8 +74,16 @@ def one_open(model: str, cache: Path) -> dict:
                 page.keyboard.press("Shift+Enter")
                 page.wait_for_selector(".wb-status-line", state="attached", timeout=600_000)
                 shown = time.perf_counter() - t0
-                page.wait_for_selector(".wb-graph-after .wb-gw-node", state="attached",
-                                       timeout=900_000)
+                try:
+                    page.wait_for_selector(".wb-graph-after .wb-gw-node", state="attached",
+                                           timeout=int(os.environ.get("FIRST_GRAPH_TIMEOUT_S", "900")) * 1000)
+                except Exception:
+                    shots = ROOT / "test-output" / "first_graph"
+                    shots.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(shots / "failure.png"), full_page=True)
+                    (shots / "failure.html").write_text(page.locator(".jp-OutputArea").first.inner_html()[:50000])
+                    (shots / "console.txt").write_text("\n".join(console))
+                    raise
                 graph = time.perf_counter() - t0
                 status = page.locator(".wb-status-line").first.inner_text()
             finally:
@@ -97,6 +108,7 @@ def main() -> None:
     from workbench.ort.machine import describe_machine, machine_line
 
     cache = Path(a.cache or tempfile.mkdtemp(prefix="wb-first-cache-"))
+    cache.mkdir(parents=True, exist_ok=True)
     out = {"model": a.model, "machine": machine_line(describe_machine(check_cuda=False)), "window": "1280x1000, Debian chromium headless", "states": {}}
     for state in a.states.split(","):
         if state == "export":

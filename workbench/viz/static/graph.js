@@ -66,14 +66,15 @@ function draw(el, sc, view, rings) {
     const [tx, ty, anchor, base] = pos === "t" ? [x, y - r - 3, "middle", "auto"]
       : pos === "b" ? [x, y + r + 3, "middle", "hanging"] : [x + r + 3, y, "start", "central"];
     out.push(`<text class="wb-gw-label" x="${tx.toFixed(1)}" y="${ty.toFixed(1)}" text-anchor="${anchor}" ` +
-      `dominant-baseline="${base}">${esc(t)}</text>`);
+      `dominant-baseline="${base}" pointer-events="none">${esc(t)}</text>`);
   }
   for (const [name, ks] of [["highlight", rings.highlight], ["selected", rings.selected]]) {
     const [colour, size, width] = RING[name];
     for (const k of ks) {
       if (k < 0 || k >= n.x.length) continue;
       out.push(`<circle class="wb-gw-ring wb-gw-${name}" cx="${px(n.x[k]).toFixed(1)}" ` +
-        `cy="${py(n.y[k]).toFixed(1)}" r="${size / 2}" stroke="${colour}" stroke-width="${width}"/>`);
+        `cy="${py(n.y[k]).toFixed(1)}" r="${size / 2}" stroke="${colour}" stroke-width="${width}" fill="none" ` +
+        `pointer-events="none"/>`);
     }
   }
   out.push("</g></svg></svg>");
@@ -87,11 +88,12 @@ function render({ model, el }) {
   const tip = document.createElement("div");
   tip.className = "wb-gw-tip";
   el.append(canvas, tip);
-  let view = null, frame = 0;
+  let view = null, frame = 0, shown = null, drag = null, moved = false;
 
   const home = () => {
     const sc = model.get("scene");
     view = sc && sc.nodes ? { x: [...sc.xrange], y: [...sc.yrange] } : null;
+    shown = sc;
   };
   const redraw = () => {
     frame = 0;
@@ -100,6 +102,8 @@ function render({ model, el }) {
       canvas.innerHTML = "";
       return;
     }
+    // A new scene starts at its whole view, whichever change event (scene or rings) arrives first.
+    if (sc !== shown || !view) home();
     if (!drag) tip.style.display = "none";
     el.style.width = `${sc.width}px`;
     el.style.height = `${sc.height}px`;
@@ -110,13 +114,8 @@ function render({ model, el }) {
     if (!frame) frame = requestAnimationFrame(redraw);
   };
 
-  home();
   redraw();
-  const onScene = () => {
-    home();
-    redraw();
-  };
-  model.on("change:scene", onScene);
+  model.on("change:scene", redraw);
   model.on("change:highlight", redraw);
   model.on("change:selected", redraw);
 
@@ -124,7 +123,6 @@ function render({ model, el }) {
     const node = target && target.closest ? target.closest(".wb-gw-node") : null;
     return node ? Number(node.dataset.i) : -1;
   };
-  let drag = null, moved = false;
   canvas.addEventListener("pointerdown", (ev) => {
     if (!view || ev.button !== 0) return;
     drag = { x: ev.clientX, y: ev.clientY, view: { x: [...view.x], y: [...view.y] } };
@@ -209,7 +207,7 @@ function render({ model, el }) {
   return () => {
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", onUp);
-    model.off("change:scene", onScene);
+    model.off("change:scene", redraw);
     model.off("change:highlight", redraw);
     model.off("change:selected", redraw);
   };

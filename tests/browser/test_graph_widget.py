@@ -1,0 +1,152 @@
+"""The graph panes' script (workbench/viz/static/graph.js) in a real Chromium, on a real scene.
+
+The widget's browser model is stood in for by a small Backbone-like object (get / set / on / off /
+send), so the script's own behaviour is what is tested: drawing, rings, the order in which one
+state message's change events arrive, clicks and zoom.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from browser.test_lab import ARGS, CHROMIUM
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Chromium is not installed at {CHROMIUM}"),
+]
+
+SCRIPT = Path(__file__).resolve().parents[2] / "workbench" / "viz" / "static" / "graph.js"
+
+#: A stand-in for the widget's browser model: state, change events in the order given, sent messages.
+HARNESS = """
+window.makeModel = (state) => {
+  const handlers = {};
+  const m = {
+    state, sent: [],
+    get: (k) => m.state[k],
+    on: (ev, fn) => (handlers[ev] = handlers[ev] || []).push(fn),
+    off: (ev, fn) => { handlers[ev] = (handlers[ev] || []).filter((f) => f !== fn); },
+    send: (msg) => m.sent.push(msg),
+    // One state message: every key set first, then one change event per key, in the given order.
+    apply: (changes) => {
+      for (const [k, v] of changes) m.state[k] = v;
+      for (const [k] of changes) for (const fn of handlers["change:" + k] || []) fn();
+    },
+  };
+  return m;
+};
+"""
+
+
+@pytest.fixture(scope="module")
+def page():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            pg = browser.new_page(viewport={"width": 900, "height": 700})
+            errors: list[str] = []
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.set_content("<html><body><div id='host'></div></body></html>")
+            pg.add_script_tag(content=HARNESS)
+            pg.add_style_tag(content=(SCRIPT.parent / "graph.css").read_text())  # what anywidget adds with _css
+            pg.evaluate("""async (src) => {
+                const url = URL.createObjectURL(new Blob([src], {type: 'text/javascript'}));
+                window.graph = (await import(url)).default; }""", SCRIPT.read_text())
+            pg.errors = errors
+            yield pg
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def scenes(tiny_export):
+    import onnx
+
+    from workbench.graph.layout import layout_graph, node_table
+    from workbench.viz.graph import graph_scene
+
+    table = node_table(onnx.load(str(tiny_export().path), load_external_data=False))
+    one, two = layout_graph(table, layer=0), layout_graph(table, layer=1)
+    ring = [i for i, k in zip(one.ids, one.kinds) if k == "node"][:3]
+    return graph_scene(one, highlight=ring, width=500, title="layer 0"), graph_scene(two, width=500, title="layer 1")
+
+
+def _mount(page, state: dict) -> None:
+    page.evaluate("""(state) => {
+        const host = document.getElementById('host');
+        if (window.cleanup) window.cleanup();
+        host.innerHTML = '';
+        const el = document.createElement('div');
+        host.append(el);
+        window.model = window.makeModel(state);
+        window.cleanup = window.graph.render({ model: window.model, el });
+    }""", state)
+
+
+def _split(scene: dict) -> tuple[dict, list, list]:
+    s = dict(scene)
+    return s, s.pop("highlight"), s.pop("selected")
+
+
+def test_draws_every_node_label_and_ring_of_a_scene(page, scenes):
+    sc, hl, sel = _split(scenes[0])
+    _mount(page, {"scene": sc, "highlight": hl, "selected": sel})
+    assert page.locator("#host .wb-gw-node").count() == len(sc["nodes"]["id"])
+    assert page.locator("#host .wb-gw-highlight").count() == len(hl) == 3
+    assert page.locator("#host .wb-gw-title").text_content() == "layer 0"
+    drawn = page.locator("#host .wb-gw-label").all_text_contents()
+    assert sorted(drawn) == sorted(t for t in sc["nodes"]["label"] if t)
+    svg = page.locator("#host svg.wb-gw-svg").first.bounding_box()
+    assert svg["width"] == 500 and svg["height"] == sc["height"]
+    assert page.errors == []
+
+
+def test_a_first_scene_arriving_after_its_rings_in_one_message_is_drawn(page, scenes):
+    """The app shown before its graph exists; then one message brings scene and rings, rings first
+    (the order the change events came in JupyterLab, which once left the pane empty)."""
+    _mount(page, {"scene": {}, "highlight": [], "selected": []})
+    assert page.locator("#host .wb-gw-node").count() == 0
+    sc, hl, sel = _split(scenes[0])
+    page.evaluate("(c) => window.model.apply(c)", [["highlight", hl], ["selected", sel], ["scene", sc]])
+    assert page.locator("#host .wb-gw-node").count() == len(sc["nodes"]["id"])
+    assert page.locator("#host .wb-gw-highlight").count() == 3
+    # the next view, again rings first: drawn at its own whole view
+    sc2, hl2, sel2 = _split(scenes[1])
+    page.evaluate("(c) => window.model.apply(c)", [["highlight", hl2], ["scene", sc2]])
+    assert page.locator("#host .wb-gw-title").text_content() == "layer 1"
+    assert page.locator("#host .wb-gw-highlight").count() == 0
+    assert page.errors == []
+
+
+def test_click_sends_the_node_and_zoom_moves_nodes_apart(page, scenes):
+    sc, hl, sel = _split(scenes[0])
+    _mount(page, {"scene": sc, "highlight": hl, "selected": sel})
+    node = page.locator("#host .wb-gw-node").nth(4)
+    node.click()
+    sent = page.evaluate("() => window.model.sent")
+    assert sent == [{"type": "click", "index": 4, "id": sc["nodes"]["id"][4]}]
+    node.hover()
+    assert page.locator("#host .wb-gw-tip").is_visible()
+    spread = lambda: page.evaluate("""() => { const ys = [...document.querySelectorAll('#host .wb-gw-node')]
+        .map(e => e.getBoundingClientRect().y); return Math.max(...ys) - Math.min(...ys); }""")
+    home = spread()
+    page.locator("#host .wb-gw-tools button").first.click()
+    page.wait_for_timeout(100)
+    assert spread() > 1.3 * home
+    page.locator("#host .wb-gw-canvas").dblclick(position={"x": 5, "y": 5})
+    page.wait_for_timeout(100)
+    assert abs(spread() - home) < 1
+    # a drag pans, and is not a click
+    box = page.locator("#host .wb-gw-canvas").bounding_box()
+    page.mouse.move(box["x"] + 50, box["y"] + 200)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 150, box["y"] + 260, steps=5)
+    page.mouse.up()
+    page.wait_for_timeout(100)
+    assert len(page.evaluate("() => window.model.sent")) == 1
+    assert page.errors == []
