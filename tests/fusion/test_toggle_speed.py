@@ -141,3 +141,26 @@ def test_a_toggle_during_warming_cancels_it_and_is_exact(tiny_export):
     tl.stop_warming()
     assert not tl.warming
     assert tl.warm_error is None
+
+
+def test_warm_up_computes_the_selected_steps_toggle_first(tiny_export):
+    """The app puts the step the user is looking at first: its checkbox is the likely first click."""
+    path = tiny_export("torchscript", "eager").path
+    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
+    steps = [s.step for s in tl.snapshots[1:]]
+    late = steps[-2]
+    flipped_order: list[str] = []
+    real = tl._run_engine
+
+    def spy(engine, enabled, budget=None):
+        flipped = [s for s in steps if enabled(s) != (s not in tl.plan.disabled)]
+        if flipped and (not flipped_order or flipped_order[-1] != flipped[0]):
+            flipped_order.append(flipped[0])
+        return real(engine, enabled, budget=budget)
+
+    tl._run_engine = spy
+    tl.warm_first = (late,)
+    tl.start_warming()
+    assert tl.wait_warm(120) and tl.warm_error is None
+    tl.stop_warming()
+    assert flipped_order[0] == late and flipped_order[1] == steps[0], flipped_order

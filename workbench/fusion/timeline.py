@@ -139,6 +139,8 @@ class Timeline(WarmingMixin):
         self._warm_cancel: threading.Event | None = None
         self._warm_thread: threading.Thread | None = None
         self._auto_warm = False
+        #: Steps whose toggle the warm-up computes first (the one the user is looking at, say).
+        self.warm_first: tuple[str, ...] = ()
         #: Seconds the last completed warm-up took, and the error that stopped one (or None).
         self.warm_s: float | None = None
         self.warm_error: str | None = None

@@ -43,9 +43,9 @@ class WarmingMixin:
         """Precompute, in a background thread, the timeline each single toggle would give.
 
         For every step of the engine(s) run, the plan with that step switched
-        (on to off, or off to on) is computed one step at a time, earliest
-        steps first (they recompute the most), and lands in the same caches a
-        toggle reads. The thread runs at the lowest CPU priority the system
+        (on to off, or off to on) is computed one step at a time, the steps in
+        ``warm_first`` first, then the earliest steps (they recompute the most),
+        and lands in the same caches a toggle reads. The thread runs at the lowest CPU priority the system
         allows and holds the timeline's lock for one engine step at a time; a
         toggle cancels it and waits at most for the step in flight. Once
         switched on, warming restarts after every run, for the new plan.
@@ -91,6 +91,8 @@ class WarmingMixin:
             for es in engine_steps(e):
                 if es.name not in seen and (BY_NAME[es.name].default_on or es.name in opted):
                     seen.append(es.name)
+        # The steps the user is likely to click first (warm_first), then the earliest steps.
+        seen.sort(key=lambda name: name not in self.warm_first)
         cancel = threading.Event()
         self._warm_cancel = cancel
         _WARMED.add(self)

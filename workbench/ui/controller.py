@@ -157,6 +157,8 @@ class Controller(MeasureActions, ReportActions):
         self._set_snapshots(snaps)
         self.timings["fusion_s"] = time.perf_counter() - t1
         # Precompute each single toggle in the background, at low priority: a click is then a lookup.
+        # The selected step's own toggle first: the checkbox a user looking at it clicks first.
+        tl.warm_first = (self._chosen,) if self._chosen else ()
         tl.start_warming()
         self.runner.every("warm", self._watch_warm)
         last = s.snapshots[-1] if s.snapshots else None
@@ -251,6 +253,8 @@ class Controller(MeasureActions, ReportActions):
         index = int(index)
         if 0 <= index < len(s.snapshots):
             self._chosen = step_name(s.snapshots[index].step)
+            if self.timeline is not None:
+                self.timeline.warm_first = (self._chosen,)  # read when the next warm-up starts
         with s.hold_trait_notifications():
             s.step, s.selected = index, None
         self.refresh()
