@@ -205,3 +205,51 @@ def test_a_sweep_from_the_app_fills_its_table(ctl, tmp_path):
     assert (tmp_path / "sweep.json").is_file() and s.jobs["sweep"].state == "done"
     ctl.run_sweep("models: [bert-tiny", "local")  # not YAML: one line, nothing run
     assert "not valid YAML" in s.error and "\n" not in s.error
+
+
+def test_auto_shows_the_likely_engine_first_then_compares_in_the_background(tiny_export):
+    """The graph does not wait for the engine that loses: auto's comparison runs after it is shown."""
+    from workbench.config import FusionPlan
+    from workbench.fusion import Timeline
+    from workbench.models import resolve
+    from workbench.ui.controller import Controller
+
+    path = tiny_export().path
+    c = Controller(AppState(source="bert-tiny"), background=True)
+    shown = []
+    c.state.observe(lambda ch: shown.append((c.state.engine_line, c.runner.lane_busy("compare"))), names=["pair"])
+    try:
+        c.load()
+        c.wait(300)
+        s = c.state
+        assert s.error is None, s.error
+        assert shown and shown[0][0].startswith("auto → ORT transformers optimizer (comparing")
+        assert s.engine_line.startswith("auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 0)")
+        assert c.timeline.plan.engine == "ort"
+        # the same choice and reasons as running both engines at once
+        src = resolve("bert-tiny")
+        both = Timeline(path, FusionPlan(engine="auto"), num_heads=src.num_heads, hidden_size=src.hidden_size,
+                        num_layers=src.num_layers)
+        both.run()
+        assert (both.engine_used, both.engine_note) == ("ort", s.engine_note)
+    finally:
+        c.close()
+
+
+def test_auto_switches_when_the_likely_engine_fuses_less(tiny_export, monkeypatch):
+    import workbench.fusion.timeline as timeline
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    monkeypatch.setitem(timeline.LIKELY_ENGINE, "torchscript", "onnxscript")  # a wrong guess
+    c = Controller(AppState(source="bert-tiny"), background=False)
+    try:
+        c.load()
+        s = c.state
+        assert s.error is None, s.error
+        assert c.timeline.plan.engine == "ort" and c.timeline.engine_used == "ort"
+        assert "auto switched from onnxscript to ort" in s.status.text
+        assert s.pair.step == "attention" and "Attention" in s.pair.after.layout.ops
+        assert s.engine_line.startswith("auto → ORT transformers optimizer")
+    finally:
+        c.close()

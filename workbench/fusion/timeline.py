@@ -66,6 +66,27 @@ def _score(snaps: list[Snapshot]) -> tuple:
     return (attn, key_ops, -snaps[-1].nodes)
 
 
+def auto_choice(runs: dict[str, list[Snapshot]]) -> tuple[str, str]:
+    """The engine ``auto`` keeps among ``runs`` (engine → snapshots), and the sentence that says why."""
+    engines = list(runs)
+    scores = {e: _score(s) for e, s in runs.items()}
+    used = max(engines, key=lambda e: scores[e])
+    other = next((e for e in engines if e != used), None)
+
+    def desc(e: str) -> str:
+        f = runs[e][-1].fused
+        return (f"{e} fused {f.get('Attention', 0) + f.get('MultiHeadAttention', 0)} attention, "
+                f"{f.get('SkipLayerNormalization', 0)} SkipLayerNormalization, {f.get('BiasGelu', 0)} BiasGelu "
+                f"({runs[e][-1].nodes} nodes)")
+
+    return used, f"auto: kept {used}: {desc(used)}" + (f"; {desc(other)}" if other else "")
+
+
+#: The engine that fuses an exporter's graphs best (measured on bert-tiny and bert-base, every attention
+#: implementation: tests/fusion/test_cells.py); ``auto`` shows it first and checks the other afterwards.
+LIKELY_ENGINE = {"torchscript": "ort", "dynamo": "onnxscript"}
+
+
 class Timeline(WarmingMixin):
     """Every fusion step of an engine as a snapshot you can switch on and off.
 
@@ -201,19 +222,37 @@ class Timeline(WarmingMixin):
             self.engine_used = engines[0]
             self.engine_note = f"{engines[0]} engine, as asked"
         else:
-            scores = {e: _score(s) for e, s in self.runs.items()}
-            self.engine_used = max(engines, key=lambda e: scores[e])
-            other = next(e for e in engines if e != self.engine_used)
-            def desc(e):
-                f = self.runs[e][-1].fused
-                return (f"{e} fused {f.get('Attention', 0) + f.get('MultiHeadAttention', 0)} attention, "
-                        f"{f.get('SkipLayerNormalization', 0)} SkipLayerNormalization, {f.get('BiasGelu', 0)} BiasGelu "
-                        f"({self.runs[e][-1].nodes} nodes)")
-            self.engine_note = f"auto: kept {self.engine_used}: {desc(self.engine_used)}; {desc(other)}"
+            self.engine_used, self.engine_note = auto_choice(self.runs)
         self._cross_notes()
         self.snapshots = [self.input] + self.runs[self.engine_used]
         self.last_run_s = time.perf_counter() - t0
         return self.snapshots
+
+    def compare_engines(self, cancel: threading.Event | None = None) -> dict[str, list[Snapshot]] | None:
+        """Every engine's snapshots under the current plan's steps, without changing the plan shown.
+
+        What ``engine="auto"`` decides on, computed after the fact: the app shows the engine likely to
+        win first and runs this in the background. One engine step per lock hold, so a toggle
+        meanwhile waits for one step at most; the steps land in the caches a later
+        ``set_plan(engine=...)`` reads. None when ``cancel`` was set.
+        """
+        plan, opted = self.plan, set(self.opted_in)
+
+        def enabled(name: str) -> bool:
+            return _enabled_in(plan, opted, name)
+
+        out: dict[str, list[Snapshot]] = {}
+        for e in ENGINE_NAMES:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    return None
+                with self._lock:
+                    snaps = self._run_engine(e, enabled, budget=1)
+                if snaps is not None:
+                    out[e] = snaps
+                    break
+                time.sleep(0.001)  # let a waiting toggle take the lock
+        return out
 
     def _run_engine(self, engine: str, enabled=None, budget: int | None = None) -> list[Snapshot] | None:
         """The snapshots of ``engine`` under ``enabled`` (default: the current plan).

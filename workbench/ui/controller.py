@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WorkbenchError
+from .engines import EngineActions
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
 from .reporting import ReportActions
@@ -27,7 +28,7 @@ from .views import GraphViews, step_name
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "answers", "sweep"}
 
 
-class Controller(MeasureActions, ReportActions):
+class Controller(EngineActions, MeasureActions, ReportActions):
     """Every action of the app; the only writer of ``state``.
 
     Args:
@@ -84,8 +85,12 @@ class Controller(MeasureActions, ReportActions):
         return list(self.state.snapshots)
 
     def wait(self, timeout: float | None = 600) -> None:
-        """Block until the model's work (load, toggles) is done."""
+        """Block until the model's work (load, toggles, auto's engine comparison) is done."""
+        t0 = time.perf_counter()
         self.runner.wait("model", timeout)
+        left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - t0))
+        self.runner.wait("compare", left)
+        self.runner.wait("model", left)  # a switch of engine the comparison started
 
     # ----------------------------------------------------------------- settings
     def configure(self, **settings: Any) -> None:
@@ -123,6 +128,7 @@ class Controller(MeasureActions, ReportActions):
     def _load(self, job: Job) -> None:
         from ..export import export
         from ..fusion import Timeline
+        from ..fusion.timeline import LIKELY_ENGINE
         from ..models import resolve
 
         s = self.state
@@ -142,11 +148,21 @@ class Controller(MeasureActions, ReportActions):
                                 ("hidden_size", src.hidden_size)) if v}
         if self.timeline is not None:
             self.timeline.stop_warming(wait=False)
-        tl = Timeline(self.export_result.path, s.fusion_plan(), **kw)
+        # Under auto, the engine that fuses this exporter's graphs best is shown first; the other runs
+        # afterwards in the background (_compare_engines), and auto switches if it fuses more.
+        likely = LIKELY_ENGINE.get(s.exporter) if s.engine == "auto" else None
+        plan = s.fusion_plan()
+        tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
         snaps = tl.run()
-        s.engine_note = tl.engine_note or ""  # the auto run's reasons (set_plan below replaces tl's)
-        s.engine_line = engine_summary(s.engine, tl.engine_used, {e: r[-1].fused for e, r in tl.runs.items() if r})
-        if s.engine == "auto" and tl.engine_used:
+        if likely:
+            s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports best); "
+                             f"the other engine is being compared in the background")
+            s.engine_line = f"auto → {ENGINE_TITLES.get(likely, likely)} (comparing with the other engine…)"
+        else:
+            s.engine_note = tl.engine_note or ""  # the auto run's reasons (set_plan below replaces tl's)
+            s.engine_line = engine_summary(s.engine, tl.engine_used,
+                                           {e: r[-1].fused for e, r in tl.runs.items() if r})
+        if s.engine == "auto" and tl.engine_used and not likely:
             # Keep the engine auto chose: a later toggle must not switch engines (and step lists) under
             # the user. Its snapshots are cached, so this costs nothing.
             snaps = tl.set_plan(dataclasses.replace(tl.plan, engine=tl.engine_used))
@@ -166,23 +182,8 @@ class Controller(MeasureActions, ReportActions):
         if last is not None:
             summary += f" → {last.nodes} after fusion ({ENGINE_TITLES.get(tl.engine_used, tl.engine_used)})"
         self.say(summary, "ok")
-
-    def warm_text(self) -> str:
-        """One line on the background precomputation of single toggles (what a click will cost)."""
-        tl = self.timeline
-        if tl is None:
-            return ""
-        if tl.warming:
-            return "precomputing every toggle in the background… until then a click may take a few seconds"
-        if tl.warm_error:
-            return f"precomputing toggles stopped: {' '.join(str(tl.warm_error).split())[:160]}"
-        if tl.warm_s is not None:
-            return f"✔ every single toggle precomputed ({tl.warm_s:.0f} s): a click is a lookup"
-        return ""
-
-    def _watch_warm(self) -> bool:
-        self.state.warm = self.warm_text()
-        return not self.closed
+        if likely:  # after the status line above: a switch says so after it
+            self.runner.start("compare engines", lambda job, tl=tl: self._compare_engines(tl), lane="compare")
 
     # ----------------------------------------------------------------- toggles and steps
     def toggle(self, name: str, on: bool) -> None:

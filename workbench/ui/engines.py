@@ -1,0 +1,54 @@
+"""The controller's engine actions: auto's comparison after the likely engine is shown, and the warm-up line.
+
+Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller file stays short).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .steps import engine_summary
+
+
+class EngineActions:
+    def _compare_engines(self, tl) -> None:
+        """What auto decides on, after the likely engine's timeline is shown: both engines under the
+        plan, the engine line and note; a switch (and a status line saying so) if the other fuses more."""
+        from ..fusion.timeline import auto_choice
+
+        runs = tl.compare_engines()
+        if runs is None or tl is not self.timeline:
+            return
+        s = self.state
+        winner, note = auto_choice(runs)
+        s.engine_note = note
+        s.engine_line = engine_summary("auto", winner, {e: r[-1].fused for e, r in runs.items() if r})
+        if winner != tl.plan.engine and tl is self.timeline:
+            self.runner.start("switch engine", lambda job: self._switch_engine(tl, winner))
+
+    def _switch_engine(self, tl, engine: str) -> None:
+        if tl is not self.timeline:
+            return
+        was = tl.plan.engine
+        self._set_snapshots(tl.set_plan(dataclasses.replace(tl.plan, engine=engine)))
+        self.say(f"auto switched from {was} to {engine}: it fuses more of this model", "ok")
+
+    def warm_text(self) -> str:
+        """One line on the background precomputation of single toggles (what a click will cost)."""
+        tl = self.timeline
+        if tl is None:
+            return ""
+        if tl.warming:
+            return "precomputing every toggle in the background… until then a click may take a few seconds"
+        if tl.warm_error:
+            return f"precomputing toggles stopped: {' '.join(str(tl.warm_error).split())[:160]}"
+        if tl.warm_s is not None:
+            return f"✔ every single toggle precomputed ({tl.warm_s:.0f} s): a click is a lookup"
+        return ""
+
+    def _watch_warm(self) -> bool:
+        self.state.warm = self.warm_text()
+        return not self.closed
+
+
+__all__ = ["EngineActions"]
