@@ -61,12 +61,42 @@ def test_local_folders_every_cell_attention_on_every_layer(hf_folder, kind):
         assert tl.check_parity(len(tl.snapshots) - 1).ok, (kind, exporter, attention)
 
 
+@pytest.fixture(scope="module")
+def bert_base_two_layers(tmp_path_factory):
+    """bert-base's layer (hidden 768, 12 heads, intermediate 3072, its vocabulary) twice, saved as a local
+    folder: the fusion patterns of bert-base's shapes at a sixth of its export and fusion time."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("bert-base-2-layers")
+    transformers.BertModel(transformers.BertConfig(num_hidden_layers=2), add_pooling_layer=False).save_pretrained(
+        folder, safe_serialization=True)
+    return folder
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("exporter,attention", CELLS)
-def test_bert_base_every_cell(exporter, attention):
-    tl = _timeline("bert-base", exporter, attention)
+def test_bert_base_default_cell():
+    """The default model as a user opens it (TorchScript, eager): every one of its 12 layers fused."""
+    tl = _timeline("bert-base", "torchscript", "eager")
     f = tl.final.fused
     assert (f.get("Attention", 0), f.get("SkipLayerNormalization", 0), f.get("BiasGelu", 0)) == (12, 24, 12), \
+        (f, tl.engine_note)
+    assert tl.engine_used == WINNER["torchscript"]
+    assert tl.check_parity(len(tl.snapshots) - 1).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exporter,attention", [c for c in CELLS if c != ("torchscript", "eager")])
+def test_bert_base_shapes_every_other_cell(bert_base_two_layers, exporter, attention):
+    """The other cells on bert-base's own layer shapes (12 heads of 64): each layer fused on each."""
+    from workbench.models import resolve
+
+    src = resolve(str(bert_base_two_layers))
+    assert (src.num_heads, src.hidden_size, src.num_layers) == (12, 768, 2)
+    tl = _timeline(src, exporter, attention)
+    f = tl.final.fused
+    assert (f.get("Attention", 0), f.get("SkipLayerNormalization", 0), f.get("BiasGelu", 0)) == (2, 4, 2), \
         (f, tl.engine_note)
     assert tl.engine_used == WINNER[exporter]
     assert tl.check_parity(len(tl.snapshots) - 1).ok
