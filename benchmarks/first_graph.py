@@ -1,7 +1,7 @@
 """First contact: from running ``Workbench(MODEL)`` in JupyterLab to its graph drawn in the browser.
 
 Usage:
-    python benchmarks/first_graph.py [MODEL] [--states empty,export,reopen] [--runs 1]
+    python benchmarks/first_graph.py [MODEL] [--states empty,export,reopen] [--cache DIR] [--click N]
 
 Each state gets a fresh JupyterLab server, kernel and headless Chromium (Debian's), a 1280 x 1000
 window, and one notebook cell ``app = Workbench(MODEL); app``; the clock runs from the cell's
@@ -43,7 +43,7 @@ def _lab():
     return mod
 
 
-def one_open(model: str, cache: Path) -> dict:
+def one_open(model: str, cache: Path, click: int = 0) -> dict:
     """Seconds from running the cell to the first drawn node, and to the first progress shown."""
     import nbformat
     from playwright.sync_api import sync_playwright
@@ -86,9 +86,16 @@ def one_open(model: str, cache: Path) -> dict:
                     raise
                 graph = time.perf_counter() - t0
                 status = page.locator(".wb-status-line").first.inner_text()
+                clicks = []
+                for _ in range(click):  # at once, as a user who clicks the selected step's checkbox first
+                    page.wait_for_selector(".wb-row.wb-step-attention input[type=checkbox]", timeout=120_000)
+                    clicks.append(round(lab_mod.click_toggle(page, "attention", timeout_s=300), 2))
             finally:
                 b.close()
-    return {"app_shown_s": round(shown, 2), "first_graph_s": round(graph, 2), "status": status.strip()[:160]}
+    out = {"app_shown_s": round(shown, 2), "first_graph_s": round(graph, 2), "status": status.strip()[:160]}
+    if click:
+        out["toggle_clicks_right_after_s"] = clicks
+    return out
 
 
 def headless_reopen(model: str, cache: Path) -> float:
@@ -104,6 +111,8 @@ def main() -> None:
     ap.add_argument("model", nargs="?", default="bert-base")
     ap.add_argument("--states", default="empty,export,reopen")
     ap.add_argument("--cache", default=None, help="cache folder to use (default: a new temporary one)")
+    ap.add_argument("--click", type=int, default=0,
+                    help="then click Attention's checkbox this many times at once and time each (see ui_toggle.py)")
     a = ap.parse_args()
     from workbench.ort.machine import describe_machine, machine_line
 
@@ -116,7 +125,7 @@ def main() -> None:
                 shutil.rmtree(cache / d, ignore_errors=True)
         if state == "empty" and any(cache.iterdir()):
             raise SystemExit(f"--states empty needs an empty cache folder, {cache} is not")
-        out["states"][state] = one_open(a.model, cache)
+        out["states"][state] = one_open(a.model, cache, a.click)
         print(state, out["states"][state], file=sys.stderr)
     out["headless_reopen_s"] = headless_reopen(a.model, cache)
     print(json.dumps(out, indent=1))
