@@ -164,3 +164,28 @@ def test_warm_up_computes_the_selected_steps_toggle_first(tiny_export):
     assert tl.wait_warm(120) and tl.warm_error is None
     tl.stop_warming()
     assert flipped_order[0] == late and flipped_order[1] == steps[0], flipped_order
+
+
+def test_background_work_steps_aside_while_a_toggle_waits(tiny_export):
+    """Warm-up and auto's engine comparison start no engine step while a toggle waits for the lock, so a
+    click waits for the one step in flight at most (not for every background thread's next step)."""
+    import threading
+    import time
+
+    path = tiny_export("torchscript", "eager").path
+    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
+    calls: list[str] = []
+    real = tl._run_engine
+    tl._run_engine = lambda engine, enabled=None, budget=None: calls.append(engine) or real(engine, enabled, budget)
+    tl._foreground = 1  # as while a toggle waits for the lock
+    done: dict = {}
+    compare = threading.Thread(target=lambda: done.setdefault("runs", tl.compare_engines()))
+    tl.start_warming()
+    compare.start()
+    time.sleep(0.5)
+    assert calls == []  # neither the warm-up nor the comparison took a step
+    tl._foreground = 0
+    compare.join(120)
+    assert tl.wait_warm(120) and tl.warm_error is None
+    tl.stop_warming()
+    assert set(done["runs"]) == {"ort", "onnxscript"} and "onnxscript" in calls and calls.count("ort") > 1

@@ -160,6 +160,9 @@ class Timeline(WarmingMixin):
         self._warm_cancel: threading.Event | None = None
         self._warm_thread: threading.Thread | None = None
         self._auto_warm = False
+        #: Runs (toggles) waiting for or holding the lock: background work steps aside for them.
+        self._foreground = 0
+        self._fg_lock = threading.Lock()
         #: Steps whose toggle the warm-up computes first (the one the user is looking at, say).
         self.warm_first: tuple[str, ...] = ()
         #: Seconds the last completed warm-up took, and the error that stopped one (or None).
@@ -209,8 +212,14 @@ class Timeline(WarmingMixin):
         """
         t0 = time.perf_counter()
         self._cancel_warming()
-        with self._lock:
-            out = self._run_locked(t0)
+        with self._fg_lock:
+            self._foreground += 1  # background loops hold back until this run has the lock
+        try:
+            with self._lock:
+                out = self._run_locked(t0)
+        finally:
+            with self._fg_lock:
+                self._foreground -= 1
         if self._auto_warm:
             self._start_warm_thread()
         return out
@@ -246,6 +255,9 @@ class Timeline(WarmingMixin):
             while True:
                 if cancel is not None and cancel.is_set():
                     return None
+                if self._foreground:  # a toggle is waiting: it goes first
+                    time.sleep(0.01)
+                    continue
                 with self._lock:
                     snaps = self._run_engine(e, enabled, budget=1)
                 if snaps is not None:

@@ -113,6 +113,9 @@ class WarmingMixin:
                         while True:
                             if cancel.is_set():
                                 return
+                            if self._foreground:  # a toggle is waiting: it goes first
+                                time.sleep(0.01)
+                                continue
                             with self._lock:
                                 if cancel.is_set():
                                     return
