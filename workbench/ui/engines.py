@@ -6,6 +6,7 @@ Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from .steps import engine_summary
 
@@ -16,6 +17,10 @@ class EngineActions:
         plan, the engine line and note; a switch (and a status line saying so) if the other fuses more."""
         from ..fusion.timeline import auto_choice
 
+        # In the app, after the warm-up: an engine step holds the engine lock for up to seconds on
+        # bert-base, and the user's first clicks should wait for the warm-up's steps only.
+        while self.background and tl.warming and tl is self.timeline and not self.closed:
+            time.sleep(0.2)
         runs = tl.compare_engines()
         if runs is None or tl is not self.timeline:
             return
