@@ -189,3 +189,36 @@ def test_background_work_steps_aside_while_a_toggle_waits(tiny_export):
     assert tl.wait_warm(120) and tl.warm_error is None
     tl.stop_warming()
     assert set(done["runs"]) == {"ort", "onnxscript"} and "onnxscript" in calls and calls.count("ort") > 1
+
+
+def test_a_warmed_toggle_needs_no_engine_lock(tiny_export):
+    """A toggle whose every step is in memory returns while a background engine step holds the lock
+    (on bert-base such a step takes seconds: the click would wait for it)."""
+    import threading
+
+    path = tiny_export("torchscript", "eager").path
+    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
+    tl.start_warming()
+    assert tl.wait_warm(120)
+    tl.stop_warming()
+    step = [s.step for s in tl.snapshots][-2]
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with tl._lock:  # what a background engine step does
+            held.set()
+            release.wait(120)
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert held.wait(30)
+    result: dict = {}
+    try:
+        t = threading.Thread(target=lambda: result.setdefault("snaps", tl.toggle(step, False)), daemon=True)
+        t.start()
+        t.join(60)
+        assert "snaps" in result, "the warmed toggle waited for the engine lock"
+        assert step not in [s.step for s in result["snaps"]]
+    finally:
+        release.set()
+    fresh = run_fusion(path, FusionPlan(engine="ort", disabled={step}), num_heads=HEADS, hidden_size=HIDDEN)
+    assert [(s.step, s.nodes) for s in result["snaps"]] == [(s.step, s.nodes) for s in fresh.snapshots]
