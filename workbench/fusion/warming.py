@@ -45,8 +45,9 @@ class WarmingMixin:
         For every step of the engine(s) run, the plan with that step switched
         (on to off, or off to on) is computed one step at a time, the steps in
         ``warm_first`` first, then the earliest steps (they recompute the most),
-        and lands in the same caches a toggle reads. The thread runs at the lowest CPU priority the system
-        allows and holds the timeline's lock for one engine step at a time; a
+        and lands in the same caches a toggle reads. The thread runs at the
+        lowest CPU priority the system allows and holds the timeline's lock
+        for one engine step at a time, and none while a toggle waits for it; a
         toggle cancels it and waits at most for the step in flight. Once
         switched on, warming restarts after every run, for the new plan.
         Call :meth:`stop_warming` to switch it off.
