@@ -81,3 +81,18 @@ def hf_folder(tmp_path_factory):
         return memo[kind]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def bert_base_two_layers(tmp_path_factory):
+    """bert-base's layer (hidden 768, 12 heads of 64, intermediate 3072, its vocabulary) twice, seeded, saved
+    as a local folder: bert-base's shapes and patterns at a sixth of its export and fusion time. Used for
+    the exporter cells other than the default one (which the tests run on the real 12-layer bert-base)."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("bert-base-2-layers")
+    transformers.BertModel(transformers.BertConfig(num_hidden_layers=2), add_pooling_layer=False).save_pretrained(
+        folder, safe_serialization=True)
+    return folder

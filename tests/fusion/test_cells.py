@@ -61,20 +61,6 @@ def test_local_folders_every_cell_attention_on_every_layer(hf_folder, kind):
         assert tl.check_parity(len(tl.snapshots) - 1).ok, (kind, exporter, attention)
 
 
-@pytest.fixture(scope="module")
-def bert_base_two_layers(tmp_path_factory):
-    """bert-base's layer (hidden 768, 12 heads, intermediate 3072, its vocabulary) twice, saved as a local
-    folder: the fusion patterns of bert-base's shapes at a sixth of its export and fusion time."""
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("bert-base-2-layers")
-    transformers.BertModel(transformers.BertConfig(num_hidden_layers=2), add_pooling_layer=False).save_pretrained(
-        folder, safe_serialization=True)
-    return folder
-
-
 @pytest.mark.slow
 def test_bert_base_default_cell():
     """The default model as a user opens it (TorchScript, eager): every one of its 12 layers fused."""
