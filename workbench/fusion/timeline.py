@@ -280,19 +280,29 @@ class Timeline(WarmingMixin):
 
         out: dict[str, list[Snapshot]] = {}
         for e in ENGINE_NAMES:
-            while True:
+            snaps = self._run_in_background(e, enabled, cancel)
+            if snaps is None:
+                return None
+            out[e] = snaps
+        return out
+
+    def _run_in_background(self, engine: str, enabled, cancel: threading.Event | None) -> list[Snapshot] | None:
+        """``engine``'s snapshots under ``enabled`` for background work (the warm-up, auto's comparison):
+        one engine step per lock hold, none started while a toggle waits for the lock; None once
+        ``cancel`` is set."""
+        while True:
+            if cancel is not None and cancel.is_set():
+                return None
+            if self._foreground:  # a toggle is waiting: it goes first
+                time.sleep(0.01)
+                continue
+            with self._lock:
                 if cancel is not None and cancel.is_set():
                     return None
-                if self._foreground:  # a toggle is waiting: it goes first
-                    time.sleep(0.01)
-                    continue
-                with self._lock:
-                    snaps = self._run_engine(e, enabled, budget=1)
-                if snaps is not None:
-                    out[e] = snaps
-                    break
-                time.sleep(0.001)  # let a waiting toggle take the lock
-        return out
+                snaps = self._run_engine(engine, enabled, budget=1)
+            if snaps is not None:
+                return snaps
+            time.sleep(0.001)  # let a waiting toggle take the lock
 
     def _run_engine(self, engine: str, enabled=None, budget: int | None = None) -> list[Snapshot] | None:
         """The snapshots of ``engine`` under ``enabled`` (default: the current plan).

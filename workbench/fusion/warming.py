@@ -111,19 +111,8 @@ class WarmingMixin:
                         return _enabled_in(flipped, opted, name)
 
                     for e in engines:
-                        while True:
-                            if cancel.is_set():
-                                return
-                            if self._foreground:  # a toggle is waiting: it goes first
-                                time.sleep(0.01)
-                                continue
-                            with self._lock:
-                                if cancel.is_set():
-                                    return
-                                done = self._run_engine(e, enabled, budget=1) is not None
-                            if done:
-                                break
-                            time.sleep(0.001)  # let a waiting toggle take the lock
+                        if self._run_in_background(e, enabled, cancel) is None:
+                            return
                 self.warm_s = time.perf_counter() - t0
             except Exception as e:  # a branch that fails here fails again, visibly, when toggled
                 self.warm_error = f"{type(e).__name__}: {e}"
