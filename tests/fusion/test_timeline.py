@@ -69,6 +69,29 @@ def test_every_snapshot_keeps_parity(tiny_export):
     assert tl.snapshots[-1].to_dict()["parity"]["ok"] is True
 
 
+def test_a_snapshot_opens_from_its_skeleton_and_stored_weights(tiny_export):
+    """Parity opens ONNX Runtime on the small skeleton plus the stored weights as arrays (no whole-model
+    serialization, which on bert-base froze the notebook for a second); outputs are the full model's."""
+    import numpy as np
+
+    from workbench.fusion.snapshot import open_session, session_source
+    from workbench.ort.inputs import make_inputs, spec_from_onnx
+    from workbench.ort.session import run_session
+
+    tl = run_fusion(tiny_export("torchscript", "eager").path, FusionPlan(engine="ort"), num_heads=HEADS,
+                    hidden_size=HIDDEN)
+    snap = tl.final
+    full = snap.model
+    data, arrays = session_source(snap)
+    assert arrays and len(data) < full.ByteSize() / 5
+    assert set(arrays) == {t.name for t in snap.skeleton.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    feeds = make_inputs(spec_from_onnx(full), 2, 16, seed=3, padded=True)
+    got, want = run_session(open_session(snap), feeds), run_session(open_session(full), feeds)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert session_source(full)[1] == {}  # a plain model: serialized, as before
+
+
 def test_parity_catches_a_numerically_different_step(tiny_export):
     tl = Timeline(tiny_export("torchscript", "eager").path, FusionPlan(engine="ort"), num_heads=HEADS,
                   hidden_size=HIDDEN)

@@ -222,3 +222,22 @@ def test_a_warmed_toggle_needs_no_engine_lock(tiny_export):
         release.set()
     fresh = run_fusion(path, FusionPlan(engine="ort", disabled={step}), num_heads=HEADS, hidden_size=HIDDEN)
     assert [(s.step, s.nodes) for s in result["snaps"]] == [(s.step, s.nodes) for s in fresh.snapshots]
+
+
+def test_toggle_ready_says_when_a_click_is_a_lookup(tiny_export):
+    """What the app's background parity waits for: the selected step's toggle in memory."""
+    path = tiny_export("torchscript", "eager").path
+    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
+    step = [s.step for s in tl.snapshots][-2]
+    assert not tl.toggle_ready(step)
+    assert tl.toggle_ready("export")  # the export is no step: nothing to wait for
+    tl.warm_first = (step,)
+    tl.start_warming()
+    assert tl.wait_warm(120) and tl.warm_error is None
+    tl.stop_warming()
+    assert tl.toggle_ready(step)
+    before = tl.steps_run
+    tl.toggle(step, False)
+    assert tl.steps_run == before  # the lookup it promised
+    assert tl.toggle_ready(step)  # switching back is the plan shown before
+    assert tl.toggle_ready("gelu_approximation") is False  # an opt-in step was never warmed

@@ -236,6 +236,33 @@ def test_auto_shows_the_likely_engine_first_then_compares_in_the_background(tiny
         c.close()
 
 
+def test_background_parity_waits_until_the_selected_steps_toggle_is_ready(tiny_export, monkeypatch):
+    """On bert-base a parity check beside a click that computes its plan made the click 3 s instead of 1 s:
+    automatic parity starts once the warm-up has the selected step's toggle in memory."""
+    from workbench.fusion import Timeline
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    monkeypatch.setenv("WORKBENCH_PERSIST_TIMELINE", "0")  # parity read back from disk would run no check
+    seen = []
+    real = Timeline.check_parity
+
+    def spy(tl, i):
+        seen.append(tl.toggle_ready(c._chosen))
+        return real(tl, i)
+
+    monkeypatch.setattr(Timeline, "check_parity", spy)
+    c = Controller(AppState(source="bert-tiny", engine="ort"), background=True)
+    try:
+        c.load()
+        c.wait(300)
+        assert c.wait_parity(300)
+        assert c.state.error is None, c.state.error
+        assert seen and all(seen), seen
+    finally:
+        c.stop_threads()
+
+
 def test_auto_switches_when_the_likely_engine_fuses_less(tiny_export, monkeypatch):
     import workbench.fusion.timeline as timeline
     from workbench.ui.controller import Controller

@@ -86,7 +86,7 @@ class Snapshot:
             if reference_model is None:
                 raise FusionError("check_parity needs the reference (unfused) model")
             reference = ParityReference(reference_model)
-        self.parity = reference.compare(self.model)
+        self.parity = reference.compare(self)
         if self.on_checked is not None:
             self.on_checked(self)
         return self.parity
@@ -119,29 +119,58 @@ def fused_op_types() -> set[str]:
     return set(FUSED_OPS)
 
 
+#: Stub types ``create_session(initializers=...)`` cannot take as numpy arrays.
+_NOT_ARRAYS = (onnx.TensorProto.BFLOAT16, onnx.TensorProto.STRING)
+
+
+def session_source(model: "Snapshot | onnx.ModelProto") -> tuple[bytes, dict]:
+    """``(model bytes, initializer arrays)`` for ``create_session``: ``model`` made runnable.
+
+    A snapshot that runs as it is opens from its skeleton (tens of KB) plus its stored weights as numpy
+    arrays, which ONNX Runtime uses in place. Serializing the whole bert-base model instead holds
+    Python's lock for about 1.1 s (measured, 2 cores): a background parity check then froze the
+    notebook's clicks for that long.
+    """
+    if isinstance(model, Snapshot):
+        sk = model.skeleton
+        if (model.store is not None and not any(n.domain in INTERMEDIATE_DOMAINS for n in sk.graph.node)
+                and not any(t.data_type in _NOT_ARRAYS and WeightStore.stub_key(t) for t in sk.graph.initializer)):
+            return sk.SerializeToString(), model.store.arrays(sk)
+        model = model.model
+    model, _ = runnable(model)
+    return model.SerializeToString(), {}
+
+
+def open_session(model: "Snapshot | onnx.ModelProto", threads: int = 2):
+    """A CPU session, no graph optimizations, for checking what ``model`` computes (see :func:`session_source`)."""
+    from ..ort.session import create_session
+
+    data, arrays = session_source(model)
+    try:
+        return create_session(data, "cpu", level="disable", threads=threads, initializers=arrays)
+    except Exception as e:
+        raise FusionError(f"ONNX Runtime cannot load this snapshot: "
+                          f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
+
+
 class ParityReference:
     """Outputs of the unfused model on the parity cases, computed once."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: "Snapshot | onnx.ModelProto"):
         from ..ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
-        from ..ort.session import create_session, run_session
+        from ..ort.session import run_session
 
-        self.spec = spec_from_onnx(model)
+        self.spec = spec_from_onnx(model.skeleton if isinstance(model, Snapshot) else model)
         self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
                       for i, (b, s, p) in enumerate(PARITY_CASES) if s <= self.spec.max_positions]
-        sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
+        sess = open_session(model)
         self.outputs = [run_session(sess, f) for f in self.feeds]
 
-    def compare(self, model: onnx.ModelProto) -> Parity:
+    def compare(self, model: "Snapshot | onnx.ModelProto") -> Parity:
         from ..ort.parity import compare, merge
-        from ..ort.session import create_session, run_session
+        from ..ort.session import run_session
 
-        model, _ = runnable(model)
-        try:
-            sess = create_session(model.SerializeToString(), "cpu", level="disable", threads=2)
-        except Exception as e:
-            raise FusionError(f"ONNX Runtime cannot load this snapshot: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
+        sess = open_session(model)
         return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
 
 

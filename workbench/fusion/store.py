@@ -237,6 +237,19 @@ class WeightStore:
         copy.CopyFrom(skeleton)
         return copy
 
+    def arrays(self, skeleton: onnx.ModelProto) -> dict:
+        """The values of ``skeleton``'s stubs as numpy arrays, by initializer name (for
+        ``create_session(initializers=...)``: no whole-model copy or serialization)."""
+        from onnx import numpy_helper
+
+        to_array = getattr(numpy_helper.to_array, "__wrapped__", numpy_helper.to_array)
+        out = {}
+        for t in skeleton.graph.initializer:
+            key = self.stub_key(t)
+            if key is not None:
+                out[t.name] = to_array(self._require(key))
+        return out
+
     def assemble(self, skeleton: onnx.ModelProto) -> onnx.ModelProto:
         """A full, independent ModelProto built from a skeleton."""
         full = onnx.ModelProto()

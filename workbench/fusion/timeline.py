@@ -235,14 +235,15 @@ class Timeline(WarmingMixin):
     def _engines(self) -> tuple[str, ...]:
         return ENGINE_NAMES if self.plan.engine == "auto" else (self.plan.engine,)
 
-    def _cached_runs(self) -> dict[str, list[Snapshot]] | None:
-        """Each engine's snapshots under the plan when every step is already in memory, else None."""
+    def _cached_runs(self, enabled=None) -> dict[str, list[Snapshot]] | None:
+        """Each engine's snapshots under the plan (or ``enabled``) when every step is already in memory, else None."""
+        enabled = enabled or self.enabled
         runs: dict[str, list[Snapshot]] = {}
         for e in self._engines():
             key: tuple = (e,)
             snaps: list[Snapshot] = []
             for es in engine_steps(e):
-                on = self.enabled(es.name)
+                on = enabled(es.name)
                 key = key + ((es.name, on),)
                 if on:
                     snap = self._cache.get(key)
@@ -251,6 +252,16 @@ class Timeline(WarmingMixin):
                     snaps.append(snap)
             runs[e] = snaps
         return runs
+
+    def toggle_ready(self, step: str) -> bool:
+        """Whether switching ``step`` now would be a lookup: every snapshot of that plan is in memory
+        (the warm-up computed it, or it was read back from disk). True for a name that is no step."""
+        if step not in BY_NAME:
+            return True
+        on = not self.enabled(step)
+        flipped = self.plan.with_step(step, on)
+        opted = set(self.opted_in) | ({step} if on else set())  # as toggle() opts a step in
+        return self._cached_runs(lambda name: _enabled_in(flipped, opted, name)) is not None
 
     def _run_locked(self, t0: float, runs: dict[str, list[Snapshot]] | None = None) -> list[Snapshot]:
         engines = self._engines()
@@ -480,7 +491,7 @@ class Timeline(WarmingMixin):
 
     def reference(self) -> ParityReference:
         if self._reference is None:
-            self._reference = ParityReference(self.input.model)
+            self._reference = ParityReference(self.input)
         return self._reference
 
     #: Tokenized text (``workbench.text.TextBatches``) for answer-level parity; set with :meth:`use_text`.
@@ -513,8 +524,8 @@ class Timeline(WarmingMixin):
         if self.text is not None:
             if self._text_reference is None:
                 from .text_parity import TextReference
-                self._text_reference = TextReference(self.input.model, self.text)
-            snap.task_parity = self._text_reference.compare(runnable(snap.model)[0])
+                self._text_reference = TextReference(self.input, self.text)
+            snap.task_parity = self._text_reference.compare(snap)
             if self.persist is not None:
                 self.persist.save_task_parity(snap, self._text_id)
         return parity

@@ -154,8 +154,12 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
                    threads: int | None = None, spinning: bool = False,
                    optimized_model_path: str | os.PathLike | None = None,
                    profile_prefix: str | None = None, cuda_options: dict | None = None,
-                   disabled_optimizers=(), dynamic_block_base: int = 0):
+                   disabled_optimizers=(), dynamic_block_base: int = 0, initializers: dict | None = None):
     """Open an InferenceSession and verify it runs on the asked provider.
+
+    ``initializers`` (name → numpy array) give the values of the model's initializers that hold no data
+    of their own (weight-store stubs): ONNX Runtime uses the arrays in place, so a 440 MB model opens
+    from a small skeleton without first being serialized whole (``fusion.snapshot.session_source``).
 
     ``disabled_optimizers`` names ONNX Runtime graph transformers to skip
     (see :func:`workbench.fusion.catalog.session_optimizers_off`), so fusions
@@ -179,6 +183,11 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
     else:
         providers = ["CPUExecutionProvider"]
     src = model if isinstance(model, bytes) else str(model)
+    keep = None
+    if initializers:
+        names = list(initializers)
+        keep = [ort.OrtValue.ortvalue_from_numpy(initializers[n]) for n in names]
+        so.add_external_initializers(names, keep)
     try:
         kw = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
         sess = ort.InferenceSession(src, so, providers=providers, **kw)
@@ -187,6 +196,8 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
         if provider == "cuda":
             raise RuntimeUnavailableError(f"the CUDA execution provider failed to start: {msg}") from e
         raise
+    if keep is not None:
+        sess._workbench_initializers = (keep, initializers)  # ORT reads these arrays for the session's life
     got = sess.get_providers()
     if provider == "cuda" and got[0] != "CUDAExecutionProvider":
         raise RuntimeUnavailableError(f"GPU asked for, but {_cuda_missing_reason()} (session providers: {got})")

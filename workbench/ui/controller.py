@@ -170,12 +170,13 @@ class Controller(EngineActions, MeasureActions, ReportActions):
             tl.use_text(self.text)
         self.timeline = tl
         self.profiles, self._profiled = {}, {}
-        self._set_snapshots(snaps)
+        self._set_snapshots(snaps, parity=False)
         self.timings["fusion_s"] = time.perf_counter() - t1
         # Precompute each single toggle in the background, at low priority: a click is then a lookup.
         # The selected step's own toggle first: the checkbox a user looking at it clicks first.
         tl.warm_first = (self._chosen,) if self._chosen else ()
         tl.start_warming()
+        self._kick_auto_parity()  # after the warm-up started: parity holds back until that toggle is ready
         self.runner.every("warm", self._watch_warm)
         last = s.snapshots[-1] if s.snapshots else None
         summary = f"{src.label}: {self.export_result.nodes} nodes exported"
@@ -209,7 +210,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
 
         self.runner.start("toggle", work)
 
-    def _set_snapshots(self, snaps) -> None:
+    def _set_snapshots(self, snaps, parity: bool = True) -> None:
         s = self.state
         snaps = list(snaps)
         # Profiles follow their snapshot when a toggle shifts the indices; other ones are dropped.
@@ -229,7 +230,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
             layers = self.views.table(snaps[0], s.constants).layers if snaps else []
             s.layer_max = max(layers) if layers else 0
         self.refresh()
-        self._kick_auto_parity()
+        if parity:
+            self._kick_auto_parity()
 
     def _update_rows(self) -> None:
         s = self.state
@@ -361,6 +363,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         todo += [i for i in range(1, len(snaps)) if i not in todo]  # whatever propagation cannot fill
         for i in todo:
             propagate()
+            if not report:
+                self._yield_to_toggles(job, gen)
             if self._gen != gen or self.closed or (job is not None and job.cancelled):
                 return False  # a toggle or reload: start over on the new snapshots
             sn = snaps[i]
@@ -384,6 +388,21 @@ class Controller(EngineActions, MeasureActions, ReportActions):
                      f"parity: {', '.join(bad)} differ from the unfused model beyond atol 1e-4",
                      "ok" if not bad else "error")
         return True
+
+    def _toggle_first(self) -> bool:
+        """Whether background parity should hold back: a toggle is running, or the warm-up has not yet
+        computed the toggle of the step the user looks at (the click most likely to come next)."""
+        if self._pending:
+            return True
+        tl = self.timeline
+        return bool(tl is not None and tl.warming and self._chosen and not tl.toggle_ready(self._chosen))
+
+    def _yield_to_toggles(self, job: Job | None, gen: int) -> None:
+        """Wait (automatic parity only) while :meth:`_toggle_first`: parity on bert-base builds whole
+        sessions, and a click that computes its plan beside it took 3 s instead of 1 s."""
+        while (self._toggle_first() and self._gen == gen and not self.closed
+               and not (job is not None and job.cancelled)):
+            time.sleep(0.05)
 
     def wait_parity(self, timeout: float | None = 600) -> bool:
         """Wait for the background parity checks; True when every badge is filled."""
