@@ -133,18 +133,45 @@ def test_bad_run_arguments_are_refused(kw, message):
         run_sweep(SPEC, **kw)
 
 
-def test_two_nodes_measure_one_point_at_a_time_each():
+@pytest.fixture(scope="module")
+def cluster():
+    """One simulated Ray cluster for the tests below (starting one takes ~15 s on 2 cores). Its head only
+    builds (one CPU, no measuring resource); each test adds the measuring nodes it needs and removes them."""
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {MEASURE_RESOURCE: 1}})
-    cluster.add_node(num_cpus=1, resources={MEASURE_RESOURCE: 1})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    ray.init(address=c.address, log_to_driver=False)
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
-        res = run_sweep({**SPEC, "seq": [8, 16, 24]}, "ray")
+        yield c
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        c.shutdown()
+
+
+def _measuring_nodes(cluster, n: int) -> list:
+    return [cluster.add_node(num_cpus=1, resources={MEASURE_RESOURCE: 1}) for _ in range(n)]
+
+
+def _remove(cluster, nodes, timeout: float = 60) -> None:
+    """Remove ``nodes`` and wait until the cluster no longer counts their measuring slots (a node killed
+    earlier included), so the next test starts from the bare head."""
+    import ray
+
+    for node in nodes:
+        if node in cluster.worker_nodes:
+            cluster.remove_node(node)
+    deadline = time.monotonic() + timeout
+    while ray.cluster_resources().get(MEASURE_RESOURCE, 0) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_two_nodes_measure_one_point_at_a_time_each(cluster):
+    nodes = _measuring_nodes(cluster, 2)
+    try:
+        res = run_sweep({**SPEC, "seq": [8, 16, 24]}, "ray")
+    finally:
+        _remove(cluster, nodes)
     rows = res["rows"]
     assert len(rows) == 6 and all(r["error"] is None for r in rows)
     by_node: dict = {}
@@ -156,22 +183,19 @@ def test_two_nodes_measure_one_point_at_a_time_each():
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), spans
 
 
-def _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, *, head_measures=True, **kw):
-    """A sweep on a two-node Cluster whose second node is killed once a measurement runs on it.
+def _sweep_killing_the_second_node(cluster, tmp_path, monkeypatch, spec, *, survivor=True, **kw):
+    """A sweep on two measuring nodes (or, ``survivor=False``, one) whose last is killed once a
+    measurement runs on it.
 
     The measurement announces itself through :data:`TRACE_ENV` (a file per start), so the kill lands
     mid-measurement however slow the machine is. Returns the result, the killed point's key and the
     kill time, both node ids and the trace folder.
     """
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
     trace = tmp_path / "trace"
     monkeypatch.setenv(TRACE_ENV, str(trace))  # before the nodes start, so their workers inherit it
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {MEASURE_RESOURCE: 1} if head_measures else {}})
-    victim_node = cluster.add_node(num_cpus=1, resources={MEASURE_RESOURCE: 1})
-    ids = {"head": cluster.head_node.node_id, "victim": victim_node.node_id}
+    nodes = _measuring_nodes(cluster, 2 if survivor else 1)
+    victim_node = nodes[-1]
+    ids = {"survivor": nodes[0].node_id if survivor else None, "victim": victim_node.node_id}
     killed, stop = {}, threading.Event()
 
     def kill_once_measuring():
@@ -186,25 +210,24 @@ def _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, *, head_measures
     killer = threading.Thread(target=kill_once_measuring, daemon=True)
     killer.start()
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
         res = run_sweep(spec, "ray", **kw)
     finally:
         stop.set()
         killer.join(60)
-        ray.shutdown()
-        cluster.shutdown()
+        _remove(cluster, nodes)
     assert "key" in killed, "no measurement started on the second node"
     return res, killed, ids, trace
 
 
 @pytest.mark.parametrize("retries", [2, 0])
-def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch, retries):
-    """Kill the second node once a measurement runs on it: that row is retried on the head node
+def test_a_node_killed_mid_measurement_costs_only_its_row(cluster, tmp_path, monkeypatch, retries):
+    """Kill the second node once a measurement runs on it: that row is retried on the node left
     (``retries=2``) or comes back as an error row (``retries=0``); every other row comes back, and the
     output file resumes."""
     out, spec = tmp_path / "out.json", {**SPEC, "seq": [8, 16, 24]}
-    res, killed, ids, trace = _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, out=out, retries=retries)
-    head_id, victim_id = ids["head"], ids["victim"]
+    res, killed, ids, trace = _sweep_killing_the_second_node(cluster, tmp_path, monkeypatch, spec, out=out,
+                                                             retries=retries)
+    survivor_id, victim_id = ids["survivor"], ids["victim"]
     rows = {r["key"]: r for r in res["rows"]}
     assert sorted(rows) == sorted(config_key(c) for c in expand(spec)) and len(res["rows"]) == 6
     lost = rows[killed["key"]]
@@ -215,8 +238,8 @@ def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch,
     attempts = sorted(p.name.split(".")[1] for p in trace.glob(f"{killed['key']}.*.start"))
     if retries:
         # Retried, once, on the node still alive.
-        assert lost["error"] is None and lost["node"] == head_id and lost["p50_ms"] > 0
-        assert attempts == sorted([head_id, victim_id])
+        assert lost["error"] is None and lost["node"] == survivor_id and lost["p50_ms"] > 0
+        assert attempts == sorted([survivor_id, victim_id])
     else:
         assert lost["p50_ms"] is None and ("died" in lost["error"] or "dead" in lost["error"]), lost["error"]
         assert attempts == [victim_id]  # not retried
@@ -230,14 +253,14 @@ def test_a_node_killed_mid_measurement_costs_only_its_row(tmp_path, monkeypatch,
     assert remeasured == (set() if retries else {killed["key"]})
 
 
-def test_losing_the_last_measuring_node_ends_the_sweep_with_error_rows(tmp_path, monkeypatch):
-    """Only the second node measures, and it dies: the sweep reports what it could not measure and
+def test_losing_the_last_measuring_node_ends_the_sweep_with_error_rows(cluster, tmp_path, monkeypatch):
+    """Only one node measures, and it dies: the sweep reports what it could not measure and
     returns, instead of waiting for ever for a node that could hold the measurement."""
     from workbench.measure import fleet
 
     monkeypatch.setattr(fleet, "NO_NODE_GRACE_S", 3.0)
     spec = {**SPEC, "seq": [8]}
-    res, killed, _, _ = _sweep_killing_the_second_node(tmp_path, monkeypatch, spec, head_measures=False)
+    res, killed, _, _ = _sweep_killing_the_second_node(cluster, tmp_path, monkeypatch, spec, survivor=False)
     assert len(res["rows"]) == 2 and not res["cancelled"]
     assert all(r["p50_ms"] is None and "no node with the workbench_measure resource" in r["error"]
                for r in res["rows"]), [r["error"] for r in res["rows"]]
