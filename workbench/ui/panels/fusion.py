@@ -34,6 +34,8 @@ class FusionPanel(Panel):
     def __init__(self, state, controller):
         super().__init__(state, controller)
         import ipywidgets as W
+        from ipywidgets.widgets.widget_bool import CheckboxStyle
+        from ipywidgets.widgets.widget_string import HTMLStyle
 
         L = W.Layout
         self._W = W
@@ -41,6 +43,11 @@ class FusionPanel(Panel):
         #: name → (row, checkbox, name button, info); "__export__" → (row, info).
         self.rows: dict[str, tuple] = {}
         self.toggles: dict[str, object] = {}
+        # Every row shares these layout and style models: each widget would otherwise bring two or three
+        # of its own, about 150 more models for the browser to make before bert-base's first graph.
+        self._shared = {"cb": L(width="20px", flex="0 0 auto"), "name": L(width="215px", flex="0 0 auto"),
+                        "info": L(flex="1 1 auto"), "row": L(width="100%"), "cb_style": CheckboxStyle(),
+                        "name_style": W.ButtonStyle(), "info_style": HTMLStyle()}
         self._shape = None
         self.w_rows = W.VBox([W.HTML("<div class='wb-why' style='color:#666;padding:4px'>the steps appear after "
                                      "the first run</div>")])
@@ -83,20 +90,20 @@ class FusionPanel(Panel):
 
     # ----------------------------------------------------------------- rows
     def _row(self, r: dict):
-        W, L = self._W, self._W.Layout
+        W, sh = self._W, self._shared
         name = r["name"]
         if name in self.rows:
             return self.rows[name]
         cb = W.Checkbox(value=bool(r["on"]), indent=False, description="", tooltip=r["tip"],
-                        layout=L(width="20px", flex="0 0 auto"))
+                        layout=sh["cb"], style=sh["cb_style"])
         cb.add_class("wb-step-cb")
         cb.observe(lambda ch, name=name: None if self._quiet else self.controller.toggle(name, ch["new"]), "value")
         btn = W.Button(description=r["title"], tooltip=f"{r['title']}: show the graph before and after this step",
-                       layout=L(width="215px", flex="0 0 auto"))
+                       layout=sh["name"], style=sh["name_style"])
         btn.add_class("wb-row-name")
         btn.on_click(lambda _, name=name: self.controller.select_row(name))
-        info = W.HTML(layout=L(flex="1 1 auto"))
-        row = W.HBox([cb, btn, info], layout=L(width="100%"))
+        info = W.HTML(layout=sh["info"], style=sh["info_style"])
+        row = W.HBox([cb, btn, info], layout=sh["row"])
         row.add_class("wb-row")
         row.add_class(f"wb-step-{name.lower().replace('_', '-')}")
         self.rows[name] = (row, cb, btn, info)
@@ -104,15 +111,15 @@ class FusionPanel(Panel):
         return self.rows[name]
 
     def _export_row(self):
-        W, L = self._W, self._W.Layout
+        W, sh = self._W, self._shared
         if "__export__" not in self.rows:
-            spacer = W.HTML("", layout=L(width="20px", flex="0 0 auto"))
+            spacer = W.HTML("", layout=sh["cb"], style=sh["info_style"])
             btn = W.Button(description="export (no fusion)", tooltip="the model as exported: the reference for parity",
-                           layout=L(width="215px", flex="0 0 auto"))
+                           layout=sh["name"], style=sh["name_style"])
             btn.add_class("wb-row-name")
             btn.on_click(lambda _: self.controller.select_step(0))
-            info = W.HTML(layout=L(flex="1 1 auto"))
-            row = W.HBox([spacer, btn, info], layout=L(width="100%"))
+            info = W.HTML(layout=sh["info"], style=sh["info_style"])
+            row = W.HBox([spacer, btn, info], layout=sh["row"])
             row.add_class("wb-row")
             row.add_class("wb-step-export")
             self.rows["__export__"] = (row, info)
