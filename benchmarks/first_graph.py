@@ -43,6 +43,25 @@ def _lab():
     return mod
 
 
+def _kernels() -> set[int]:
+    import psutil
+
+    out = set()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if any("ipykernel_launcher" in part for part in (proc.info["cmdline"] or [])):
+            out.add(proc.info["pid"])
+    return out
+
+
+def _wait_kernels_gone(before: set[int], timeout: float = 90) -> float:
+    """Wait until the kernels this state started have exited (their at-exit disk writes included), so the
+    next state runs on a quiet machine; seconds waited."""
+    t0 = time.perf_counter()
+    while _kernels() - before and time.perf_counter() - t0 < timeout:
+        time.sleep(0.2)
+    return round(time.perf_counter() - t0, 1)
+
+
 def one_open(model: str, cache: Path, click: int = 0) -> dict:
     """Seconds from running the cell to the first drawn node, and to the first progress shown."""
     import nbformat
@@ -125,7 +144,9 @@ def main() -> None:
                 shutil.rmtree(cache / d, ignore_errors=True)
         if state == "empty" and any(cache.iterdir()):
             raise SystemExit(f"--states empty needs an empty cache folder, {cache} is not")
+        before = _kernels()
         out["states"][state] = one_open(a.model, cache, a.click)
+        out["states"][state]["kernel_exit_wait_s"] = _wait_kernels_gone(before)
         print(state, out["states"][state], file=sys.stderr)
     # The browser kernels are shut down before auto's background comparison can store the other engine's
     # steps, so the first headless wait() may compute them; the second is the reopened figure.
