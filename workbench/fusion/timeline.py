@@ -9,7 +9,6 @@ switching back is a lookup. Weights are shared between snapshots through a
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -533,40 +532,13 @@ class Timeline(WarmingMixin):
         return parity
 
     def session_layer(self, i: int, level: str = "all", *, honour_plan: bool = True) -> dict:
-        """What ONNX Runtime's own session-time fusion adds on top of snapshot ``i``.
-
-        With ``honour_plan`` (the default) the session's own transformers for
-        the steps the plan switches off are off too (``kept_off`` names them),
-        so a step switched off stays off, as it does in the benchmarks; without
-        it the session shows what a plain ORT session would redo.
-
-        Returns:
-            ``{"level", "nodes", "histogram", "fused", "diff", "added_ops", "kept_off", "model"}``;
-            ``diff`` is against snapshot ``i``.
-        """
-        from ..ort.session import create_session
-        from .catalog import session_optimizers_off
+        """What ONNX Runtime's own session-time fusion adds on top of snapshot ``i``
+        (see :func:`workbench.fusion.session_layer.session_layer`)."""
+        from .session_layer import session_layer
 
         if not self.snapshots:
             self.run()
-        snap = self.snapshots[i]
-        kept_off = session_optimizers_off(self.plan.disabled) if honour_plan else ()
-        with tempfile.TemporaryDirectory(prefix="workbench-session-") as tmp:
-            out = Path(tmp) / "session_optimized.onnx"
-            try:
-                create_session(snap.model.SerializeToString(), "cpu", level=level, threads=1,
-                               optimized_model_path=out, disabled_optimizers=kept_off)
-            except ValueError as e:
-                raise FusionError(str(e)) from e
-            optimized = onnx.load(str(out))
-        sk = WeightStore().strip(optimized)
-        d = diff_models(snap.skeleton, sk)
-        added = {}
-        ops = {n.name: n.op_type for n in sk.graph.node}
-        for a in d.added:
-            added[ops[a]] = added.get(ops[a], 0) + 1
-        return {"level": level, "nodes": len(sk.graph.node), "histogram": histogram(sk), "fused": fused_counts(sk),
-                "diff": d, "added_ops": added, "kept_off": list(kept_off), "model": optimized}
+        return session_layer(self.snapshots[i], self.plan.disabled if honour_plan else (), level)
 
     def to_dict(self) -> dict:
         """The JSON shape of ``workbench fuse --json``."""
