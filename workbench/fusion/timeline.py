@@ -28,7 +28,7 @@ from .engines import EngineContext, StepOutcome, engine_steps
 from .snapshot import INTERMEDIATE_DOMAINS, ParityReference, Snapshot, fingerprint, fused_op_types, runnable  # noqa: F401
 from .store import WeightStore
 from .persist import enabled as persist_enabled
-from .warming import WarmingMixin, _enabled_in, _lower_priority  # noqa: F401
+from .warming import WarmingMixin, _enabled_in, _lower_priority, _toggled  # noqa: F401
 
 ENGINE_NAMES = ("ort", "onnxscript")
 
@@ -259,10 +259,7 @@ class Timeline(WarmingMixin):
         (the warm-up computed it, or it was read back from disk). True for a name that is no step."""
         if step not in BY_NAME:
             return True
-        on = not self.enabled(step)
-        flipped = self.plan.with_step(step, on)
-        opted = set(self.opted_in) | ({step} if on else set())  # as toggle() opts a step in
-        return self._cached_runs(lambda name: _enabled_in(flipped, opted, name)) is not None
+        return self._cached_runs(_toggled(self.plan, self.opted_in, step)) is not None
 
     def _run_locked(self, t0: float, runs: dict[str, list[Snapshot]] | None = None) -> list[Snapshot]:
         engines = self._engines()

@@ -104,12 +104,7 @@ class WarmingMixin:
             t0 = time.perf_counter()
             try:
                 for step in seen:
-                    on = not _enabled_in(plan, opted, step)
-                    flipped = plan.with_step(step, on)
-
-                    def enabled(name, flipped=flipped):
-                        return _enabled_in(flipped, opted, name)
-
+                    enabled = _toggled(plan, opted, step)
                     for e in engines:
                         if self._run_in_background(e, enabled, cancel) is None:
                             return
@@ -126,6 +121,15 @@ def _enabled_in(plan: FusionPlan, opted_in: set[str], step: str) -> bool:
     if s.default_on:
         return plan.enabled(step)
     return step in opted_in and plan.enabled(step)
+
+
+def _toggled(plan: FusionPlan, opted_in: set[str], step: str):
+    """``enabled(name)`` of the plan a click on ``step``'s checkbox gives (as ``Timeline.toggle`` does: a step
+    switched on is opted in)."""
+    on = not _enabled_in(plan, opted_in, step)
+    flipped = plan.with_step(step, on)
+    opted = set(opted_in) | ({step} if on else set())
+    return lambda name: _enabled_in(flipped, opted, name)
 
 
 def _lower_priority() -> None:
