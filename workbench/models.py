@@ -86,7 +86,6 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "voca
 TESTED_TYPES: tuple[str, ...] = (
     "bert", "roberta", "xlm-roberta", "distilbert",
     "modernbert", "nomic_bert", "gte", "eurobert",
-    "mpnet", "deberta-v2", "electra", "albert",
 )
 #: Kept for callers of the earlier name.
 SUPPORTED_TYPES = TESTED_TYPES
