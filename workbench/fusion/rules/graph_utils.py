@@ -132,3 +132,10 @@ def fold_ints(value: ir.Value | None, depth: int = 0) -> np.ndarray | None:
     if np.any(np.abs(out) >= (1 << 39)):  # a symbolic dimension reached the result
         return None
     return np.asarray(out, dtype=np.int64)
+
+
+def inherit_scope(nodes, anchor: ir.Node) -> None:
+    """Give new nodes the anchor's export metadata (the dynamo exporter's module scopes name the layer)."""
+    for n in nodes:
+        for k, v in anchor.metadata_props.items():
+            n.metadata_props.setdefault(k, v)
