@@ -100,12 +100,12 @@ def auto_choice(runs: dict[str, list[Snapshot]]) -> tuple[str, str]:
 LIKELY_ENGINE = {"torchscript": "ort", "dynamo": "onnxscript"}
 #: Families whose graphs ONNX Runtime's BERT optimizer was written for; the others' fusions are the
 #: workbench's own rules, which run in the onnxscript chain.
-_ORT_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert")
+ORT_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert")
 
 
 def likely_engine(exporter: str, model_type: str | None = None) -> str | None:
     """The engine likely to fuse this export best (shown first under auto)."""
-    if model_type and model_type not in _ORT_FAMILIES:
+    if model_type and model_type not in ORT_FAMILIES:
         return "onnxscript"
     return LIKELY_ENGINE.get(exporter)
 

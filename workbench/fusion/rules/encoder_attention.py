@@ -235,9 +235,10 @@ def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tup
             # A padded query can have no key in its local window: with -inf everywhere the kernel's
             # softmax gives NaN, which later layers would read through V. A finite floor keeps that
             # row finite (the exported graph's NaN guard did the same); masked keys still get weight 0.
+            # -30000 stays finite after an fp16 conversion (largest fp16: 65504).
             if id(bias) not in finite:
                 if floor is None:
-                    floor = initializer(graph, "mha_bias_floor", np.array(-1e30, dtype=np.float32))
+                    floor = initializer(graph, "mha_bias_floor", np.array(-30000.0, dtype=np.float32))
                 mx = ir.node("Max", [bias, floor])
                 mx.outputs[0].shape, mx.outputs[0].type = bias.shape, bias.type
                 new.append(mx)
