@@ -79,7 +79,17 @@ def initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
 
 
 def node_label(node: ir.Node) -> str:
-    return f"{node.op_type} {node.name or '(unnamed)'}"
+    """``Op name`` and, when the name or export scope says it, ``(layer N)``."""
+    from ...graph.summary import _LAYER_RE
+
+    layer = None
+    for text in (node.name or "", *node.metadata_props.values()):
+        m = _LAYER_RE.search(text)
+        if m:
+            layer = int(m.group(1))
+            break
+    where = f" (layer {layer})" if layer is not None else ""
+    return f"{node.op_type} {node.name or '(unnamed)'}{where}"
 
 
 def remove_unused(model: ir.Model) -> None:
