@@ -78,6 +78,8 @@ def main(argv=None) -> int:
         for seq in (int(s) for s in args.seqs.split(",")):
             print(f"[{time.perf_counter() - t0:5.0f} s] {model} seq {seq}", file=sys.stderr, flush=True)
             rows.append(run_one(model, seq, args))
+            p = rows[-1]["p50_ms"]
+            print("    " + ", ".join(f"{n} {p[n]:.1f} ms" for n in ORDER if p.get(n)), file=sys.stderr, flush=True)
     measured = time.strftime("%Y-%m-%d %H:%M")
     md = to_markdown(rows, measured, args)
     print(md)
