@@ -84,6 +84,13 @@ def text_batches(args, source):
     return _batches(source, sentences)
 
 
+def check_output(path, *, folder: bool = False, existing_ok: bool = False):
+    """Refuse an output path that cannot be written before any work (one line, exit 2); nothing is created."""
+    from ..paths import check_output_path
+
+    return check_output_path(path, folder=folder, existing_ok=existing_ok)
+
+
 def export_config(args) -> ExportConfig:
     return ExportConfig(exporter=args.exporter, opset=args.opset, attention=args.attention)
 

@@ -28,6 +28,8 @@ def run(args) -> int:
     from . import print_json
 
     plan = common.fusion_plan(args)  # unknown names: one-line FusionError
+    if args.output:  # an output that cannot be written fails now, not after the export and the fusions
+        common.check_output(args.output)
     source = resolve(args.model)
     text = common.text_batches(args, source)  # before the export: a bad file fails in a moment
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
