@@ -80,7 +80,10 @@ def text_batches(args, source):
         return None
     from ..text import read_sentences, text_batches as _batches
 
-    sentences = None if args.text == "builtin" else read_sentences(args.text)
+    notes: list[str] = []
+    sentences = None if args.text == "builtin" else read_sentences(args.text, notes=notes)
+    for note in notes:  # a file past the cap: one line says how many sentences were used
+        print(f"note: {note}", file=sys.stderr)
     return _batches(source, sentences)
 
 
