@@ -280,3 +280,36 @@ def test_auto_switches_when_the_likely_engine_fuses_less(tiny_export, monkeypatc
         assert s.engine_line.startswith("auto → ORT transformers optimizer")
     finally:
         c.close()
+
+
+def test_twenty_quick_clicks_on_one_checkbox_end_in_the_state_of_the_last(tiny_export, monkeypatch):
+    """A lane runs its jobs in the order asked: rapid alternating clicks apply in order, the last one wins."""
+    from workbench.fusion import Timeline
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    applied = []
+    real = Timeline.toggle
+
+    def spy(tl, name, on):
+        applied.append(on)
+        return real(tl, name, on)
+
+    monkeypatch.setattr(Timeline, "toggle", spy)
+    c = Controller(AppState(source="bert-tiny", engine="ort"), background=True)
+    try:
+        c.load()
+        c.wait(300)
+        assert c.state.error is None, c.state.error
+        clicks = [i % 2 == 1 for i in range(20)]  # off, on, off, ... on
+        t0 = time.perf_counter()
+        for on in clicks:
+            c.toggle("attention", on)
+        assert time.perf_counter() - t0 < 1.0  # the clicks themselves never wait for the work
+        c.wait(300)
+        assert applied == clicks  # in the order clicked, none lost
+        s = c.state
+        assert s.error is None and "attention" not in s.disabled
+        assert s.snapshots[-1].fused.get("Attention") == 2 and "attention" not in c.timeline.plan.disabled
+    finally:
+        c.close()
