@@ -184,6 +184,9 @@ class JobRunner:
         self.start(name, loop, lane=lane or name, low_priority=low_priority)
 
     def _run(self, job: Job, fn) -> None:
+        if job.cancelled:  # cancelled while it waited its turn (or the runner closed): it never starts
+            self._report(job.name, JobStatus("cancelled", "", None, None, 0.0))
+            return
         self._report(job.name, JobStatus("running", "", None, None, 0.0))
         try:
             fn(job)
