@@ -124,3 +124,15 @@ def test_debris_of_a_killed_export_is_removed_at_the_next_start(tmp_path):
         holder.wait()
     assert wb(cache, "cache").returncode == 0
     assert not young.exists()  # no live process can be writing it now
+
+
+def test_timelines_of_other_versions_are_pruned(tmp_path):
+    from workbench.fusion.persist import versions
+
+    cache = tmp_path / "cache"
+    for key, v in (("old", {**versions(), "workbench_code": "0000"}), ("now", versions())):
+        d = _entry(cache, "timelines", key, 1000)
+        (d / "key.json").write_text(json.dumps({"format": 1, "versions": v}))
+    out = wb(cache, "cache", "prune", "--old-versions")
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (cache / "timelines").iterdir()) == ["now"]

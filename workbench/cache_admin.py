@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError
-from .paths import LEASES, cache_root, is_temp_name, live_leases
+from .paths import cache_root, is_temp_name, live_leases
 
 KINDS = ("exports", "variants", "timelines", "floor", "hashes")
 #: Optional size limit of the cache in GB; past it the least recently used entries go (after each CLI command).
@@ -156,15 +156,17 @@ def _remove(e: Entry) -> bool:
 
 
 def prune(*, older_than_days: float | None = None, max_bytes: int | None = None, everything: bool = False,
-          dry_run: bool = False, root: Path | None = None) -> dict:
+          dry_run: bool = False, root: Path | None = None, timeline_versions: dict | None = None) -> dict:
     """Remove entries: unused for ``older_than_days``, or the least recently used past ``max_bytes`` in all,
-    or ``everything``; never one in use. ``{"removed": [...], "kept_in_use": [...], "freed_bytes"}``.
+    or ``everything``, or (``timeline_versions``: the versions today's code writes) persisted timelines of
+    other versions, which no run reads again; never one in use.
+    ``{"removed": [...], "kept_in_use": [...], "freed_bytes"}``.
 
     Raises:
         ConfigError: no criterion, or a negative one.
     """
-    if not everything and older_than_days is None and max_bytes is None:
-        raise ConfigError("say what to prune: --all, --older-than DAYS or --max-gb GB")
+    if not everything and older_than_days is None and max_bytes is None and timeline_versions is None:
+        raise ConfigError("say what to prune: --all, --older-than DAYS, --max-gb GB or --old-versions")
     for name, v in (("older-than", older_than_days), ("max-gb", max_bytes)):
         if v is not None and v < 0:
             raise ConfigError(f"--{name} must be at least 0, not {v}")
@@ -172,6 +174,9 @@ def prune(*, older_than_days: float | None = None, max_bytes: int | None = None,
     now, doomed = time.time(), []
     if everything:
         doomed = list(items)
+    if timeline_versions is not None:
+        doomed += [e for e in items if e.kind == "timelines" and not e.temp and e not in doomed
+                   and _read_json(e.path / "key.json").get("versions") != timeline_versions]
     if older_than_days is not None:
         doomed += [e for e in items if now - e.last_used > older_than_days * 86400 and e not in doomed]
     if max_bytes is not None:

@@ -14,6 +14,8 @@ def register(sub) -> None:
     p.add_argument("--max-gb", type=float, default=None, metavar="GB",
                    help="prune: least recently used entries until the cache holds at most this much")
     p.add_argument("--all", action="store_true", help="prune: every entry not in use")
+    p.add_argument("--old-versions", action="store_true",
+                   help="prune: persisted fusion timelines of other package or workbench versions (never read again)")
     p.add_argument("--dry-run", action="store_true", help="prune: say what would go, remove nothing")
     p.add_argument("--entries", action="store_true", help="list: every entry, not only the totals")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -30,8 +32,13 @@ def run(args) -> int:
     root = cache_root()
     if args.action == "prune":
         max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
+        versions = None
+        if args.old_versions:
+            from ..fusion.persist import versions as current
+
+            versions = current()
         res = prune(older_than_days=args.older_than, max_bytes=max_bytes, everything=args.all,
-                    dry_run=args.dry_run)
+                    dry_run=args.dry_run, timeline_versions=versions)
         if args.json:
             print_json(res)
             return 0
