@@ -18,6 +18,13 @@ Per row, the medians of both executors side by side show the two tables agree wi
 Writes ``benchmarks/results/sweep_overhead.{md,json}``::
 
     python benchmarks/sweep_overhead.py [--repeats 2] [--runs 20] [--out benchmarks/results]
+
+``--bookkeeping`` measures the sweep's own bookkeeping instead: the real ``run_sweep`` (spec
+expansion, the ledger, its journal and result file, the summaries) driven by a stand-in executor
+that fakes the measurements, at 100 and 2,000 rows (``--rows``); it prints the time and the rows
+serialized per row. Linear bookkeeping keeps both flat as the rows grow::
+
+    python benchmarks/sweep_overhead.py --bookkeeping [--rows 100 2000]
 """
 from __future__ import annotations
 
@@ -69,13 +76,64 @@ def _busy(rows: list[dict]) -> float:
     return sum(r["ended"] - r["started"] for r in rows)
 
 
+def _fake_executor(todo, done, cancelled):
+    """Rows as the local executor makes them, measurements made up, on two machine types."""
+    machines = [{"cpu": "AMD EPYC 9R14", "microarch": "zen4", "isa": ["AVX2", "AVX-512"], "gpus": []},
+                {"cpu": "AMD EPYC 7R13", "microarch": "zen3", "isa": ["AVX2"], "gpus": []}]
+    for i, cfg in enumerate(todo):
+        p50 = 10.0 + i % 7 - (0.5 if cfg["disable"] else 0.0)
+        done({"key": config_key(cfg), "config": cfg, "node": f"n{i % 2}", "machine": machines[i % 2], "p50_ms": p50,
+              "p90_ms": p50, "p99_ms": p50, "runs": 1, "started": 0.0, "ended": 0.0, "error": None})
+    return False
+
+
+def bookkeeping(rows_list=(100, 2000), out_dir: Path | None = None) -> list[dict]:
+    """Per-row bookkeeping cost of ``run_sweep`` at each row count (measurements faked)."""
+    import tempfile
+
+    from workbench.measure import fleet_rows
+
+    figures = []
+    for rows in rows_list:
+        spec = {"models": ["bert-tiny"], "plans": ["default", {"disable": ["attention"]}],
+                "seq": list(range(1, rows // 2 + 1)), "runs": 1, "warmup": 1}
+        with tempfile.TemporaryDirectory(dir=out_dir) as d:
+            ledgers = []
+            init = fleet_rows.Ledger.__init__
+
+            def spy(self, *a, **kw):
+                init(self, *a, **kw)
+                ledgers.append(self)
+
+            fleet_rows.Ledger.__init__ = spy
+            try:
+                t = time.perf_counter()
+                run_sweep(spec, _fake_executor, out=Path(d) / "sweep.json")
+                wall = time.perf_counter() - t
+            finally:
+                fleet_rows.Ledger.__init__ = init
+        figures.append({"rows": rows, "ms_per_row": 1000 * wall / rows,
+                        "rows_serialized_per_row": ledgers[0].written / rows})
+    return figures
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--bookkeeping", action="store_true", help="time the sweep's own bookkeeping (fake measurements)")
+    ap.add_argument("--rows", type=int, nargs="+", default=[100, 2000])
     args = ap.parse_args(argv)
+    if args.bookkeeping:
+        cpu = _lscpu()
+        print(f"{cpu['cpu']} ({', '.join(cpu['isa'])}), {cpu['cores']} cores, load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (shared machine)")
+        for f in bookkeeping(args.rows):
+            print(f"{f['rows']:>6} rows: {f['ms_per_row']:.3f} ms bookkeeping per row, "
+                  f"{f['rows_serialized_per_row']:.2f} rows serialized per row")
+        return 0
     import ray
 
     spec = {**SPEC, "runs": args.runs, "warmup": args.warmup}

@@ -75,15 +75,13 @@ def estimate_params(config: dict) -> int:
 
 
 def _available_gb() -> float | None:
+    """Memory available to a new allocation, in GB, on Linux, macOS and Windows alike (psutil's
+    ``virtual_memory().available``: MemAvailable, free + inactive pages, or GlobalMemoryStatusEx)."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 1e6
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 1e9
-    except (ValueError, OSError, AttributeError):
+        import psutil
+
+        return psutil.virtual_memory().available / 1e9
+    except Exception:  # psutil missing or refused by the platform: the size guard says nothing
         return None
 
 

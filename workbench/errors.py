@@ -47,5 +47,9 @@ class BenchmarkError(WorkbenchError):
     """A benchmark could not run (bad shape, out of memory, worker died)."""
 
 
+class OutputPathError(WorkbenchError):
+    """An output path (a file, a folder, the cache) cannot be written."""
+
+
 class ConfigError(WorkbenchError, ValueError):
     """A setting is out of range or not one of the allowed values."""

@@ -27,7 +27,7 @@ from typing import Callable
 from .config import ExportConfig
 from .errors import ExportError, WorkbenchError
 from .models import ModelSource, resolve
-from .paths import atomic_write_text, cache_root
+from .paths import atomic_write_text, cache_entry, cache_root
 
 #: Bump when the export recipe changes in a way the key would not see.
 RECIPE_VERSION = 4
@@ -206,7 +206,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
         return ExportResult(src.path, src, cfg, cached=True, export_s=0.0, nodes=len(m.graph.node),
                             opset=opset, meta={"source": "onnx file"})
     key = cache_key(src, cfg)
-    final = cache_root() / "exports" / key
+    final = cache_entry("exports", key)  # leased: `workbench cache` leaves it alone while this process runs
     meta_file = final / "meta.json"
     if use_cache and meta_file.is_file():
         try:

@@ -270,17 +270,23 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
         for d in (dest, data_dest):
             if _same_file(d, prot):
                 raise ModelIOError(f"refusing to write {d}: it is the input model; choose another output path")
-    if dest.exists() and not overwrite:
-        raise ModelIOError(f"{dest} already exists; choose another output path (the workbench never overwrites a file)")
-    if dest.is_dir():
-        raise ModelIOError(f"{dest} is a directory")
+    from .errors import OutputPathError
+    from .paths import check_output_path
+
+    try:  # a file in the way, an unwritable folder (/proc, read-only): one line before anything is written
+        check_output_path(dest, existing_ok=overwrite)
+    except OutputPathError as e:
+        raise ModelIOError(str(e)) from None
     if external_data is None:
         try:
             external_data = model.ByteSize() > EXTERNAL_DATA_THRESHOLD
         except Exception:
             external_data = True
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp-"))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp-"))
+    except OSError as e:
+        raise ModelIOError(f"could not write {dest}: {e.strerror or _first_line(e)}") from None
     try:
         tmp_model = tmpdir / dest.name
         if external_data:

@@ -6,13 +6,87 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import OutputPathError
+
 
 def cache_root() -> Path:
-    """The cache folder: $WORKBENCH_CACHE, else ~/.cache/bert-fusion-workbench."""
+    """The cache folder: $WORKBENCH_CACHE, else ~/.cache/bert-fusion-workbench.
+
+    Raises:
+        OutputPathError: the folder cannot be made or written (one line naming it and the setting).
+    """
     env = os.environ.get("WORKBENCH_CACHE")
-    root = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bert-fusion-workbench"
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(env).expanduser() if env else (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+                                               / "bert-fusion-workbench")
+    setting = "WORKBENCH_CACHE" if env else "WORKBENCH_CACHE (or XDG_CACHE_HOME)"
+    if not root.is_dir():
+        problem = _unwritable(root, folder=True)
+        if problem is None:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                problem = e.strerror or type(e).__name__
+        if problem is not None:
+            raise OutputPathError(f"the cache folder {root} cannot be used: {problem}; "
+                                  f"point {setting} at a writable folder")
+    _open_lease(root)
     return root
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists (as anything: a folder, a file, a link)."""
+    p = path
+    while not os.path.lexists(p) and p.parent != p:
+        p = p.parent
+    return p
+
+
+def _unwritable(path: Path, *, folder: bool) -> str | None:
+    """Why nothing can be created at ``path`` (None: it can), without creating anything that stays.
+
+    The closest existing ancestor must be a folder this process can create files in; that is tried
+    with a temporary file removed at once, because permissions alone do not tell (``/proc``, a
+    read-only mount, root's access everywhere).
+    """
+    start = path if folder else path.parent
+    anc = _nearest_existing(start)
+    if not anc.is_dir():
+        return f"{anc} is a file, not a folder"
+    try:
+        fd, probe = tempfile.mkstemp(dir=anc, prefix=".workbench-probe-")
+    except OSError as e:
+        return f"cannot create files in {anc} ({e.strerror or type(e).__name__})"
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return None
+
+
+def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing_ok: bool = False) -> Path:
+    """Refuse, before any work, an output that cannot be written; nothing is created.
+
+    Args:
+        path: the user's output (a file, or with ``folder`` a folder to write into).
+        folder: ``path`` names a folder (it may exist, as a folder).
+        existing_ok: an existing file is fine (a sweep's result file is resumed, not overwritten).
+
+    Raises:
+        OutputPathError: one line naming the path, what is wrong and what to do.
+    """
+    p = Path(path).expanduser()
+    if folder:
+        if os.path.lexists(p) and not p.is_dir():
+            raise OutputPathError(f"{p} is a file, not a folder: give a folder for the output (it is made if missing)")
+    elif p.is_dir():
+        raise OutputPathError(f"{p} is a folder: give a file name for the output")
+    elif os.path.lexists(p) and not existing_ok:
+        raise OutputPathError(f"{p} already exists; choose another output path (the workbench never overwrites a file)")
+    problem = _unwritable(p, folder=folder)
+    if problem is not None:
+        raise OutputPathError(f"cannot write {p}: {problem}; choose an output path in a folder you can write to")
+    return p
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
@@ -43,3 +117,173 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
 
 def atomic_write_text(path: Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# ── leases: which cache entries a running workbench process uses ─────────────────────────────────
+#: Each process that opens the cache writes ``<cache>/.leases/<pid>.json`` (its start time and the
+#: entries it used); ``workbench cache`` never removes an entry a live process holds, and a lease of a
+#: dead process (psutil: pid gone, or reused by another process) means nothing.
+LEASES = ".leases"
+_lease: dict = {}
+
+
+def _process_start(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:  # no such process, no access, or no psutil: unknown
+        return None
+
+
+def _write_lease(root: Path) -> None:
+    import json
+
+    folder = root / LEASES
+    folder.mkdir(exist_ok=True)
+    atomic_write_text(folder / f"{os.getpid()}.json", json.dumps(
+        {"pid": os.getpid(), "started": _lease.get("started"), "opened": _lease.get("opened"),
+         "entries": sorted(_lease.get("entries", ()))}))
+
+
+def _open_lease(root: Path) -> None:
+    """Once per process and cache folder: the process's lease, then the debris of dead writers goes."""
+    if _lease.get("root") == root:
+        return
+    import atexit
+
+    _lease.clear()
+    import time
+
+    # "started" (psutil's, to tell a reused pid) and "opened" (this clock, precise: nothing this process
+    # writes in the cache is older than the moment it first opened it).
+    _lease.update(root=root, started=_process_start(os.getpid()), opened=time.time(), entries=set())
+    try:
+        _write_lease(root)
+    except OSError:
+        return  # a read-only cache: nothing is written, so nothing needs protecting or cleaning
+    if not _lease.get("atexit"):
+        atexit.register(_close_lease)
+        _lease["atexit"] = True
+    try:
+        remove_stale_temps(root)
+    except Exception:  # cleaning is a courtesy; it never stops the work the user asked for
+        pass
+
+
+def _close_lease() -> None:
+    root = _lease.get("root")
+    if root is not None:
+        try:
+            os.unlink(root / LEASES / f"{os.getpid()}.json")
+        except OSError:
+            pass
+
+
+def cache_entry(kind: str, key: str) -> Path:
+    """``<cache>/<kind>/<key>``, leased to this process (``workbench cache`` leaves it alone while it lives)
+    and marked used now (least recently used entries go first when the cache is over its size limit)."""
+    root = cache_root()
+    path = root / kind / key
+    name = f"{kind}/{key}"
+    if name not in _lease.get("entries", ()):
+        _lease.setdefault("entries", set()).add(name)
+        try:
+            _write_lease(root)
+        except OSError:
+            pass
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # not made yet
+    return path
+
+
+def live_leases(root: Path) -> dict[int, dict]:
+    """The leases of workbench processes still running (pid alive and started when its lease says)."""
+    import json
+
+    out = {}
+    folder = root / LEASES
+    if not folder.is_dir():
+        return out
+    for f in folder.glob("*.json"):
+        try:
+            lease = json.loads(f.read_text())
+            pid = int(lease["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        started = _process_start(pid)
+        if started is None or (lease.get("started") and abs(started - float(lease["started"])) > 1.0):
+            try:  # that process is gone (or its pid now belongs to another): its lease means nothing
+                f.unlink()
+            except OSError:
+                pass
+            continue
+        out[pid] = lease
+    return out
+
+
+#: Temporary names the workbench's own writers use: folders ``.<name>.tmp-XXXX`` (exports, variants,
+#: timelines, saved models) and files ``.<name>.XXXX.tmp`` (atomic writes).
+def is_temp_name(name: str) -> bool:
+    return name.startswith(".") and (".tmp-" in name or name.endswith(".tmp"))
+
+
+#: A temporary entry untouched this long is debris whoever made it (no writer pauses a day).
+STALE_TEMP_S = 24 * 3600.0
+
+
+def remove_stale_temps(root: Path) -> list[Path]:
+    """Remove the cache's temporary entries that no running process can still be writing.
+
+    Only names of the workbench's own writers (:func:`is_temp_name`), only inside the cache, and only
+    those last changed before every live workbench process started (so none of them made it), or
+    untouched for :data:`STALE_TEMP_S`. Returns what was removed.
+
+    Runs when a process first opens the cache, after its own lease is written, so the oldest live
+    lease is never younger than the caller.
+    """
+    import shutil
+    import time
+
+    opened = [float(lease.get("opened") or lease.get("started") or 0) for lease in live_leases(root).values()]
+    before = min(opened) if opened else time.time()
+    removed = []
+    for depth, folder in _cache_folders(root):
+        try:
+            names = [e for e in os.scandir(folder) if is_temp_name(e.name)]
+        except OSError:
+            continue
+        for e in names:
+            try:
+                mtime = e.stat(follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+            if mtime < before - 0.01 or time.time() - mtime > STALE_TEMP_S:
+                p = Path(e.path)
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    try:
+                        p.unlink()
+                    except OSError:
+                        continue
+                removed.append(p)
+    return removed
+
+
+def _cache_folders(root: Path, max_depth: int = 3):
+    """The cache folder and its folders down to ``max_depth`` (temporary ones not entered)."""
+    stack = [(0, root)]
+    while stack:
+        depth, folder = stack.pop()
+        yield depth, folder
+        if depth >= max_depth:
+            continue
+        try:
+            for e in os.scandir(folder):
+                if e.is_dir(follow_symlinks=False) and not is_temp_name(e.name) and e.name != LEASES:
+                    stack.append((depth + 1, Path(e.path)))
+        except OSError:
+            continue

@@ -25,6 +25,22 @@ DEFAULT_BATCH = 8
 #: Every Nth real token of a sentence is masked for masked-LM checks (at least one per sentence).
 MASK_EVERY = 6
 MAX_FILE_BYTES = 5_000_000
+#: The most sentences a check or benchmark uses (the first ones of the file); an environment variable raises it.
+MAX_SENTENCES_ENV, DEFAULT_MAX_SENTENCES = "WORKBENCH_MAX_SENTENCES", 1000
+
+
+def max_sentences() -> int:
+    """The sentence cap: $WORKBENCH_MAX_SENTENCES, else :data:`DEFAULT_MAX_SENTENCES`."""
+    raw = os.environ.get(MAX_SENTENCES_ENV)
+    if not raw:
+        return DEFAULT_MAX_SENTENCES
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ConfigError(f"{MAX_SENTENCES_ENV}={raw!r} is not a whole number") from None
+    if v < 1:
+        raise ConfigError(f"{MAX_SENTENCES_ENV}={raw!r} must be at least 1")
+    return v
 
 #: Used when the user gives no text: short and long, questions, numbers, punctuation, near-paraphrases
 #: (so a similarity ranking has real neighbours) and very short lines beside long ones (padding-heavy batches).
@@ -78,8 +94,11 @@ BUILTIN_SENTENCES: tuple[str, ...] = (
 )
 
 
-def read_sentences(path: str | os.PathLike) -> list[str]:
-    """One sentence per non-empty line of a UTF-8 text file.
+def read_sentences(path: str | os.PathLike, *, notes: list | None = None) -> list[str]:
+    """One sentence per non-empty line of a UTF-8 text file, the first :func:`max_sentences` of them.
+
+    Args:
+        notes: when given, a file with more sentences than the cap adds one line saying how many were used.
 
     Raises:
         ConfigError: no such file, not text, too large, or no sentences in it.
@@ -96,9 +115,21 @@ def read_sentences(path: str | os.PathLike) -> list[str]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{p} is not UTF-8 text: {e.reason} at byte {e.start}") from e
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    cap = max_sentences()
+    lines, more = [], 0
+    for ln in text.splitlines():
+        ln = ln.strip()
+        if not ln:
+            continue
+        if len(lines) < cap:
+            lines.append(ln)
+        else:
+            more += 1
     if not lines:
         raise ConfigError(f"{p} has no sentences (one per line)")
+    if more and notes is not None:
+        notes.append(f"{p}: used the first {cap:,} of {cap + more:,} sentences (set {MAX_SENTENCES_ENV} "
+                     f"to use more; every sentence costs a run per step and variant)")
     return lines
 
 
@@ -225,7 +256,7 @@ def text_batches(source: ModelSource, sentences=None, *, batch_size: int = DEFAU
     """
     from .ort.task_parity import kind_for
 
-    sentences = list(BUILTIN_SENTENCES if sentences is None else sentences)
+    sentences = list(BUILTIN_SENTENCES if sentences is None else sentences)[:max_sentences()]
     tok = source.tokenizer()
     max_length = min(source.max_positions, max(buckets))
     batches = tokenize(tok, sentences, input_names=source.input_names, batch_size=batch_size,

@@ -19,7 +19,10 @@ def test_bench_json_has_the_documented_shape():
              "--variants", "torch,unfused,fused,int8", "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert doc["machine"]["cpu"] and doc["machine"]["threads"] == 1 and doc["floor_ms"] > 0
+    assert doc["machine"]["cpu"] and doc["machine"]["threads"] == 1
+    # A bound is a figure under the measured time, or unknown (a probe disturbed by other load), never above it.
+    fastest = min(v["p50_ms"] for v in doc["variants"] if v["floor_precision"] == "fp32")
+    assert doc["floor_ms"] is None or 0 < doc["floor_ms"] <= fastest
     assert [v["name"] for v in doc["variants"]] == ["torch", "unfused", "fused", "int8"]
     for v in doc["variants"]:
         assert {"name", "provider", "p50_ms", "p90_ms", "p99_ms", "runs", "parity"} <= set(v)
@@ -30,8 +33,10 @@ def test_bench_json_has_the_documented_shape():
     # Each variant against the floor of its own precision; the rates and the processor behind it.
     assert [v["floor_precision"] for v in doc["variants"]] == ["fp32", "fp32", "fp32", "int8+fp32"]
     for v in doc["variants"]:
-        assert v["floor_ms"] > 0 and v["matmul_bound_ms"] > 0
-    assert doc["variants"][3]["floor_ms"] < doc["variants"][2]["floor_ms"]  # int8 work at the int8 rate
+        for bound in ("floor_ms", "matmul_bound_ms"):
+            assert v[bound] is None or 0 < v[bound] <= v["p50_ms"], (v["name"], bound)
+    if doc["variants"][3]["floor_ms"] and doc["variants"][2]["floor_ms"]:
+        assert doc["variants"][3]["floor_ms"] < doc["variants"][2]["floor_ms"]  # int8 work at the int8 rate
     assert {"fp32", "int8"} <= set(doc["rates"]) and doc["rates"]["int8"]["unit"] == "GOP/s"
     assert isinstance(doc["machine"]["isa"], list) and doc["machine"]["onnxruntime"]["version"]
 
@@ -48,7 +53,9 @@ def test_bench_plan_and_exporter_flags():
     assert doc["config"]["dynamic_block_base"] == 4
     assert "SkipLayerNormFusion" in fused["disabled_optimizers"] and doc["variants"][0]["disabled_optimizers"] == []
     # Both bounds are there; how the two measured rates compare is a fact about the machine's load, not the code.
-    assert doc["matmul_bound_ms"] > 0 and doc["floor_ms"] > 0
+    fastest = min(v["p50_ms"] for v in doc["variants"])
+    for bound in ("matmul_bound_ms", "floor_ms"):
+        assert doc[bound] is None or 0 < doc[bound] <= fastest, bound
 
 
 def test_bench_table_output():

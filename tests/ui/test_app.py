@@ -135,8 +135,14 @@ def test_live_benchmark_feeds_the_plots(app):
     assert len(app.fig_live.data[0].y) == 4
     assert list(app.fig_pct.data[0].y) == pytest.approx([v.p50_ms for v in r.variants])
     assert "speed-up" in app.w_results.value
-    assert f"hardware floor {r.floor_ms:.2f} ms" in app.w_results.value
-    assert f"weights read from memory: {r.matmul_bound_ms:.2f} ms" in app.w_results.value
+    # A bound is shown as a figure when it is possible, and not at all when a disturbed probe put it above
+    # the measured time (it is then unknown).
+    if r.floor_ms:
+        assert f"hardware floor {r.floor_ms:.2f} ms" in app.w_results.value
+    if r.matmul_bound_ms:
+        assert f"weights read from memory: {r.matmul_bound_ms:.2f} ms" in app.w_results.value
+    else:
+        assert "weights read from memory:" not in app.w_results.value
 
 
 def test_compat_names_what_to_install():

@@ -280,3 +280,37 @@ def test_auto_switches_when_the_likely_engine_fuses_less(tiny_export, monkeypatc
         assert s.engine_line.startswith("auto → ORT transformers optimizer")
     finally:
         c.close()
+
+
+def test_twenty_quick_clicks_on_one_checkbox_end_in_the_state_of_the_last(tiny_export, monkeypatch):
+    """A lane runs its jobs in the order asked: rapid alternating clicks apply in order, the last one wins."""
+    from workbench.fusion import Timeline
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    applied = []
+    real = Timeline.toggle
+
+    def spy(tl, name, on):
+        applied.append(on)
+        return real(tl, name, on)
+
+    monkeypatch.setattr(Timeline, "toggle", spy)
+    c = Controller(AppState(source="bert-tiny", engine="ort"), background=True)
+    try:
+        c.load()
+        c.wait(300)
+        assert c.state.error is None, c.state.error
+        clicks = [i % 2 == 0 for i in range(20)]  # on, off, on, ... off: the last click switches it off
+        for on in clicks:  # back to back, as fast as a hand can click (the clicks never wait for the work)
+            c.toggle("attention", on)
+        assert next(r for r in c.step_rows() if r["name"] == "attention")["on"] is False  # the box shows the last click
+        c.wait(300)
+        assert applied == clicks  # in the order clicked, none lost
+        assert not c._pending  # every click ran
+        s = c.state
+        assert s.error is None and "attention" in s.disabled
+        assert not s.snapshots[-1].fused.get("Attention") and "attention" in c.timeline.plan.disabled
+        assert next(r for r in c.step_rows() if r["name"] == "attention")["on"] is False
+    finally:
+        c.close()

@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import WorkbenchError
 
 #: Subcommand modules, each with ``register(subparsers)``.
-COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "report", "sweep", "lab")
+COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "report", "sweep", "lab", "cache")
 EXIT_BAD_INPUT = 2
 
 
@@ -48,6 +48,36 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def _cache_bytes(args) -> int | None:
+    """The cache's size before a command that may store in it (None for ``cache`` itself or no cache yet)."""
+    if args.command in ("cache", "lab"):
+        return None
+    try:
+        from ..cache_admin import total_bytes
+        from ..paths import cache_root
+
+        return total_bytes(cache_root())
+    except (WorkbenchError, OSError):
+        return None  # an unusable cache is the command's own one-line error
+
+
+def _after_command(args, before: int | None) -> None:
+    """Say when a command stored more than 100 MB, and keep the cache under WORKBENCH_CACHE_MAX_GB."""
+    if before is None:
+        return
+    from ..cache_admin import REPORT_BYTES, enforce_limit, human, total_bytes
+    from ..paths import cache_root
+
+    root = cache_root()
+    grown = total_bytes(root) - before
+    if grown > REPORT_BYTES:
+        print(f"note: this command stored {human(grown)} in the cache {root} (see: workbench cache)", file=sys.stderr)
+    res = enforce_limit(root)
+    if res and res["removed"]:
+        print(f"note: removed {len(res['removed'])} least recently used cache entries ({human(res['freed_bytes'])}) "
+              f"to stay under WORKBENCH_CACHE_MAX_GB", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
@@ -55,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    before = _cache_bytes(args)
     try:
         rc = args.func(args)
+        _after_command(args, before)
         return int(rc or 0)
     except WorkbenchError as e:
         if args.debug:

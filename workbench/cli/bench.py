@@ -26,6 +26,7 @@ def register(sub) -> None:
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     common.add_plan_args(p)
     common.add_text_arg(p)
+    common.add_dim_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
     p.set_defaults(func=run)
@@ -49,6 +50,7 @@ def run(args) -> int:
     else:
         names, skipped = default_variants(args.model, args.provider)
     cfg = common.bench_config(args, args.provider)
+    common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text = None
     if args.text:
         from ..models import resolve

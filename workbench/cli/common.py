@@ -61,6 +61,35 @@ def add_measure_args(p: argparse.ArgumentParser) -> None:
                         "static split; 4 balances 2 threads on a shared VM better)")
 
 
+def add_dim_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a symbolic dimension of a non-BERT model's input (e.g. --dim height=224; "
+                        "repeatable); batch- and sequence-like names take --batch and --seq")
+
+
+def check_model_inputs(args, model) -> None:
+    """For an .onnx file: every input it declares can be made at this shape, else one line naming the file and input.
+
+    ``--dim`` values travel to the benchmark worker through :data:`~workbench.ort.inputs.DIMS_ENV`.
+    """
+    import os
+
+    from ..ort.inputs import DIMS_ENV, check_other_inputs, declared_inputs, dims_setting
+
+    dims = dims_setting(",".join(getattr(args, "dim", None) or []))
+    if dims:
+        os.environ[DIMS_ENV] = ",".join(f"{k}={v}" for k, v in dims.items())
+    from ..models import ModelSource, resolve
+
+    src = model if isinstance(model, ModelSource) else resolve(model)
+    if src.kind != "onnx" or src.path is None:
+        return
+    from ..modelio import load_model
+
+    proto = load_model(src.path, full_check=False, load_external_data=False, check_runtime=False)
+    check_other_inputs(declared_inputs(proto), args.batch, args.seq, str(src.path), dims)
+
+
 def bench_config(args, provider: str = "cpu"):
     """The BenchConfig the measure arguments describe (bad values: one-line ConfigError)."""
     from ..config import BenchConfig
@@ -81,8 +110,18 @@ def text_batches(args, source):
         return None
     from ..text import read_sentences, text_batches as _batches
 
-    sentences = None if args.text == "builtin" else read_sentences(args.text)
+    notes: list[str] = []
+    sentences = None if args.text == "builtin" else read_sentences(args.text, notes=notes)
+    for note in notes:  # a file past the cap: one line says how many sentences were used
+        print(f"note: {note}", file=sys.stderr)
     return _batches(source, sentences)
+
+
+def check_output(path, *, folder: bool = False, existing_ok: bool = False):
+    """Refuse an output path that cannot be written before any work (one line, exit 2); nothing is created."""
+    from ..paths import check_output_path
+
+    return check_output_path(path, folder=folder, existing_ok=existing_ok)
 
 
 def export_config(args) -> ExportConfig:

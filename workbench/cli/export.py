@@ -22,6 +22,8 @@ def run(args) -> int:
     from ..models import resolve
     from . import print_json
 
+    if args.output:
+        common.check_output(args.output, folder=True)
     source = resolve(args.model)
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
         result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)

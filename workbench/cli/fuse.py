@@ -28,6 +28,8 @@ def run(args) -> int:
     from . import print_json
 
     plan = common.fusion_plan(args)  # unknown names: one-line FusionError
+    if args.output:  # an output that cannot be written fails now, not after the export and the fusions
+        common.check_output(args.output)
     source = resolve(args.model)
     if source.untested:
         import sys

@@ -35,6 +35,7 @@ def run(args) -> int:
     from ..report import collect
     from ..viz.report import write_report
 
+    common.check_output(args.output, folder=True)
     source = resolve(args.model)
     text = common.text_batches(args, source)  # before the export: a bad file or no tokenizer fails in a moment
     bench_cfg = BenchConfig(seq=args.seq, runs=args.runs, threads=args.threads or os.cpu_count() or 1)

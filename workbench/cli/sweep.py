@@ -17,7 +17,8 @@ def register(sub) -> None:
     p.add_argument("--address", default=None,
                    help="Ray cluster address (or 'auto'); without it --executor ray starts a local Ray and stops it")
     p.add_argument("-o", "--out", default=None,
-                   help="JSON result, rewritten after every row; an existing one is resumed (its rows are kept)")
+                   help="JSON result; every row is appended to a journal beside it as it lands; an existing "
+                        "result is resumed (its rows are kept)")
     p.add_argument("--retries", type=int, default=2,
                    help="Ray: times a measurement runs again when its worker or node dies (0: report the row "
                         "as failed; default: 2)")

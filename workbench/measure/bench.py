@@ -156,6 +156,11 @@ class VariantStats:
         return d
 
 
+def _fastest_fp32(stats) -> float | None:
+    """The fastest p50 among variants that run the model's fp32 FLOPs (what a fp32 bound must stay under)."""
+    return min((s.p50_ms for s in stats if s.p50_ms and (s.floor_precision or "fp32") == "fp32"), default=None)
+
+
 @dataclass
 class BenchResult:
     """Everything one benchmark measured, with the machine it ran on."""
@@ -180,9 +185,12 @@ class BenchResult:
 
     @property
     def matmul_bound_ms(self) -> float | None:
-        """The model's FLOPs at the streaming MatMul rate (weights from memory), or None."""
+        """The model's FLOPs at the streaming MatMul rate (weights from memory), or None (also when it
+        exceeds the fastest fp32 variant's measured time, which makes it impossible)."""
+        from .floor import plausible_bound
+
         v = self.floor.get("matmul_bound_ms")
-        return float(v) if v else None
+        return plausible_bound(float(v), _fastest_fp32(self.variants)) if v else None
 
     def ratio(self, slower: str, faster: str) -> float | None:
         """How many times faster ``faster`` is than ``slower`` (ratio of p50s)."""
@@ -434,11 +442,19 @@ class BenchHandle:
         stats = [VariantStats.from_samples(v, self.samples.get(v["name"], []), per_run, floor,
                                            self.parity.get(v["name"]), self.session_providers.get(v["name"], []))
                  for v in self.variants]
+        from .floor import plausible_bound
+
         for s in stats:
             own = self.floor.get("variants", {}).get(s.name)
             if own:  # the floor of the variant's own precision (int8 against the int8 rate)
-                s.floor_ms, s.floor_precision = own["floor_ms"], own["floor_precision"]
-                s.matmul_bound_ms = own.get("matmul_bound_ms")
+                s.floor_precision = own["floor_precision"]
+                # A bound above the measured time is impossible: unknown, and its rate is measured again next time.
+                s.floor_ms = plausible_bound(own["floor_ms"], s.p50_ms)
+                s.matmul_bound_ms = plausible_bound(own.get("matmul_bound_ms"), s.p50_ms)
+                for kind, asked, kept in (("hot", own["floor_ms"], s.floor_ms),
+                                          ("stream", own.get("matmul_bound_ms"), s.matmul_bound_ms)):
+                    if asked and kept is None:
+                        self._distrust(s.floor_precision, kind)
                 s.floor_ratio = s.p50_ms / s.floor_ms if s.p50_ms and s.floor_ms else None
                 s.bound_ratio = s.p50_ms / s.matmul_bound_ms if s.p50_ms and s.matmul_bound_ms else None
             if s.parity:
@@ -449,8 +465,21 @@ class BenchHandle:
         cfg["text"] = self.text_summary
         machine = dict(self.machine)
         machine["threads"] = self.cfg.threads
-        return BenchResult(stats, machine, floor if floor and not math.isnan(floor) else None, cfg, self.stopped,
-                           dict(self.floor))
+        floor = floor if floor and not math.isnan(floor) else None
+        fastest = _fastest_fp32(stats)
+        if floor and plausible_bound(floor, fastest) is None:
+            floor = None
+            self._distrust("fp32", "hot")
+        return BenchResult(stats, machine, floor, cfg, self.stopped, dict(self.floor))
+
+    def _distrust(self, precision: str | None, kind: str) -> None:
+        from .floor import distrust_rate
+
+        dtype = "fp16" if precision == "fp16" else "int8" if precision and "int8" in precision else "fp32"
+        try:
+            distrust_rate(self.cfg.threads, self.cfg.provider, dtype, kind)
+        except Exception:  # the figure is already shown as unknown; re-measuring is a courtesy
+            pass
 
     def __iter__(self) -> Iterator[RunSample]:
         """Samples as they arrive; raises the worker's error at the end, if any."""

@@ -25,8 +25,6 @@ runs a sweep in a background thread.
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
 import json
 import os
 import time
@@ -34,17 +32,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ConfigError
+from .fleet_rows import Ledger, machine_type, read_rows, summarize  # noqa: F401  (re-exported)
+from .fleet_spec import AXES, config_key, expand, load_spec  # noqa: F401  (the spec's names, re-exported)
 
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"
-#: Axes of a spec: spec key → (config key, default values).
-AXES = {
-    "models": ("model", ["bert-tiny"]), "exporters": ("exporter", ["torchscript"]),
-    "attention": ("attention", ["eager"]), "opsets": ("opset", [None]), "engines": ("engine", ["auto"]),
-    "plans": ("plan", ["default"]), "batch": ("batch", [1]), "seq": ("seq", [128]), "threads": ("threads", [1]),
-    "providers": ("provider", ["cpu"]), "precisions": ("precision", ["fp32"]),
-}
-OTHER_KEYS = {"runs", "warmup"}
 #: The config keys that decide the model a point measures; points equal on these share one build.
 BUILD_KEYS = ("model", "exporter", "attention", "opset", "engine", "disable", "precision")
 #: Set to a folder, every measurement writes ``<key>.<node>.<pid>.start`` there as it begins (what runs
@@ -55,77 +47,6 @@ BUILD_RETRIES = 3
 #: Seconds a Ray sweep waits for a measuring node when none is left (all died) before it reports the
 #: points still to measure as error rows instead of waiting for ever.
 NO_NODE_GRACE_S = 60.0
-
-
-def load_spec(spec: dict | str | os.PathLike) -> dict:
-    """A spec from a dict or a YAML file, checked, with every axis a list (one-line errors)."""
-    if not isinstance(spec, dict):
-        import yaml
-
-        from ..checks import require_regular_file
-
-        path = require_regular_file(Path(spec).expanduser(), ConfigError)
-        try:
-            spec = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path} is not a YAML sweep spec: {str(e).splitlines()[0]}") from None
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{path} does not hold a mapping of axes (models:, seq:, plans:, ...)")
-    unknown = sorted(set(spec) - set(AXES) - OTHER_KEYS)
-    if unknown:
-        raise ConfigError(f"unknown sweep key(s) {', '.join(unknown)}; axes are {', '.join(AXES)}, plus runs, warmup")
-    out = {}
-    for key, (_, default) in AXES.items():
-        v = spec.get(key, default)
-        v = v if isinstance(v, list) else [v]
-        if not v:
-            raise ConfigError(f"sweep axis {key} is empty")
-        out[key] = v
-    for key, default in (("runs", 20), ("warmup", 3)):
-        v = spec.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"sweep {key} must be a whole number of at least 1, not {v!r}")
-        out[key] = v
-    return out
-
-
-def _plans(plan) -> list[tuple[str, list[str]]]:
-    """``(label, disabled steps)`` for one plan entry; "ablation" becomes every fusion left out in turn."""
-    from ..fusion.catalog import CATALOG
-
-    if plan in ("default", None):
-        return [("default", [])]
-    if plan == "ablation":
-        steps = [s.name for s in CATALOG if s.kind == "fusion" and s.default_on and s.in_bert]
-        return [("default", [])] + [(f"without {s}", [s]) for s in steps]
-    if isinstance(plan, dict) and set(plan) <= {"disable", "name"}:
-        disabled = sorted(plan.get("disable") or [])
-        return [(plan.get("name") or ("without " + ", ".join(disabled) if disabled else "default"), disabled)]
-    raise ConfigError(f"a plan is 'default', 'ablation' or {{disable: [step, ...]}}, not {plan!r}")
-
-
-def expand(spec: dict) -> list[dict]:
-    """Every point of the sweep as a plain config dict (plans expanded, duplicates dropped)."""
-    spec = load_spec(spec)
-    axes = [k for k in AXES if k != "plans"]
-    plans = [p for entry in spec["plans"] for p in _plans(entry)]
-    seen, out = set(), []
-    for values in itertools.product(*(spec[k] for k in axes)):
-        for label, disabled in plans:
-            cfg = {AXES[k][0]: v for k, v in zip(axes, values)}
-            cfg.update(plan=label, disable=disabled, runs=spec["runs"], warmup=spec["warmup"])
-            if cfg["precision"] not in ("fp32", "int8", "fp16"):
-                raise ConfigError(f"precision {cfg['precision']!r}: choose fp32, int8 or fp16")
-            key = config_key(cfg)
-            if key not in seen:
-                seen.add(key)
-                out.append(cfg)
-    return out
-
-
-def config_key(cfg: dict) -> str:
-    """A stable id of one point (rows resume by it)."""
-    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def model_key(cfg: dict) -> str:
@@ -198,60 +119,6 @@ def _error_row(cfg: dict, e: BaseException, node: str | None = None) -> dict:
     return {"key": config_key(cfg), "config": cfg, "node": node, "machine": None, "p50_ms": None,
             "p90_ms": None, "p99_ms": None, "runs": 0, "started": None, "ended": None,
             "error": f"{type(cause).__name__}: {text.splitlines()[0]}" if text else type(cause).__name__}
-
-
-def machine_type(machine: dict | None) -> str:
-    """What rows group by: CPU model, instruction sets, GPUs."""
-    if not machine:
-        return "unknown"
-    gpu = "; " + ", ".join(machine["gpus"]) if machine.get("gpus") else ""
-    return f"{machine.get('cpu', '?')} ({', '.join(machine.get('isa') or [])}){gpu}"
-
-
-def summarize(rows: list[dict]) -> dict:
-    """``tuned_plans`` per machine type (the steps whose removal was faster) and the best point per shape."""
-    tuned, best = {}, {}
-    ok = [r for r in rows if r.get("p50_ms")]
-    for r in ok:
-        mt, c = machine_type(r["machine"]), r["config"]
-        shape = f"{c['model']} b{c['batch']} s{c['seq']} t{c['threads']} {c['provider']}"
-        cur = best.setdefault(mt, {}).get(shape)
-        if cur is None or r["p50_ms"] < cur["p50_ms"]:
-            best[mt][shape] = {"p50_ms": r["p50_ms"], "config": c}
-    for r in ok:
-        c = r["config"]
-        if len(c["disable"]) != 1:
-            continue
-        same = {k: v for k, v in c.items() if k not in ("plan", "disable")}
-        base = [b for b in ok if not b["config"]["disable"] and machine_type(b["machine"]) == machine_type(r["machine"])
-                and {k: v for k, v in b["config"].items() if k not in ("plan", "disable")} == same]
-        entry = tuned.setdefault(machine_type(r["machine"]), {"disable": [], "evidence": []})
-        if base:
-            gain = 1 - r["p50_ms"] / base[0]["p50_ms"]
-            entry["evidence"].append({"step": c["disable"][0], "faster_without_pct": round(100 * gain, 2),
-                                      "seq": c["seq"], "model": c["model"]})
-    for entry in tuned.values():  # a step goes when leaving it out is faster on average over the shapes, beyond 1%
-        by_step: dict[str, list[float]] = {}
-        for ev in entry["evidence"]:
-            by_step.setdefault(ev["step"], []).append(ev["faster_without_pct"])
-        entry["disable"] = sorted(st for st, g in by_step.items() if sum(g) / len(g) > 1.0)
-    return {"tuned_plans": tuned, "best": best}
-
-
-def _read_rows(out: Path | None) -> list[dict]:
-    if out is None or not out.is_file():
-        return []
-    try:
-        return [r for r in json.loads(out.read_text()).get("rows", []) if not r.get("error")]
-    except (OSError, ValueError, AttributeError):
-        raise ConfigError(f"{out} exists but is not a sweep result; choose another output path") from None
-
-
-def _write(out: Path | None, doc: dict) -> None:
-    if out is not None:
-        from ..paths import atomic_write_text
-
-        atomic_write_text(out, json.dumps(doc, indent=1, default=str) + "\n")
 
 
 Done = Callable[[dict], None]
@@ -364,11 +231,14 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
 
     Args:
         spec: a dict or a YAML file (see :func:`load_spec`).
-        executor: "local" (this machine, one point after another) or "ray".
+        executor: "local" (this machine, one point after another) or "ray"; or a callable
+            ``executor(todo, done, cancelled) -> cancelled?`` (a stand-in that fakes measurements).
         address: the Ray cluster (``"auto"``, ``"ray://..."``, ``host:port``); None starts a local Ray
             for the sweep and stops it at the end. Ignored when Ray is already initialized here.
-        out: JSON file rewritten after every row. Rows already in it without an error are kept and not
-            measured again (resume); rows with an error are measured again.
+        out: JSON result. Each row is appended to a journal beside it as it lands (``.<name>.rows.jsonl``);
+            the result is rewritten when the rows have doubled and at the end, when the journal goes
+            (O(1) amortized per row). Rows already in it or its journal without an error are kept and
+            not measured again (resume); rows with an error are measured again.
         progress: ``progress(row, done, total)`` in the calling thread for every row of the result as it
             lands: first the rows resumed from ``out``, then each measured (or failed) row. ``done``
             counts rows so far, ``total`` the points of the spec.
@@ -379,9 +249,11 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
             row is reported with the error). A measurement that fails by itself is not retried.
 
     Raises:
-        ConfigError: a bad spec, executor or output file; Ray missing or no node measuring.
+        ConfigError: a bad spec (also one past the point or alias limits), executor or output file; Ray
+            missing or no node measuring.
+        ModelSourceError: a model of the spec does not exist here.
     """
-    if executor not in ("local", "ray"):
+    if not callable(executor) and executor not in ("local", "ray"):
         raise ConfigError(f"executor must be local or ray, not {executor!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ConfigError(f"retries must be a whole number of at least 0, not {retries!r}")
@@ -393,39 +265,50 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
         cancelled = lambda: bool(cancel())  # noqa: E731
     else:
         raise ConfigError("cancel must be a threading.Event or a callable returning True to stop")
-    configs = expand(spec)
+    configs = expand(spec)  # counted before it is expanded: a spec past the limit is refused here
+    if executor == "local" or (executor == "ray" and not address):
+        _check_models(configs)  # a model that does not exist is the user's error, not a row's
     out = Path(out).expanduser() if out is not None else None
+    if out is not None:
+        from ..paths import check_output_path
+
+        check_output_path(out, existing_ok=True)
     keys = {config_key(c) for c in configs}
-    rows = _read_rows(out)  # rows of points outside this spec stay in the file, but do not count as done
+    rows = read_rows(out)  # rows of points outside this spec stay in the file, but do not count as done
     resumed = [r for r in rows if r.get("key") in keys]
     have = {r["key"] for r in resumed}
     todo = [c for c in configs if config_key(c) not in have]
-    state = {"cancelled": False, "done": len(resumed)}
-
-    def doc() -> dict:
-        nodes = sorted({r["node"] for r in rows if r.get("node") and r.get("machine")})
-        return {"rows": rows, "nodes": [{"node": n, "machine": next(r["machine"] for r in rows if r["node"] == n
-                                                                      and r.get("machine"))} for n in nodes],
-                **summarize(rows), "total": len(configs), "cancelled": state["cancelled"]}
+    ledger = Ledger(out, rows, len(configs))
+    state = {"done": len(resumed)}
 
     if progress:
         for i, row in enumerate(resumed, 1):
             progress(row, i, len(configs))
 
     def done(row: dict) -> None:
-        rows.append(row)
+        ledger.add(row)
         state["done"] += 1
-        _write(out, doc())
         if progress:
             progress(row, state["done"], len(configs))
 
-    if executor == "local":
-        state["cancelled"] = _local(todo, done, cancelled)
-    else:
-        state["cancelled"] = _ray(todo, done, cancelled, address, retries)
-    result = doc()
-    _write(out, result)
+    try:
+        if executor == "local":
+            ledger.cancelled = _local(todo, done, cancelled)
+        elif executor == "ray":
+            ledger.cancelled = _ray(todo, done, cancelled, address, retries)
+        else:  # a callable with the executors' signature (a test's or benchmark's fake)
+            ledger.cancelled = bool(executor(todo, done, cancelled))
+    finally:
+        result = ledger.close()
     return result
+
+
+def _check_models(configs: list[dict]) -> None:
+    """Every model the sweep names must resolve here (a preset, a folder, a file): one line otherwise."""
+    from ..models import resolve
+
+    for name in dict.fromkeys(str(c["model"]) for c in configs):
+        resolve(name)
 
 
 def to_frame(result: dict):

@@ -149,6 +149,33 @@ def _cache_file(threads: int, provider: str, dtype: str, kind: str = "hot") -> P
     return cache_root() / "floor" / f"matmul-{safe}-{digest}.json"
 
 
+def plausible_bound(bound_ms: float | None, measured_ms: float | None) -> float | None:
+    """A lower bound, or None when it exceeds what was measured.
+
+    The floor and the MatMuls-alone bound say what a model cannot run faster than; one above the
+    measured time is impossible (a probe disturbed by other load, a wrong FLOP count), so it is
+    shown as unknown, never as a figure.
+    """
+    if bound_ms is None or not measured_ms:
+        return bound_ms
+    return None if bound_ms > measured_ms else bound_ms
+
+
+def distrust_rate(threads: int, provider: str = "cpu", dtype: str = "fp32", kind: str = "stream") -> None:
+    """Mark a cached rate as disturbed, so the next benchmark measures it again instead of reusing it."""
+    from ..paths import atomic_write_text
+
+    path = _cache_file(threads, provider, dtype, kind)
+    info = _read(path)
+    if info is not None and info.get("quiet"):
+        info["quiet"] = False
+        info["distrusted"] = "a bound from this rate came out above a measured time"
+        try:
+            atomic_write_text(path, json.dumps(info, indent=1))
+        except OSError:
+            pass
+
+
 def _matmul_model(m: int, k: int, n: int, dtype: str, weights: int = 1):
     """``weights`` independent MatMuls of one input, each with its own ``k x n`` weight."""
     from onnx import TensorProto, helper as h, numpy_helper
@@ -255,7 +282,7 @@ def _better(old: dict | None, new: dict) -> dict:
     a quiet one, so a busy moment cannot lower the floor's rate and fake a
     pass. Between two disturbed ones the faster is kept.
     """
-    if old is None or new.get("quiet"):
+    if old is None or new.get("quiet") or old.get("distrusted"):  # a distrusted figure never wins
         return new
     if old.get("quiet"):
         return old

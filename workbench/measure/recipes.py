@@ -36,12 +36,12 @@ def _noop(stage: str, fraction: float) -> None:
 
 def _derived_dir(export_path: Path, recipe: str) -> Path:
     from ..models import file_identity
-    from ..paths import cache_root
+    from ..paths import cache_entry
     from ..ort.machine import _version
 
     key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,
                       _version("onnxruntime-gpu") or _version("onnxruntime")])
-    return cache_root() / "variants" / hashlib.sha256(key.encode()).hexdigest()[:24]
+    return cache_entry("variants", hashlib.sha256(key.encode()).hexdigest()[:24])  # leased while this process runs
 
 
 def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Path:
@@ -57,6 +57,8 @@ def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Pa
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
     try:
         build(tmp / "model.onnx")
+        # What it was built from, for `workbench cache` (which model, which recipe).
+        (tmp / "origin.json").write_text(json.dumps({"export": str(export_path), "recipe": recipe}))
         try:
             os.replace(tmp, final)
         except OSError:

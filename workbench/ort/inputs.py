@@ -1,10 +1,29 @@
-"""Seeded, realistic model inputs: random token ids and right-padded masks."""
+"""Seeded, realistic model inputs: random token ids and right-padded masks; any other input from its declaration.
+
+A BERT-shaped graph gets token ids, masks and token types. Any other input (a float image, an input
+named ``x``) gets seeded random values of its declared type and shape: a named symbolic dimension
+takes its value from :data:`DIMS_ENV` (``--dim NAME=VALUE`` on the command line), else the batch for
+a batch-like name or the first axis, the sequence length for a sequence-like name; an input that
+cannot be made (a string tensor, a dimension with no value) is refused in one line naming it.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
+
+#: ``NAME=VALUE,...``: values of symbolic dimensions of non-BERT inputs (``--dim`` sets it for the worker).
+DIMS_ENV = "WORKBENCH_DIMS"
+BERT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_BATCH_NAMES = re.compile(r"^(n|b|bs|batch|batch_?size|num_?batch(es)?|unk__batch)$", re.I)
+_SEQ_NAMES = re.compile(r"^(s|seq|seq_?len(gth)?|sequence(_?length)?|max_?seq(_?len(gth)?)?|tokens?|length)$", re.I)
+#: ONNX element types (TensorProto enum) the workbench can make values for, as numpy dtypes.
+ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+               9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64}
+_TYPE_NAMES = {0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 16: "bfloat16"}
 
 #: The export/fusion parity cases: (batch, seq, right-padded mask).
 PARITY_CASES: tuple[tuple[int, int, bool], ...] = ((1, 8, False), (2, 8, True), (1, 128, False), (2, 128, True))
@@ -18,6 +37,8 @@ class InputSpec:
     vocab_size: int = 30522
     type_vocab_size: int = 2
     max_positions: int = 512
+    #: Inputs that are not BERT's: ``(name, ONNX element type, dims)``, a dim an int, a name or None.
+    others: tuple = ()
 
 
 def make_inputs(spec: InputSpec, batch: int, seq: int, *, seed: int = 0, padded: bool = False,
@@ -48,7 +69,87 @@ def make_inputs(spec: InputSpec, batch: int, seq: int, *, seed: int = 0, padded:
         if spec.type_vocab_size > 1:
             tt[:, seq // 2:] = 1
         feeds["token_type_ids"] = tt
-    return {k: v for k, v in feeds.items() if k in spec.names}
+    feeds = {k: v for k, v in feeds.items() if k in spec.names}
+    if spec.others:
+        feeds.update(other_inputs(spec.others, batch, seq, seed=seed))
+    return feeds
+
+
+def dims_setting(text: str | None = None) -> dict[str, int]:
+    """``NAME=VALUE,...`` (default: $WORKBENCH_DIMS) → ``{name: value}``; a bad entry is a one-line ConfigError."""
+    from ..errors import ConfigError
+
+    text = os.environ.get(DIMS_ENV, "") if text is None else text
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, sep, value = item.partition("=")
+        try:
+            v = int(value)
+        except ValueError:
+            v = 0
+        if not sep or not name.strip() or v < 1:
+            raise ConfigError(f"--dim wants NAME=VALUE with a whole number of at least 1, not {item!r}")
+        out[name.strip()] = v
+    return out
+
+
+def _dim_value(input_name: str, axis: int, dim, batch: int, seq: int, dims: dict) -> int | str:
+    """One dimension's value, or (a string) why there is none."""
+    if isinstance(dim, int) and dim > 0:
+        return dim
+    key = dim if isinstance(dim, str) and dim else f"{input_name}[{axis}]"
+    if key in dims:
+        return dims[key]
+    if isinstance(dim, str) and _BATCH_NAMES.match(dim) or (axis == 0 and not (isinstance(dim, str) and dim)):
+        return batch
+    if isinstance(dim, str) and _SEQ_NAMES.match(dim):
+        return seq
+    return f"its dimension {axis} ({key!r}) has no value: give one with --dim {key}=N"
+
+
+def check_other_inputs(others, batch: int, seq: int, where: str, dims: dict | None = None) -> None:
+    """Refuse, in one line naming ``where`` and the input, an input the workbench cannot make."""
+    from ..errors import BenchmarkError
+
+    dims = dims_setting() if dims is None else dims
+    for name, etype, shape in others:
+        if etype not in ONNX_DTYPES:
+            raise BenchmarkError(f"{where}: input {name!r} is a {_TYPE_NAMES.get(etype, f'type {etype}')} tensor; "
+                                 f"the workbench can only time inputs of numbers")
+        for axis, d in enumerate(shape or ()):
+            v = _dim_value(name, axis, d, batch, seq, dims)
+            if isinstance(v, str):
+                raise BenchmarkError(f"{where}: input {name!r}: {v}")
+
+
+def other_inputs(others, batch: int, seq: int, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random values of each input's declared type and shape (see :func:`check_other_inputs`)."""
+    check_other_inputs(others, batch, seq, "the model")
+    dims, rng, feeds = dims_setting(), np.random.default_rng(seed + 7), {}
+    for name, etype, shape in others:
+        size = tuple(int(_dim_value(name, a, d, batch, seq, dims)) for a, d in enumerate(shape or ()))
+        dtype = np.dtype(ONNX_DTYPES[etype])
+        if dtype == np.bool_:
+            feeds[name] = rng.integers(0, 2, size=size).astype(np.bool_)
+        elif dtype.kind in "iu":
+            feeds[name] = rng.integers(0, 10, size=size).astype(dtype)  # small: safe as indices and counts
+        else:
+            feeds[name] = rng.standard_normal(size).astype(dtype)
+    return feeds
+
+
+def declared_inputs(model) -> tuple:
+    """``(name, element type, dims)`` of every graph input that is not an initializer or a BERT input."""
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for i in model.graph.input:
+        if i.name in inits or i.name in BERT_INPUTS:
+            continue
+        t = i.type.tensor_type
+        shape = tuple((d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+                      for d in t.shape.dim) if t.HasField("shape") else ()
+        out.append((i.name, int(t.elem_type) if i.type.HasField("tensor_type") else 0, shape))
+    return tuple(out)
 
 
 def spec_from_onnx(model) -> InputSpec:
@@ -74,7 +175,8 @@ def spec_from_onnx(model) -> InputSpec:
             if segs is not None and len(segs.dims) == 2:
                 types = int(segs.dims[0])
     positions = _max_positions(model, types, positions)
-    return InputSpec(names=names, vocab_size=vocab, type_vocab_size=types, max_positions=positions)
+    return InputSpec(names=names, vocab_size=vocab, type_vocab_size=types, max_positions=positions,
+                     others=declared_inputs(model))
 
 
 def _max_positions(model, type_vocab: int, default: int) -> int:

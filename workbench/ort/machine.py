@@ -85,14 +85,27 @@ def _cpuinfo() -> tuple[str, list[str]]:
 
 
 def _memory_gb() -> float | None:
+    """Total memory in GiB on every platform (psutil), or None where it cannot tell."""
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return round(int(line.split()[1]) / 1024 ** 2, 1)
-    except OSError:
-        pass
-    return None
+        import psutil
+
+        return round(psutil.virtual_memory().total / 1024 ** 3, 1)
+    except Exception:  # psutil missing or refused by the platform: the figure says "unknown"
+        return None
+
+
+def microarchitecture() -> str | None:
+    """The CPU's microarchitecture as archspec names it (zen3, zen4, sapphirerapids, neoverse_v1, m2, ...).
+
+    Two models sold under different names share one microarchitecture (and so one tuned plan); one brand
+    string can hide two. None where archspec cannot tell.
+    """
+    try:
+        import archspec.cpu
+
+        return str(archspec.cpu.host().name)
+    except Exception:  # archspec missing, or a CPU it does not know
+        return None
 
 
 def _gpus() -> list[str]:
@@ -117,7 +130,7 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
             GPU path works here (costs a fraction of a second).
 
     Returns:
-        ``{"cpu", "cores", "usable_cores", "memory_gb", "cpu_flags", "gpus",
+        ``{"cpu", "cores", "usable_cores", "memory_gb", "cpu_flags", "isa", "microarch", "gpus",
         "providers", "cuda": {"available", "reason"}, "os", "python",
         "packages", "threads"}``.
     """
@@ -143,6 +156,7 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
         "memory_gb": _memory_gb(),
         "cpu_flags": [f for f in CPU_FLAGS if f in flags],
         "isa": isa_from_flags(flags) or _mac_isa(),
+        "microarch": microarchitecture(),
         "onnxruntime": _ort_build(),
         "gpus": _gpus(),
         "providers": providers,

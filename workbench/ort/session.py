@@ -12,7 +12,6 @@ import functools
 import os
 import re
 import sys
-from pathlib import Path
 
 from ..errors import RuntimeUnavailableError, first_line as _first_line
 
@@ -77,9 +76,46 @@ def cuda_status() -> tuple[bool, str]:
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False, _no_cuda_build_reason()
-    if not Path("/dev/nvidiactl").exists() and not Path("/dev/nvidia0").exists():
-        return False, "no NVIDIA GPU on this machine (no /dev/nvidiactl, /dev/nvidia0)"
+    present, why = nvidia_gpu_present()
+    if not present:
+        return False, why
     return probe_cuda_provider()
+
+
+#: The NVIDIA driver's CUDA library per platform (installed with the driver, not with the CUDA toolkit).
+CUDA_DRIVER_LIBS = {"win32": ("nvcuda.dll",), "linux": ("libcuda.so.1", "libcuda.so")}
+
+
+def nvidia_gpu_present(platform: str | None = None) -> tuple[bool, str]:
+    """Whether an NVIDIA GPU and its driver are here, on any platform, without opening a session.
+
+    The driver's own library (``nvcuda.dll`` on Windows, ``libcuda.so.1`` on Linux) is loaded with
+    ctypes and asked for its devices (``cuInit``, ``cuDeviceGetCount``): no ``/dev`` path, which
+    Windows never has. macOS has no CUDA at all.
+    """
+    import ctypes
+    import sys
+
+    platform = platform or sys.platform
+    names = CUDA_DRIVER_LIBS.get("linux" if platform.startswith("linux") else platform)
+    if not names:
+        return False, f"no CUDA on {platform}: there is no NVIDIA driver for it"
+    lib = None
+    for name in names:
+        try:
+            lib = (ctypes.WinDLL if platform == "win32" and hasattr(ctypes, "WinDLL") else ctypes.CDLL)(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return False, f"no NVIDIA GPU driver on this machine (cannot load {names[0]})"
+    count = ctypes.c_int(0)
+    try:
+        if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+            return False, f"the NVIDIA driver ({names[0]}) finds no usable GPU"
+    except AttributeError:
+        return False, f"{names[0]} is not an NVIDIA CUDA driver"
+    return True, f"{count.value} NVIDIA GPU(s)"
 
 
 def _no_cuda_build_reason() -> str:
@@ -117,8 +153,9 @@ def probe_cuda_provider() -> tuple[bool, str]:
 
 
 def _cuda_missing_reason() -> str:
-    if not Path("/dev/nvidiactl").exists() and not os.environ.get("CUDA_VISIBLE_DEVICES"):
-        return "no NVIDIA GPU on this machine (no /dev/nvidiactl); the CUDA execution provider fell back to CPU"
+    present, why = nvidia_gpu_present()
+    if not present:
+        return f"{why}; the CUDA execution provider fell back to CPU"
     return ("the CUDA execution provider could not start (missing CUDA or cuDNN libraries, or no usable GPU); "
             "ONNX Runtime fell back to CPU")
 

@@ -52,6 +52,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.timings: dict[str, float] = {}
         self._export_key = None
         self._pending: dict[str, bool] = {}  # toggles clicked whose run has not finished
+        self._clicks, self._last_click = 0, {}  # the latest click per step (its pending state stays until that one ran)
         self._chosen: str | None = None  # the step the user looks at, by name
         self._gen = 0  # bumped whenever the snapshots change: parity results for older ones are dropped
         self._netron = None
@@ -195,6 +196,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         if self.timeline is None:
             return
         self._pending[name] = on
+        self._clicks += 1
+        click = self._last_click[name] = self._clicks
         self._update_rows()  # the checkbox and the row's look follow the click at once
 
         def work(job: Job) -> None:
@@ -203,7 +206,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
             try:
                 snaps = self.timeline.toggle(name, on)
             finally:
-                self._pending.pop(name, None)
+                if self._last_click.get(name) == click:  # a later click of this step still waits its turn
+                    self._pending.pop(name, None)
             self._set_snapshots(snaps)
             self.timings["toggle_s"] = time.perf_counter() - t0
             self.say(f"{name} {'on' if on else 'off'}: {s.snapshots[-1].nodes} nodes after fusion "

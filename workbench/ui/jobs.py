@@ -76,6 +76,47 @@ def lower_priority() -> None:
         pass
 
 
+class _Lane:
+    """A first-come-first-served queue: jobs run in the order their tickets were taken.
+
+    A lock alone does not do that: which of the threads waiting on a released lock gets it is
+    undefined, so two quick clicks could apply in reverse order.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._next = 0  # the next ticket to hand out
+        self._serving = 0  # the ticket whose job may run now
+
+    def ticket(self) -> "_Turn":
+        with self._cond:
+            n, self._next = self._next, self._next + 1
+        return _Turn(self, n)
+
+    def _wait(self, n: int) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._serving == n)
+
+    def _done(self) -> None:
+        with self._cond:
+            self._serving += 1
+            self._cond.notify_all()
+
+
+class _Turn:
+    """One job's place in its lane: ``with turn:`` waits for it and hands the lane on afterwards."""
+
+    def __init__(self, lane: _Lane, n: int):
+        self.lane, self.n = lane, n
+
+    def __enter__(self):
+        self.lane._wait(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        self.lane._done()
+
+
 class JobRunner:
     """Runs jobs in lanes, reports their status, cancels them, waits for them.
 
@@ -89,7 +130,7 @@ class JobRunner:
         self.background = background
         self.closed = False
         self.last_trace: str | None = None
-        self._lanes: dict[str, threading.Lock] = {}
+        self._lanes: dict[str, _Lane] = {}
         self._threads: dict[str, list[threading.Thread]] = {}
         self._jobs: dict[str, Job] = {}
         self._again: set[str] = set()
@@ -107,16 +148,16 @@ class JobRunner:
         """Run ``fn(job)`` in ``lane`` (after the lane's earlier jobs); errors become the job's status."""
         job = Job(self, name)
         self._jobs[name] = job
+        if not self.background:  # the caller's thread: one job after another, in the order asked
+            self._run(job, fn)
+            return job
+        turn = self._lane(lane).ticket()  # taken here, in the caller's thread: the lane's order is the asking order
 
         def body():
-            with self._lane(lane):
+            with turn:
                 if low_priority:
                     lower_priority()
                 self._run(job, fn)
-
-        if not self.background:
-            body()
-            return job
         t = threading.Thread(target=body, name=f"workbench-{name}", daemon=True)
         with self._guard:
             self._threads.setdefault(lane, []).append(t)
@@ -143,6 +184,9 @@ class JobRunner:
         self.start(name, loop, lane=lane or name, low_priority=low_priority)
 
     def _run(self, job: Job, fn) -> None:
+        if job.cancelled:  # cancelled while it waited its turn (or the runner closed): it never starts
+            self._report(job.name, JobStatus("cancelled", "", None, None, 0.0))
+            return
         self._report(job.name, JobStatus("running", "", None, None, 0.0))
         try:
             fn(job)
@@ -159,9 +203,9 @@ class JobRunner:
             return
         self._report(job.name, JobStatus("done", job.stage, 1.0, None, job.elapsed()))
 
-    def _lane(self, lane: str) -> threading.Lock:
+    def _lane(self, lane: str) -> "_Lane":
         with self._guard:
-            return self._lanes.setdefault(lane, threading.RLock())
+            return self._lanes.setdefault(lane, _Lane())
 
     @staticmethod
     def cancelled(job: Job) -> bool:

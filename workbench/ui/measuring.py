@@ -234,17 +234,13 @@ class MeasureActions:
         s = self.state
 
         def work(job: Job) -> None:
-            import yaml
-
             from ..errors import ConfigError
             from ..measure.fleet import run_sweep
+            from ..measure.fleet_spec import safe_yaml
 
             spec_ = spec
             if isinstance(spec, str) and not Path(spec).expanduser().is_file():
-                try:
-                    spec_ = yaml.safe_load(spec)
-                except yaml.YAMLError as e:
-                    raise ConfigError(f"the sweep spec is not valid YAML: {' '.join(str(e).split())[:160]}") from None
+                spec_ = safe_yaml(spec, "the sweep spec")  # alias bombs refused before anything is built
                 if not isinstance(spec_, dict):
                     raise ConfigError("the sweep spec must be a YAML mapping of axes, e.g. 'models: [bert-tiny]'")
             rows: list[dict] = []

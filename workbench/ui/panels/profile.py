@@ -42,6 +42,8 @@ def results_html(r, explanation=()) -> str:
         bound = (f"; the MatMuls alone, weights read from memory: {r.matmul_bound_ms:.2f} ms (no fusion goes "
                  f"below this)") if r.matmul_bound_ms else ""
         floor = f"<div style='font-size:11px'>hardware floor {r.floor_ms:.2f} ms{bound}</div>"
+    elif (r.floor or {}).get("floor_ms"):  # computed, but above a measured time: impossible, so unknown (its rate is measured again next time)
+        floor = "<div style='font-size:11px'>hardware floor unknown (the rate probe was disturbed by other work)</div>"
     why = "".join(f"<div style='font-size:11px'>{esc(line)}</div>" for line in explanation)
     return ("<div class='wb-table'><table><tr><th>variant</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
             "<th>runs</th><th>speed-up</th><th>x floor</th><th>x MatMuls alone</th><th>parity</th>"

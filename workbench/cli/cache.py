@@ -1,0 +1,66 @@
+"""``workbench cache``: what the cache holds, per model and kind, and pruning it."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("cache", help="list what the cache holds (per model and kind) and prune it",
+                       description="List the cache's entries per model and kind with their sizes, or prune them: "
+                                   "by age, down to a total size (least recently used first), or all. An entry a "
+                                   "running workbench process uses is never removed. WORKBENCH_CACHE_MAX_GB sets a "
+                                   "limit every command keeps the cache under.")
+    p.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="prune: entries unused this long")
+    p.add_argument("--max-gb", type=float, default=None, metavar="GB",
+                   help="prune: least recently used entries until the cache holds at most this much")
+    p.add_argument("--all", action="store_true", help="prune: every entry not in use")
+    p.add_argument("--old-versions", action="store_true",
+                   help="prune: persisted fusion timelines of other package or workbench versions (never read again)")
+    p.add_argument("--dry-run", action="store_true", help="prune: say what would go, remove nothing")
+    p.add_argument("--entries", action="store_true", help="list: every entry, not only the totals")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import time
+
+    from ..cache_admin import entries, human, prune, summary
+    from ..paths import cache_root
+    from . import print_json
+
+    root = cache_root()
+    if args.action == "prune":
+        max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
+        versions = None
+        if args.old_versions:
+            from ..fusion.persist import versions as current
+
+            versions = current()
+        res = prune(older_than_days=args.older_than, max_bytes=max_bytes, everything=args.all,
+                    dry_run=args.dry_run, timeline_versions=versions)
+        if args.json:
+            print_json(res)
+            return 0
+        verb = "would free" if args.dry_run else "freed"
+        print(f"{verb} {human(res['freed_bytes'])} in {len(res['removed'])} entries of {root}"
+              + (f"; kept {len(res['kept_in_use'])} in use by a running workbench process"
+                 if res["kept_in_use"] else ""))
+        return 0
+    items = entries(root)
+    groups = summary(items)
+    if args.json:
+        print_json({"root": str(root), "total_bytes": sum(e.bytes for e in items), "groups": groups,
+                    "entries": [e.to_dict() for e in items] if args.entries else None})
+        return 0
+    print(f"{root}: {human(sum(e.bytes for e in items))} in {len(items)} entries")
+    print(f"{'model':<28}{'kind':<11}{'entries':>8}{'size':>10}  last used")
+    now = time.time()
+    for g in groups:
+        age = (now - g["last_used"]) / 86400
+        print(f"{g['model'][:27]:<28}{g['kind']:<11}{g['entries']:>8}{human(g['bytes']):>10}  "
+              f"{age:.1f} days ago" + (f"  ({g['in_use']} in use)" if g["in_use"] else ""))
+    if args.entries:
+        for e in sorted(items, key=lambda e: -e.bytes):
+            print(f"  {e.kind}/{e.key}  {human(e.bytes)}  {e.model}" + ("  in use" if e.in_use else ""))
+    return 0
