@@ -194,6 +194,10 @@ class TorchRunner:
         if v.get("fp16"):
             self.model = self.model.half()
         self.providers = [f"torch-{self.device.type}"]
+        if (v.get("options") or {}).get("compile"):
+            from .peer_runners import compile_torch
+            self.model = compile_torch(self.model, self.name)
+            self.providers = [f"torch-{self.device.type}-inductor"]
         self.input_names = list(source.input_names)
 
     def prepare(self, feeds: dict) -> None:
@@ -217,6 +221,9 @@ class TorchRunner:
 
 
 def _make_runner(v: dict, threads: int, workdir: Path):
+    if v.get("kind") == "openvino":
+        from .peer_runners import OpenVinoRunner
+        return OpenVinoRunner(v, threads, workdir)
     return TorchRunner(v, threads, workdir) if v.get("kind") == "torch" else OrtRunner(v, threads, workdir)
 
 
