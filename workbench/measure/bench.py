@@ -515,7 +515,7 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
                      on_sample: Callable[[RunSample], None] | None = None, *,
                      on_event: Callable[[dict], None] | None = None, reference: str | None = None,
                      floor: bool = True, memory_limit_mb: int | None = None, text=None,
-                     _fault: str | None = None) -> BenchHandle:
+                     text_answers_only: bool = False, _fault: str | None = None) -> BenchHandle:
     """Start a benchmark in a worker process and return at once.
 
     Args:
@@ -534,6 +534,8 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
             runs cycle through its batches (a bucketed mix of lengths, so
             p50/p90/p99 are over that mix instead of ``cfg``'s one shape), and
             each variant gets ``task_parity`` against the reference.
+        text_answers_only: check the answers on ``text`` but time at ``cfg``'s one shape (seeded
+            random inputs, as without text); the result's ``config.answers_text`` describes the text.
 
     Raises:
         ConfigError: no variants, or repeated names.
@@ -548,8 +550,9 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
     job = {"mode": "bench", "variants": described, "cfg": asdict(cfg), "reference": reference, "floor": floor,
            "memory_limit_mb": memory_limit_mb, "fault": _fault}
     if text is not None:
-        job["text"] = text.job()
-        job["text_summary"] = text.describe()
+        job["text"] = dict(text.job(), answers_only=bool(text_answers_only))
+        if not text_answers_only:
+            job["text_summary"] = text.describe()
     return BenchHandle(job, cfg, described, on_sample=on_sample, on_event=on_event, cleanup=cleanup)
 
 

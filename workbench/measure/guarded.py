@@ -74,7 +74,13 @@ def _quantize(model, out: Path, exclude=(), per_channel: bool = True) -> Path:
 
 
 def _nbits(model, include: list[str]):
+    """8-bit blockwise weights on ``include`` (a copy: the quantizer edits the model it is given)."""
+    import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    model = m
 
     quiet = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
     old = quiet.level

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .bench import Variant
 
-GUARD_VERSION = 1
+GUARD_VERSION = 2
 PLAN_VERSION = 1
 
 
