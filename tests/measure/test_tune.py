@@ -116,7 +116,7 @@ def test_bench_skips_openvino_when_it_is_absent(tiny):
 
 def test_missing_openvino_says_how_to_add_it(monkeypatch):
     from workbench.measure import peers
-    from workbench.measure.recipes import available
+    from workbench.measure.recipes_extra import available
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino → ImportError, as when not installed
@@ -127,7 +127,7 @@ def test_missing_openvino_says_how_to_add_it(monkeypatch):
 
 
 def test_torch_compile_without_a_compiler_is_skipped_with_the_reason(monkeypatch, tmp_path):
-    from workbench.measure.recipes import available
+    from workbench.measure.recipes_extra import available
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no g++, c++ or clang++ there
     monkeypatch.delenv("CXX", raising=False)

@@ -37,7 +37,7 @@ def run(args) -> int:
 
     from ..measure.bench import stream_benchmark
     from ..ort.machine import machine_line
-    from ..measure.recipes import standard_variants
+    from ..measure.recipes_extra import variants as all_variants
     from .fuse import task_line
     from . import print_json
 
@@ -46,7 +46,7 @@ def run(args) -> int:
 
     skipped: list[dict] = []
     if args.variants:
-        from ..measure.recipes import available
+        from ..measure.recipes_extra import available
         names, skipped = available([n.strip() for n in args.variants.split(",") if n.strip()])
     else:
         names, skipped = default_variants(args.model, args.provider)
@@ -59,7 +59,7 @@ def run(args) -> int:
         cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
                                   seq=max(text.lengths))
     with common.StageBar(f"prepare {args.model}") as bar:
-        variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
+        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
                                      progress=bar, plan=plan, exporter=args.exporter,
                                      extra={"text": text, "threads": cfg.threads})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only

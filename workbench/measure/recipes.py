@@ -15,8 +15,9 @@ compare the same things:
 ``int8-guarded``   the fastest int8 model whose answers hold on the sentences (:mod:`.guarded`);
 ``openvino-f32``, ``openvino``  OpenVINO on the export (f32, or its default precision on this CPU).
 
-The peers (torch-compile, openvino*) are skipped with a reason where they cannot run
-(:func:`available`).
+The last five are built by :func:`workbench.measure.recipes_extra.variants`, which takes every
+name; the peers (torch-compile, openvino*) are skipped with a reason where they cannot run
+(:func:`workbench.measure.recipes_extra.available`).
 
 Derived models are cached beside the export, keyed by the export's content,
 the recipe and the onnxruntime version.
@@ -176,8 +177,7 @@ def default_variants(model, provider: str = "cpu") -> tuple[list[str], list[dict
 
 def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, provider: str = "cpu",
                       attention: str = "eager", progress: Progress | None = None, plan=None,
-                      exporter: str = "torchscript", opset: int | None = None, extra: dict | None = None
-                      ) -> list[Variant]:
+                      exporter: str = "torchscript", opset: int | None = None) -> list[Variant]:
     """Build (or find in the cache) the models behind the standard variants.
 
     Args:
@@ -191,9 +191,6 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
             transformers for them are disabled).
         exporter: "torchscript" or "dynamo".
         opset: the export's opset (None: the exporter's default).
-        extra: settings of the new variants (:func:`_extra_variant`): ``text`` (TextBatches the
-            int8 search guards the answers on; default the built-in sentences), ``threads``,
-            ``tuned_plan`` (a FusionPlan; default: this machine's plan from a short ablation).
 
     Raises:
         ConfigError: an unknown variant name.
@@ -206,9 +203,12 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
 
     progress = progress or _noop
     names = [n.strip() for n in names if n.strip()]
-    unknown = [n for n in names if n not in ALL]
+    unknown = [n for n in names if n not in STANDARD]
     if unknown or not names:
-        raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL)}")
+        hint = (f" ({', '.join(n for n in unknown if n in EXTRA)}: use workbench.measure.recipes_extra.variants)"
+                if any(n in EXTRA for n in unknown) else "")
+        raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from "
+                          f"{', '.join(STANDARD)}{hint}")
     if provider == "cuda" and ({"int8", "int8-guarded", "openvino", "openvino-f32"} & set(names)):
         raise RuntimeUnavailableError("int8 dynamic quantization runs on the CPU execution provider only; "
                                       "drop int8 or use --provider cpu")
@@ -220,7 +220,7 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
     exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
     out: list[Variant] = []
-    need_fused = any(n in names for n in ("fused", "int8", "int8-guarded"))
+    need_fused = any(n in names for n in ("fused", "int8"))
     fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=plan) if need_fused else None
     from ..fusion.catalog import session_optimizers_off
     keep_off = session_optimizers_off(plan.disabled) if plan is not None else ()
@@ -241,13 +241,8 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
             progress("fp16 conversion", 0.85)
             gpu_fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, use_gpu=True)
             out.append(Variant("fp16", fp16_of(gpu_fused), provider=provider, level="all"))
-        else:
-            out.append(_extra_variant(n, src, exp.path, fused, provider, attention, plan, progress, **(extra or {})))
     progress("ready", 1.0)
     return out
 
 
-from .recipes_extra import _extra_variant, available, guarded_int8_of, machine_plan  # noqa: E402
-
-__all__ = ["STANDARD", "EXTRA", "ALL", "default_variants", "standard_variants", "fuse_bert", "int8_of", "fp16_of",
-           "available", "guarded_int8_of", "machine_plan"]
+__all__ = ["STANDARD", "EXTRA", "ALL", "default_variants", "standard_variants", "fuse_bert", "int8_of", "fp16_of"]

@@ -96,6 +96,50 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
     return FusionPlan(engine=t["engine"], disabled=frozenset(t["disabled"]), opted_in=frozenset(t["enabled"])), doc
 
 
+def variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, provider: str = "cpu",
+             attention: str = "eager", progress=None, plan=None, exporter: str = "torchscript",
+             opset: int | None = None, extra: dict | None = None) -> list[Variant]:
+    """Like :func:`~workbench.measure.recipes.standard_variants`, with the names of :data:`recipes.EXTRA` too.
+
+    ``extra``: ``text`` (TextBatches the int8 search guards the answers on; default the built-in
+    sentences), ``threads`` (default 2), ``tuned_plan`` (a FusionPlan; default: this machine's plan
+    from a short, cached ablation).
+
+    Raises:
+        ConfigError: an unknown name. BenchmarkError, RuntimeUnavailableError: as ``standard_variants``.
+    """
+    from ..config import ExportConfig
+    from ..errors import BenchmarkError, ConfigError, RuntimeUnavailableError
+    from ..export import export
+    from ..models import ModelSource, resolve
+    from .recipes import ALL, EXTRA, STANDARD, TORCH_SKIPPED, fuse_bert, standard_variants
+
+    progress = progress or (lambda stage, f: None)
+    names = [n.strip() for n in names if n.strip()]
+    unknown = [n for n in names if n not in ALL]
+    if unknown or not names:
+        raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL)}")
+    if provider == "cuda" and {"int8-guarded", "openvino", "openvino-f32"} & set(names):
+        raise RuntimeUnavailableError("int8-guarded and the OpenVINO variants run on the CPU only; drop them or use "
+                                      "--provider cpu")
+    src = model if isinstance(model, ModelSource) else resolve(model)
+    if src.kind == "onnx" and "torch-compile" in names:
+        raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop torch-compile from --variants")
+    std = [n for n in names if n in STANDARD]
+    built = {v.name: v for v in (standard_variants(src, std, provider=provider, attention=attention,
+                                                   progress=progress, plan=plan, exporter=exporter, opset=opset)
+                                 if std else [])}
+    if any(n in EXTRA for n in names):
+        exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
+        fused = (fuse_bert(exp.path, num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0, plan=plan)
+                 if "int8-guarded" in names else None)
+        for n in names:
+            if n in EXTRA:
+                built[n] = _extra_variant(n, src, exp.path, fused, provider, attention, plan, progress,
+                                          **(extra or {}))
+    return [built[n] for n in names]
+
+
 def _extra_variant(name: str, src, export_path: Path, fused: Path | None, provider: str, attention: str, plan,
                    progress, *, text=None, threads: int = 2, tuned_plan=None, ablation: dict | None = None) -> Variant:
     from ..fusion.catalog import session_optimizers_off
@@ -124,4 +168,4 @@ def _extra_variant(name: str, src, export_path: Path, fused: Path | None, provid
     raise ValueError(name)
 
 
-__all__ = ["available", "guard_text", "guarded_int8_of", "machine_plan", "GUARD_VERSION"]
+__all__ = ["variants", "available", "guard_text", "guarded_int8_of", "machine_plan", "GUARD_VERSION"]

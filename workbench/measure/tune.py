@@ -91,8 +91,8 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     from ..models import ModelSource, resolve
     from .bench import benchmark
     from .guarded import search_report
-    from .recipes import TORCH_SKIPPED, available, machine_plan, standard_variants
-    from .recipes_extra import guard_text
+    from .recipes import TORCH_SKIPPED
+    from .recipes_extra import available, guard_text, machine_plan, variants as all_variants
 
     say = progress or _noop
     cfg = cfg or BenchConfig()
@@ -112,7 +112,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
                                        exporter=exporter, attention=attention,
                                        progress=lambda s, f: say(f"ablation: {s}", 0.05 + 0.3 * f))
     say("building the variants", 0.4)
-    variants = standard_variants(src, names, plan=plan, exporter=exporter, attention=attention,
+    variants = all_variants(src, names, plan=plan, exporter=exporter, attention=attention,
                                  progress=lambda s, f: say(s, 0.4 + 0.2 * f),
                                  extra={"text": answers, "threads": cfg.threads, "tuned_plan": tuned_plan})
     ref = "torch" if "torch" in names else "unfused"
