@@ -56,7 +56,8 @@ class OpenVinoRunner:
             self.compiled = core.compile_model(core.read_model(str(path)), "CPU", cfg)
         except Exception as e:
             raise BenchmarkError(f"{self.name}: OpenVINO cannot compile {path.name}: {_first_line(e)}") from e
-        self.precision = str(self.compiled.get_property("INFERENCE_PRECISION_HINT")).lower().replace("float", "f")
+        prec = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.precision = prec.get_type_name() if hasattr(prec, "get_type_name") else str(prec)
         self.request = self.compiled.create_infer_request()
         self.input_names = [i.get_any_name() for i in self.compiled.inputs]
         self.providers = [f"OpenVINO CPU ({self.precision})"]
