@@ -44,3 +44,15 @@ def test_words_writes_nested_settings_plainly():
     assert words({"exporter": "torchscript", "opset": 17, "dynamic": ["batch", "sequence"]}) == \
         "exporter torchscript; opset 17; dynamic batch, sequence"
     assert words({"onnxruntime": {"version": "1.31.1"}, "gpu": None}) == "onnxruntime version 1.31.1"
+
+
+def test_the_report_pictures_one_encoder_layer_before_and_after():
+    data = collect("bert-tiny", bench=False)
+    pics = data["layer_pictures"]
+    assert pics["before"].startswith("<svg") and pics["after"].startswith("<svg")
+    # The fused layer has fewer operators than the exported one.
+    assert pics["after"].count("<circle") + pics["after"].count("<polygon") < \
+        pics["before"].count("<circle") + pics["before"].count("<polygon")
+    assert "<polygon" in pics["after"]  # fused operators drawn as diamonds
+    html = render(data)
+    assert "One encoder layer before and after the fusions" in html and html.count("font-family='sans-serif'") == 2

@@ -72,6 +72,13 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
         else:
             tl.check_parity(len(tl.snapshots) - 1)
         data["fusion"] = {**tl.to_dict(), "engine_note": tl.engine_note}
+        try:  # one encoder layer before and after, as pictures (a report without them is still a report)
+            from .viz.layer_svg import layer_picture
+
+            data["layer_pictures"] = {"before": layer_picture(tl.snapshots[0], 0, title="layer 0, exported"),
+                                      "after": layer_picture(tl.final, 0, title="layer 0, after the fusions")}
+        except Exception as e:  # noqa: BLE001
+            data["errors"].append(f"layer pictures: {e}")
     except WorkbenchError as e:
         data["errors"].append(f"fusion: {e}")
 

@@ -239,6 +239,10 @@ def render(data: dict) -> str:
         s.append(_table(rows))
         if task_col:
             s.append(_text_note(data, steps, "the unfused export"))
+    pics = data.get("layer_pictures") or {}
+    if pics.get("before") and pics.get("after"):  # SVG the workbench drew itself (labels escaped)
+        s.append("<h3>One encoder layer before and after the fusions</h3>"
+                 f"<div style='display:flex;flex-wrap:wrap;gap:12px'>{pics['before']}{pics['after']}</div>")
     bench = data.get("bench")
     if bench:
         s.append("<h2>Latency</h2>")
