@@ -162,7 +162,8 @@ def _extra_variant(name: str, src, export_path: Path, fused: Path | None, provid
         return Variant(name, path, provider=provider, disabled_optimizers=session_optimizers_off(tuned_plan.disabled))
     if name == "int8-guarded":
         progress("answer-guarded int8 search", 0.75)
-        path = guarded_int8_of(fused, text if text is not None else guard_text(src), threads=threads)
+        path = guarded_int8_of(fused, text if text is not None else guard_text(src), threads=threads,
+                               progress=lambda stage, f: progress(stage, 0.75))
         keep_off = session_optimizers_off(plan.disabled) if plan is not None else ()
         return Variant(name, path, provider="cpu", disabled_optimizers=keep_off)
     raise ValueError(name)
