@@ -95,14 +95,14 @@ def _nbits(model, include: list[str]):
 
 
 def _weight_sizes(model, roles: dict) -> dict:
-    from onnx import numpy_helper  # noqa: F401
+    import numpy as np
 
     inits = {i.name: i for i in model.graph.initializer}
     by = {n.name: n for n in model.graph.node}
     out = {}
     for name in roles:
         w = inits.get(by[name].input[1])
-        out[name] = int(__import__("numpy").prod(w.dims)) if w is not None else 0
+        out[name] = int(np.prod(w.dims)) if w is not None else 0
     return out
 
 
@@ -132,7 +132,7 @@ class _Search:
     def nodes(self, *roles, layer: int | None = None) -> list[str]:
         out = [n for n, r in self.roles.items() if r in roles]
         if layer is not None:
-            out = [n for n in out if _layer_of(n, self.model) == layer]
+            out = [n for n in out if _layer_of(n) == layer]
         return out
 
     def try_(self, label: str, method: str, kept: list[str], build) -> dict:
@@ -151,7 +151,8 @@ class _Search:
         return c
 
 
-def _layer_of(name: str, model) -> int | None:
+def _layer_of(name: str) -> int | None:
+    """The encoder layer of a node from its name ("/encoder/layer.3/...", "Attention_3")."""
     import re
 
     m = re.search(r"layer[._/](\d+)", name) or re.search(r"_(\d+)$", name)
@@ -191,7 +192,7 @@ def _greedy(s: _Search, budget: int) -> None:
         return
     best = max(role_c, key=lambda c: (c["task_parity"].get("spearman") or c["task_parity"].get("top1_agreement")
                                       or c["task_parity"].get("label_agreement") or 0))
-    layers = sorted({_layer_of(n, s.model) for n in s.roles} - {None})
+    layers = sorted({_layer_of(n) for n in s.roles} - {None})
     tried = 0
     for role in ("attn_out", "qkv", "ffn_up", "ffn_down"):
         for layer in layers:

@@ -93,10 +93,6 @@ def activation_absmax(model, feeds: list[dict], names: list[str], threads: int =
     return out
 
 
-def _weight_input(node) -> int:
-    return 1
-
-
 def smooth(model, nodes: list[str], absmax: dict[str, np.ndarray], alpha: float = 0.5):
     """A copy of ``model`` with SmoothQuant scaling on the inputs of ``nodes`` (names; see module doc).
 
@@ -115,7 +111,7 @@ def smooth(model, nodes: list[str], absmax: dict[str, np.ndarray], alpha: float 
     for name in nodes:
         n = by_name[name]
         x = n.input[0]
-        w_init = inits[n.input[_weight_input(n)]]
+        w_init = inits[n.input[1]]
         w = numpy_helper.to_array(w_init).astype(np.float32)
         a = np.maximum(absmax[x].astype(np.float64), 1e-5)
         wmax = np.maximum(np.abs(w).max(axis=1).astype(np.float64), 1e-5)
