@@ -23,6 +23,8 @@ import numpy as np
 
 ROLES = ("qkv", "attn_out", "ffn_up", "ffn_down")
 _GELU = ("BiasGelu", "Gelu", "FastGelu", "QuickGelu")
+_NORMS = ("LayerNormalization", "SkipLayerNormalization", "EmbedLayerNormalization",
+          "SkipSimplifiedLayerNormalization")
 
 
 def _producers(graph) -> dict:
@@ -58,9 +60,10 @@ def matmul_roles(model) -> dict[str, str]:
             roles[n.name] = "ffn_down"
         elif any(a in _GELU for a in after):
             roles[n.name] = "ffn_up"
-        elif src is not None and src.op_type == "Attention":
-            roles[n.name] = "attn_out"
-        elif any(a in ("Attention", "MultiHeadAttention") for a in after):
+        elif src is not None and src.op_type in ("Attention", "MultiHeadAttention", "Reshape", "Transpose"):
+            roles[n.name] = "attn_out"  # after attention (fused, or its heads merged by Reshape)
+        elif any(a in ("Attention", "MultiHeadAttention") for a in after) or (
+                src is not None and src.op_type in _NORMS):  # unfused attention: the projections of the norm
             roles[n.name] = "qkv"
         else:
             roles[n.name] = "other"
