@@ -59,3 +59,13 @@ def test_the_answers_hold_only_above_every_threshold():
     assert not holds({"kind": "embedding", "top1_agreement": 1.0, "spearman": 0.989})
     assert holds({"kind": "masked_lm", "top1_agreement": 0.99, "top5_agreement": 0.9})
     assert not holds({"kind": "classification", "label_agreement": 0.98})
+
+
+def test_a_model_without_a_tokenizer_is_guarded_on_seeded_random_sequences(tiny_export):
+    from workbench.measure.recipes_extra import guard_text
+    from workbench.models import resolve
+
+    text = guard_text(resolve(str(tiny_export().path)))  # an .onnx file: no tokenizer
+    assert text.kind == "embedding" and len(text.sentences) == 16 and text.lengths == [32, 64]
+    again = guard_text(resolve(str(tiny_export().path)))
+    assert all((a["input_ids"] == b["input_ids"]).all() for a, b in zip(text.batches, again.batches))
