@@ -35,5 +35,7 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
 
     assert res["config"]["answers_text"]["sentences"] == len(BUILTIN_SENTENCES)
     assert (tmp_path / "deploy" / "tokenizer_config.json").is_file()
-    assert res["recommended"]["label"] in app.w_tune_result.value
+    from workbench.viz.labels import variant_label
+
+    assert variant_label(res["recommended"]["variant"]) in app.w_tune_result.value
     assert "Recommended here" in app.save_report(tmp_path / "r.html").read_text()

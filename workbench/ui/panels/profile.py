@@ -262,16 +262,17 @@ class ProfilePanel(Panel):
 def tune_html(res: dict) -> str:
     """The tune's recommendation, the peers and each variant's p50 and answers."""
     from ...measure.guarded import answers_line
+    from ...viz.labels import variant_label
 
     rec = res["recommended"]
     rows = "".join(
-        f"<tr><td>{esc(r['label'])}</td><td>{_f(r['p50_ms'])}</td>"
+        f"<tr><td>{esc(variant_label(r['name']))}</td><td>{_f(r['p50_ms'])}</td>"
         f"<td>{'reference' if r['parity'] is None else esc(answers_line(r['task_parity']))}</td>"
         f"<td>{'yes' if r['holds'] else 'no'}</td></tr>" for r in res["variants"])
     skipped = "".join(f"<div>{esc(k['name'])} skipped: {esc(k['why'])}</div>" for k in res.get("skipped") or ())
     saved = res.get("saved")
     where = f"<div>saved to {esc(saved['dir'])}</div>" if saved else ""
-    return (f"<div class='wb-section'>Tune: {esc(rec['label'])}, {rec['p50_ms']:.2f} ms</div><div>{esc(rec['why'])}</div>"
+    return (f"<div class='wb-section'>Tune: {esc(variant_label(rec['variant']))}, {rec['p50_ms']:.2f} ms</div><div>{esc(rec['why'])}</div>"
             f"<table><tr><th>variant</th><th>p50 ms</th><th>answers</th><th>holds</th></tr>{rows}</table>"
             f"{skipped}{where}")
 
