@@ -35,7 +35,9 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
 
     assert res["config"]["answers_text"]["sentences"] == len(BUILTIN_SENTENCES)
     assert (tmp_path / "deploy" / "tokenizer_config.json").is_file()
+    import html
+
     from workbench.viz.labels import variant_label
 
-    assert variant_label(res["recommended"]["variant"]) in app.w_tune_result.value
+    assert html.escape(variant_label(res["recommended"]["variant"])) in app.w_tune_result.value
     assert "Recommended here" in app.save_report(tmp_path / "r.html").read_text()

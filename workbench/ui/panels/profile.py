@@ -261,8 +261,8 @@ class ProfilePanel(Panel):
 
 def tune_html(res: dict) -> str:
     """The tune's recommendation, the peers and each variant's p50 and answers."""
-    from ...measure.guarded import answers_line
     from ...viz.labels import variant_label
+    from ...viz.report import task_parity_words as answers_line
 
     rec = res["recommended"]
     rows = "".join(
