@@ -21,7 +21,7 @@ Progress = Callable[[str, float], None]
 
 def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | None = None,
             plan: FusionPlan | None = None, bench_cfg: BenchConfig | None = None, *,
-            bench: bool = True, progress: Progress | None = None, text=None) -> dict:
+            bench: bool = True, progress: Progress | None = None, text=None, tune: bool = False) -> dict:
     """Run the main job and return the report's data.
 
     Args:
@@ -36,6 +36,9 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     Raises:
         ModelSourceError: ``text`` given for a model without a tokenizer.
         ConfigError: no sentences.
+
+    ``tune``: also run :func:`workbench.measure.tune.tune` (the recommendation against PyTorch,
+    torch.compile and OpenVINO); the report then leads with it (``data["tune"]``).
     """
     progress = progress or (lambda stage, f: None)
     src = source if isinstance(source, ModelSource) else resolve(source)
@@ -69,6 +72,13 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
         else:
             tl.check_parity(len(tl.snapshots) - 1)
         data["fusion"] = {**tl.to_dict(), "engine_note": tl.engine_note}
+        try:  # one encoder layer before and after, as pictures (a report without them is still a report)
+            from .viz.layer_svg import layer_picture
+
+            data["layer_pictures"] = {"before": layer_picture(tl.snapshots[0], 0, title="layer 0, exported"),
+                                      "after": layer_picture(tl.final, 0, title="layer 0, after the fusions")}
+        except Exception as e:  # noqa: BLE001
+            data["errors"].append(f"layer pictures: {e}")
     except WorkbenchError as e:
         data["errors"].append(f"fusion: {e}")
 
@@ -98,5 +108,16 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
                              "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
         except WorkbenchError as e:
             data["errors"].append(f"benchmark: {e}")
+    if tune:
+        progress("tune", 0.8)
+        try:
+            from .measure.tune import tune as _tune
+
+            res = _tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
+                        exporter=export_cfg.exporter, attention=export_cfg.attention,
+                        progress=lambda s, f: progress(f"tune: {s}", 0.8 + 0.2 * f))
+            data["tune"] = {k: v for k, v in res.items() if k not in ("paths", "ablation")}
+        except WorkbenchError as e:
+            data["errors"].append(f"tune: {e}")
     progress("done", 1.0)
     return data

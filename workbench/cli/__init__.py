@@ -1,4 +1,4 @@
-"""``workbench`` command line: export, fuse, bench, matrix, report, lab.
+"""``workbench`` command line: export, fuse, bench, matrix, ablate, tune, report, sweep, lab.
 
 Every subcommand is a thin layer over the package's functions. A
 :class:`~workbench.errors.WorkbenchError` becomes one line on stderr and exit
@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import WorkbenchError
 
 #: Subcommand modules, each with ``register(subparsers)``.
-COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "report", "sweep", "lab", "cache")
+COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "tune", "report", "sweep", "lab", "cache")
 EXIT_BAD_INPUT = 2
 
 

@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
     common.add_measure_args(p)
     p.add_argument("--variants", default=None,
-                   help="comma-separated subset of torch,unfused,fused,int8,fp16 "
+                   help="comma-separated subset of torch,unfused,fused,int8,fp16 and the peers torch-compile, "
+                        "tuned, int8-guarded, openvino-f32, openvino "
                         "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
@@ -37,7 +38,7 @@ def run(args) -> int:
 
     from ..measure.bench import stream_benchmark
     from ..ort.machine import machine_line
-    from ..measure.recipes import standard_variants
+    from ..measure.recipes_extra import variants as all_variants
     from .fuse import task_line
     from . import print_json
 
@@ -46,7 +47,8 @@ def run(args) -> int:
 
     skipped: list[dict] = []
     if args.variants:
-        names = args.variants.split(",")
+        from ..measure.recipes_extra import available
+        names, skipped = available([n.strip() for n in args.variants.split(",") if n.strip()])
     else:
         names, skipped = default_variants(args.model, args.provider)
     cfg = common.bench_config(args, args.provider)
@@ -59,8 +61,9 @@ def run(args) -> int:
         cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
                                   seq=max(text.lengths))
     with common.StageBar(f"prepare {args.model}") as bar:
-        variants = standard_variants(args.model, names, provider=args.provider, attention=args.attention,
-                                     progress=bar, plan=plan, exporter=args.exporter)
+        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
+                                     progress=bar, plan=plan, exporter=args.exporter,
+                                     extra={"text": text, "threads": cfg.threads})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     show = sys.stderr.isatty()
@@ -101,14 +104,14 @@ def run(args) -> int:
     from ..measure.explain import explain
 
     first = res.variants[0]
-    print(f"{'variant':<10}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'floor':>11}{'x floor':>9}"
+    print(f"{'variant':<14}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'floor':>11}{'x floor':>9}"
           f"{'x MatMuls':>10}{'vs ' + first.name:>12}{'cosine':>10}")
     for v in res.variants:
         speed = first.p50_ms / v.p50_ms if v.p50_ms and first.p50_ms else None
         cos = f"{v.parity['cosine']:.5f}" if v.parity else "ref"
         ratio = f"{v.floor_ratio:.2f}" if v.floor_ratio else "-"
         bound = f"{v.bound_ratio:.2f}" if v.bound_ratio else "-"
-        print(f"{v.name:<10}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}"
+        print(f"{v.name:<14}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}"
               f"{(v.floor_precision or '-'):>11}{ratio:>9}{bound:>10}"
               f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}"
               + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))

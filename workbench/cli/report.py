@@ -20,6 +20,8 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", metavar="DIR", default="workbench-reports",
                    help="folder for the report (default: ./workbench-reports)")
     p.add_argument("--no-bench", action="store_true", help="skip the latency measurements")
+    p.add_argument("--tune", action="store_true",
+                   help="also run `workbench tune` and lead the report with its recommendation and the peers")
     p.add_argument("--runs", type=int, default=20, help="timed runs per variant (default 20)")
     p.add_argument("--seq", type=int, default=128, help="sequence length for the benchmark (default 128)")
     p.add_argument("--threads", type=int, default=None, help="threads for every variant (default: all cores)")
@@ -41,7 +43,7 @@ def run(args) -> int:
     bench_cfg = BenchConfig(seq=args.seq, runs=args.runs, threads=args.threads or os.cpu_count() or 1)
     with common.StageBar(f"report {source.label}") as bar:
         data = collect(source, common.export_config(args), FusionPlan(engine=args.engine), bench_cfg,
-                       bench=not args.no_bench, progress=bar, text=text)
+                       bench=not args.no_bench, progress=bar, text=text, tune=args.tune)
     out = Path(args.output) / f"report-{source.name}-{time.strftime('%Y%m%d-%H%M%S')}.html"
     path = write_report(data, out)
     for err in data["errors"]:

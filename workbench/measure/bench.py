@@ -30,7 +30,7 @@ from ..config import BenchConfig
 from ..errors import BenchmarkError, ConfigError, WorkbenchError
 from . import worker as _worker
 
-KINDS = ("onnx", "torch")
+KINDS = ("onnx", "torch", "openvino")
 _ENV_LOCK = threading.Lock()
 
 
@@ -44,13 +44,15 @@ class Variant:
         provider: "cpu" or "cuda".
         level: ONNX Runtime graph optimization level at session creation
             ("disable", "basic", "extended", "all").
-        kind: "onnx" (ONNX Runtime) or "torch" (PyTorch eager).
+        kind: "onnx" (ONNX Runtime), "torch" (PyTorch) or "openvino" (OpenVINO on the ONNX file).
         fp16: convert to float16 first, keeping fp32 inputs and outputs
             (ONNX), or ``model.half()`` (torch).
         torch_source: for ``kind="torch"``: ``{"model": preset, folder or hub
             id, "attention": "eager"|"sdpa", "seed": int}``.
         disabled_optimizers: ONNX Runtime session transformers to skip, so
             fusions switched off in the plan stay off at level "all".
+        options: engine settings: ``{"compile": True}`` (torch: ``torch.compile``, inductor),
+            ``{"precision": "f32"}`` (openvino: its inference precision hint; absent: its default).
     """
 
     name: str
@@ -61,6 +63,7 @@ class Variant:
     fp16: bool = False
     torch_source: dict | None = None
     disabled_optimizers: tuple[str, ...] = ()
+    options: dict | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "disabled_optimizers", tuple(self.disabled_optimizers or ()))
@@ -74,7 +77,7 @@ class Variant:
             raise ConfigError(f"provider must be 'cpu' or 'cuda', not {self.provider!r}")
         if self.level not in LEVELS:
             raise ConfigError(f"level must be one of {sorted(LEVELS)}, not {self.level!r}")
-        if self.kind == "onnx" and self.model is None:
+        if self.kind in ("onnx", "openvino") and self.model is None:
             raise ConfigError(f"variant {self.name!r} needs an ONNX model (path or bytes)")
         if self.kind == "torch" and not (self.torch_source or {}).get("model"):
             raise ConfigError(f"torch variant {self.name!r} needs torch_source={{'model': name or folder}}")
@@ -83,7 +86,7 @@ class Variant:
         """Plain-dict form for the worker and for results (bytes not included)."""
         d = {"name": self.name, "provider": self.provider, "level": self.level, "kind": self.kind,
              "fp16": self.fp16, "torch_source": dict(self.torch_source) if self.torch_source else None,
-             "disabled_optimizers": list(self.disabled_optimizers)}
+             "disabled_optimizers": list(self.disabled_optimizers), "options": dict(self.options or {})}
         d["model"] = None if self.model is None or isinstance(self.model, bytes) else str(self.model)
         return d
 
@@ -519,7 +522,7 @@ def _prepare(variants: list[Variant]) -> tuple[list[dict], list[Path]]:
             cleanup.append(tmp)
             (tmp / "model.onnx").write_bytes(v.model)
             d["model"] = str(tmp / "model.onnx")
-        elif v.kind == "onnx":
+        elif v.kind in ("onnx", "openvino"):
             p = Path(v.model)
             if not p.is_file():
                 for c in cleanup:
@@ -541,7 +544,7 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
                      on_sample: Callable[[RunSample], None] | None = None, *,
                      on_event: Callable[[dict], None] | None = None, reference: str | None = None,
                      floor: bool = True, memory_limit_mb: int | None = None, text=None,
-                     _fault: str | None = None) -> BenchHandle:
+                     text_answers_only: bool = False, _fault: str | None = None) -> BenchHandle:
     """Start a benchmark in a worker process and return at once.
 
     Args:
@@ -560,6 +563,8 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
             runs cycle through its batches (a bucketed mix of lengths, so
             p50/p90/p99 are over that mix instead of ``cfg``'s one shape), and
             each variant gets ``task_parity`` against the reference.
+        text_answers_only: check the answers on ``text`` but time at ``cfg``'s one shape (seeded
+            random inputs, as without text); the result's ``config.answers_text`` describes the text.
 
     Raises:
         ConfigError: no variants, or repeated names.
@@ -574,8 +579,9 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
     job = {"mode": "bench", "variants": described, "cfg": asdict(cfg), "reference": reference, "floor": floor,
            "memory_limit_mb": memory_limit_mb, "fault": _fault}
     if text is not None:
-        job["text"] = text.job()
-        job["text_summary"] = text.describe()
+        job["text"] = dict(text.job(), answers_only=bool(text_answers_only))
+        if not text_answers_only:
+            job["text_summary"] = text.describe()
     return BenchHandle(job, cfg, described, on_sample=on_sample, on_event=on_event, cleanup=cleanup)
 
 

@@ -9,7 +9,15 @@ compare the same things:
              ONNX Runtime's transformers optimizer, or onnxscript's, engine
              "auto"), session level "all";
 ``int8``     ``fused`` after dynamic int8 quantization;
-``fp16``     ``fused`` (GPU fusions) in float16 with fp32 inputs/outputs.
+``fp16``     ``fused`` (GPU fusions) in float16 with fp32 inputs/outputs;
+``torch-compile``  ``torch.compile`` (inductor) on the PyTorch model;
+``tuned``    the export fused under this machine's plan (``workbench ablate``'s tuned plan, cached);
+``int8-guarded``   the fastest int8 model whose answers hold on the sentences (:mod:`.guarded`);
+``openvino-f32``, ``openvino``  OpenVINO on the export (f32, or its default precision on this CPU).
+
+The last five are built by :func:`workbench.measure.recipes_extra.variants`, which takes every
+name; the peers (torch-compile, openvino*) are skipped with a reason where they cannot run
+(:func:`workbench.measure.recipes_extra.available`).
 
 Derived models are cached beside the export, keyed by the export's content,
 the recipe and the onnxruntime version.
@@ -26,6 +34,8 @@ from ..errors import BenchmarkError, ConfigError, RuntimeUnavailableError
 from .bench import Variant
 
 STANDARD = ("torch", "unfused", "fused", "int8", "fp16")
+EXTRA = ("torch-compile", "tuned", "int8-guarded", "openvino-f32", "openvino")
+ALL = STANDARD + EXTRA
 RECIPE_VERSION = 2
 Progress = Callable[[str, float], None]
 
@@ -197,13 +207,17 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
     names = [n.strip() for n in names if n.strip()]
     unknown = [n for n in names if n not in STANDARD]
     if unknown or not names:
-        raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(STANDARD)}")
-    if provider == "cuda" and "int8" in names:
+        hint = (f" ({', '.join(n for n in unknown if n in EXTRA)}: use workbench.measure.recipes_extra.variants)"
+                if any(n in EXTRA for n in unknown) else "")
+        raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from "
+                          f"{', '.join(STANDARD)}{hint}")
+    if provider == "cuda" and ({"int8", "int8-guarded", "openvino", "openvino-f32"} & set(names)):
         raise RuntimeUnavailableError("int8 dynamic quantization runs on the CPU execution provider only; "
                                       "drop int8 or use --provider cpu")
     src = model if isinstance(model, ModelSource) else resolve(model)
-    if src.kind == "onnx" and "torch" in names:
-        raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop torch from --variants")
+    for t in ("torch", "torch-compile"):
+        if src.kind == "onnx" and t in names:
+            raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop {t} from --variants")
     progress("export", 0.05)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
@@ -239,4 +253,4 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
     return out
 
 
-__all__ = ["STANDARD", "default_variants", "standard_variants", "fuse_bert", "int8_of", "fp16_of"]
+__all__ = ["STANDARD", "EXTRA", "ALL", "default_variants", "standard_variants", "fuse_bert", "int8_of", "fp16_of"]

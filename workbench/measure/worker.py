@@ -194,6 +194,10 @@ class TorchRunner:
         if v.get("fp16"):
             self.model = self.model.half()
         self.providers = [f"torch-{self.device.type}"]
+        if (v.get("options") or {}).get("compile"):
+            from .peer_runners import compile_torch
+            self.model = compile_torch(self.model, self.name)
+            self.providers = [f"torch-{self.device.type}-inductor"]
         self.input_names = list(source.input_names)
 
     def prepare(self, feeds: dict) -> None:
@@ -217,6 +221,9 @@ class TorchRunner:
 
 
 def _make_runner(v: dict, threads: int, workdir: Path):
+    if v.get("kind") == "openvino":
+        from .peer_runners import OpenVinoRunner
+        return OpenVinoRunner(v, threads, workdir)
     return TorchRunner(v, threads, workdir) if v.get("kind") == "torch" else OrtRunner(v, threads, workdir)
 
 
@@ -308,15 +315,20 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     # every variant in a round); otherwise one seeded random batch at the configured shape.
     text = job.get("text")
     batches = list(text["batches"]) if text else []
-    if batches:
-        by_len = sorted(batches, key=lambda b: b["input_ids"].shape[1])
+    # answers_only: the answers are checked on the text, the timing stays at the configured shape.
+    timed = [] if text and text.get("answers_only") else batches
+    if timed:
+        by_len = sorted(timed, key=lambda b: b["input_ids"].shape[1])
         batch, seq = (int(x) for x in by_len[len(by_len) // 2]["input_ids"].shape)  # the floor's shape: the median
     for r in runners:
         longest = max((b["input_ids"].shape[1] for b in batches), default=seq)
-        if longest > r.spec.max_positions:
-            raise BenchmarkError(f"sequence {longest} is longer than {r.name}'s {r.spec.max_positions} positions")
+        if max(longest, seq) > r.spec.max_positions:
+            raise BenchmarkError(f"sequence {max(longest, seq)} is longer than {r.name}'s {r.spec.max_positions} "
+                                 f"positions")
+        fixed = None if timed else make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0)))
+        r.fixed = fixed
         try:
-            r.prepare(batches[0] if batches else make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0))))
+            r.prepare(timed[0] if timed else fixed)
         except Exception as e:
             raise _run_error(e, r.name, batch, seq) from e
     # Warm-up, round robin, and the first output of each variant for parity (every text batch's, with text).
@@ -329,7 +341,8 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
             try:
                 if w == 0 and batches:
                     outputs[r.name] = [r.prepare(b) or r.output() for b in batches]
-                    r.prepare(batches[0])
+                    r.prepare(timed[0] if timed else r.fixed)
+                    r.run()  # the timed shape warmed too (torch.compile compiles per shape)
                 elif w == 0:
                     outputs[r.name] = r.output()
                 else:
@@ -357,7 +370,7 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     import time as _t
     perf = _t.perf_counter
     for i in range(int(cfg["runs"])):
-        feeds = batches[i % len(batches)] if len(batches) > 1 else None
+        feeds = timed[i % len(timed)] if len(timed) > 1 else None
         for r in runners:
             ch.check_stop()
             try:

@@ -286,6 +286,14 @@ class Workbench:
         """What each fusion buys here: the plan without each fired step, timed against the full plan."""
         self.controller.ablate(steps)
 
+    def tune(self, out: str | os.PathLike | None = None) -> None:
+        """The fastest variant whose answers hold on this machine, measured against PyTorch eager,
+        torch.compile and OpenVINO in one worker (``workbench tune``); with ``out`` it is saved there
+        (model.onnx, tokenizer, README.md model card). The result lands in :attr:`tune_result`."""
+        self.controller.tune(out)
+
+    tune_result = property(lambda self: self.state.tune)
+
     def use_text(self, sentences: list[str] | str | None = None, **kw) -> None:
         """Check answers on real sentences (None: the built-in set): per step, and for int8 and fp16."""
         self.controller.use_text(sentences, **kw)
@@ -343,6 +351,7 @@ _ALIASES = {
     "w_before": ("before", "widget"), "w_after": ("after", "widget"),
     "w_netron": ("netron", "button"), "w_netron_out": ("netron", "out"), "w_report": ("report", "button"),
     **{n: ("profile_panel", n) for n in ("w_provider", "w_batch", "w_seq", "w_threads", "w_runs", "w_variants",
-                                         "w_int8", "w_run", "w_stop", "w_profile", "w_ablate", "fig_live", "fig_dist",
-                                         "fig_pct", "fig_ops", "fig_ablation", "w_results", "w_ablation")},
+                                         "w_int8", "w_run", "w_stop", "w_profile", "w_ablate", "w_tune", "w_tune_result",
+                                         "fig_live", "fig_dist", "fig_pct", "fig_ops", "fig_ablation", "w_results",
+                                         "w_ablation")},
 }

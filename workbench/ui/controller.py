@@ -25,7 +25,7 @@ from .steps import ENGINE_TITLES, default_step, engine_summary, step_near, step_
 from .views import GraphViews, step_name
 
 #: Jobs whose start clears the last error (background upkeep does not).
-_USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "answers", "sweep"}
+_USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
 
 
 class Controller(EngineActions, MeasureActions, ReportActions):

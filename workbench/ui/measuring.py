@@ -184,6 +184,38 @@ class MeasureActions:
 
         self.runner.start("ablation", work, lane=_MEASURE)
 
+    # ----------------------------------------------------------------- tune
+    def tune(self, out: str | Path | None = None) -> None:
+        """The fastest variant whose answers hold here, against PyTorch, torch.compile and OpenVINO
+        (``workbench tune``); with ``out``, saved there ready to deploy (a new or empty folder)."""
+        if not self.ready_to_measure():
+            return
+        s = self.state
+        if out is not None:
+            from ..measure.tune_save import check_target
+            try:
+                check_target(out)
+            except WorkbenchError as e:
+                self.say(str(e), "error")
+                return
+
+        def work(job: Job) -> None:
+            from ..measure.tune import tune
+            from ..measure.tune_save import save
+
+            src = self.export_result.source
+            text = self.text if (self.text is not None and s.bench_on_text) else None
+            res = tune(src, text=text, cfg=s.bench_config(), plan=self.timeline.plan, exporter=s.exporter,
+                       attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
+            if out is not None:
+                res["saved"] = save(res, out, src, text=text)
+            s.tune = res
+            rec = res["recommended"]
+            self.say(f"tuned: {rec['variant']} {rec['p50_ms']:.2f} ms"
+                     + (f", saved to {res['saved']['dir']}" if res.get("saved") else ""), "ok")
+
+        self.runner.start("tune", work, lane=_MEASURE)
+
     # ----------------------------------------------------------------- real text
     def use_text(self, sentences: list[str] | str | None = None, *, precisions: tuple[str, ...] = ("int8", "fp16")) -> None:
         """Check answers on real text: the sentences (a list, text with one per line, or None for the

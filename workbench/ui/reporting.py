@@ -36,6 +36,8 @@ class ReportActions:
             data["bench"] = s.bench_result.to_dict(samples=True)
         if s.ablation is not None:
             data["ablation"] = s.ablation.to_dict()
+        if s.tune is not None:
+            data["tune"] = {k: v for k, v in s.tune.items() if k not in ("paths", "ablation")}
         if s.answers:
             data["answers"] = [dict(a) for a in s.answers]
         if s.error:

@@ -1,7 +1,8 @@
 """Display labels for benchmark variants: what a user reads, while JSON keeps the stable keys.
 
 One table, used by the app, the CLI tables and the report (``torch``, ``unfused``, ``default``,
-``fused``, ``int8``, ``fp16``, ``fused-without-<step>``; any other name is a single snapshot, shown
+``fused``, ``int8``, ``fp16``, the tune's ``torch-compile``, ``tuned``, ``int8-guarded``, ``openvino-f32``,
+``openvino``, ``fused-without-<step>``; any other name is a single snapshot, shown
 as its step name).
 """
 from __future__ import annotations
@@ -13,6 +14,11 @@ VARIANT_LABELS = {
     "fused": "fused (all steps)",
     "int8": "int8",
     "fp16": "fp16",
+    "torch-compile": "torch.compile (inductor)",
+    "tuned": "ONNX Runtime, this machine's plan",
+    "int8-guarded": "answer-guarded int8",
+    "openvino-f32": "OpenVINO f32",
+    "openvino": "OpenVINO, its default precision",
 }
 WITHOUT = "fused-without-"
 

@@ -134,8 +134,42 @@ def _text_note(data: dict, items: list[dict], reference: str) -> str:
             f"{_e(TASK_KINDS.get(kinds[0], kinds[0]))}. 100% means every answer is the same.</p>")
 
 
+def words(v) -> str:
+    """A value as words for a table cell: no braces, quotes or brackets (``{"a": 1}`` → "a 1")."""
+    if isinstance(v, dict):
+        return "; ".join(f"{k} {words(x)}" for k, x in v.items() if x not in (None, "", [], {})) or "none"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(words(x) for x in v) or "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return "" if v is None else str(v)
+
+
 def _kv(d: dict) -> str:
-    return _table([{"field": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in d.items()])
+    return _table([{"field": k.replace("_", " "), "value": words(v) if isinstance(v, (dict, list, tuple, bool)) else v}
+                   for k, v in d.items()])
+
+
+def tune_section(t: dict) -> str:
+    """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
+    rec = t["recommended"]
+    base = next((r["p50_ms"] for r in t["variants"] if r["name"] == "torch"), None)
+    rows = [{"variant": variant_label(r["name"]), "p50 ms": r["p50_ms"], "p90 ms": r.get("p90_ms"),
+             "vs PyTorch": f"{base / r['p50_ms']:.2f}x" if base and r["p50_ms"] else "",
+             "answers": _task_cell(r.get("task_parity"), "reference" if r.get("parity") is None else ""),
+             "answers hold": "yes" if r["holds"] else "no"} for r in t["variants"]]
+    s = [f"<h2>Recommended here: {_e(variant_label(rec['variant']))}, {rec['p50_ms']:.2f} ms</h2>",
+         f"<p>{_e(rec['why'])}</p>", _table(rows)]
+    for sk in t.get("skipped") or ():
+        s.append(f"<p class='note'>{_e(variant_label(sk['name']))} not measured: {_e(sk['why'])}</p>")
+    g = t.get("int8_search")
+    if g:
+        kept = g.get("kept_fp32") or []
+        s.append(f"<p class='note'>answer-guarded int8: {_e(g['chosen'])}; {len(kept)} MatMul(s) kept in fp32 "
+                 f"({g['kept_fp32_share']:.0%} of the weights); {len(g['candidates'])} candidates tried.</p>")
+    if t.get("saved"):
+        s.append(f"<p class='note'>saved to {_e(t['saved']['dir'])} (model.onnx, tokenizer, README.md)</p>")
+    return "\n".join(s)
 
 
 def _figures(data: dict) -> str:
@@ -155,7 +189,8 @@ def _figures(data: dict) -> str:
     if variants:
         fig = go.Figure()
         for key, color in (("p50_ms", "#4C72B0"), ("p90_ms", "#DD8452"), ("p99_ms", "#C44E52")):
-            fig.add_bar(name=key.split("_")[0], x=[v["name"] for v in variants], y=[v.get(key) for v in variants],
+            fig.add_bar(name=key.split("_")[0], x=[variant_label(v["name"]) for v in variants],
+                        y=[v.get(key) for v in variants],
                         marker_color=color)
         floor = data["bench"].get("floor_ms")
         if floor:
@@ -178,6 +213,8 @@ def render(data: dict) -> str:
     if model.get("random_weights"):
         s.append("<p class='warn'>This model has <b>random weights</b> (built from its config, seeded): "
                  "latency and fusions are those of the real architecture; its outputs mean nothing.</p>")
+    if data.get("tune"):
+        s.append(tune_section(data["tune"]))
     s.append("<h2>Model</h2>" + _kv(model))
     if data.get("export"):
         s.append("<h2>Export</h2>" + _kv(data["export"]))
@@ -202,12 +239,17 @@ def render(data: dict) -> str:
         s.append(_table(rows))
         if task_col:
             s.append(_text_note(data, steps, "the unfused export"))
+    pics = data.get("layer_pictures") or {}
+    if pics.get("before") and pics.get("after"):  # SVG the workbench drew itself (labels escaped)
+        s.append("<h3>One encoder layer before and after the fusions</h3>"
+                 f"<div style='display:flex;flex-wrap:wrap;gap:12px'>{pics['before']}{pics['after']}</div>")
     bench = data.get("bench")
     if bench:
         s.append("<h2>Latency</h2>")
         cfg = bench.get("config", {})
         if cfg:
-            s.append(f"<p>{_e(', '.join(f'{k} {v}' for k, v in cfg.items()))}; variants measured interleaved in one "
+            s.append(f"<p>{_e(', '.join(f'{k} {words(v)}' for k, v in cfg.items() if v is not None))}; variants "
+                     "measured interleaved in one "
                      "worker process, thread spinning off.</p>")
         rows = []
         variants = bench.get("variants", [])
@@ -236,7 +278,9 @@ def render(data: dict) -> str:
         for line in explain(bench.get("rates") or {}, bench.get("machine") or {}):
             s.append(f"<p class='note'>{_e(line)}</p>")
         if bench.get("machine"):
-            s.append("<h2>Machine</h2>" + _kv(bench["machine"]))
+            from ..ort.machine import machine_line
+
+            s.append(f"<h2>Machine</h2><p>{_e(machine_line(bench['machine']))}</p>" + _kv(bench["machine"]))
     ab = data.get("ablation")
     if ab:
         s.append("<h2>What each fusion buys here</h2>")

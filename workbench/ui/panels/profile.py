@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .base import Panel, badge, esc, sync_figure
 
-_MEASURING = ("benchmark", "profile", "ablation", "answers", "sweep")
+_MEASURING = ("benchmark", "profile", "ablation", "tune", "answers", "sweep")
 _FIGURES = ("live", "dist", "pct", "ops", "ablation")
 _PLACEHOLDER = {"live": "latency per run: press Run", "dist": "distribution per variant: press Run",
                 "pct": "p50 / p90 / p99 per variant: press Run", "ops": "time per op type: press Profile ops",
@@ -108,6 +108,13 @@ class ProfilePanel(Panel):
                                          "interleaved with the full plan (twice, for the noise): what each step "
                                          "saves or costs on this machine")
         self.w_ablate.on_click(lambda _: self.controller.ablate())
+        self.w_tune = W.Button(description="Tune for this machine", icon="trophy", layout=L(width="190px"),
+                               tooltip="this machine's plan, answer-guarded int8, and every variant against "
+                                       "PyTorch, torch.compile and OpenVINO in one worker: the fastest whose "
+                                       "answers hold (workbench tune)")
+        self.w_tune.on_click(lambda _: self.controller.tune())
+        self.w_tune_result = W.HTML()
+        self.w_tune_result.add_class("wb-tune")
         # The five plots are made when a measurement first needs them: in the browser every plotly
         # FigureWidget loads plotly's widget script anew (about 2 s each in headless Chromium here), and
         # a user who only looks at fusions should not wait for plots of measurements not taken.
@@ -128,14 +135,15 @@ class ProfilePanel(Panel):
                    "thread spinning off)</div>"),
             row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs),
             W.HBox([self.w_variants, W.VBox([self.w_int8, row(self.w_run, self.w_stop, self.w_profile, *extra),
-                                             self.w_ablate])]),
+                                             self.w_ablate, self.w_tune])]),
             row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results,
-            row(self.boxes[4], self.w_ablation)])
+            row(self.boxes[4], self.w_ablation), self.w_tune_result])
         self.widget.add_class("wb-profile-panel")
         self.watch("series", self.draw_live)
         self.watch("bench_result", self.draw_result)
         self.watch("op_breakdown", lambda: self._show(self.fig_ops, vl.op_breakdown_figure(dict(self.state.op_breakdown))))
         self.watch("ablation", self.draw_ablation)
+        self.watch("tune", self.draw_tune)
         self.watch("jobs", self.draw_buttons)
         self.watch("snapshots", self.draw_variants)
         self.watch(["provider", "batch", "seq", "threads", "runs", "int8", "providers"], self.draw_settings)
@@ -199,6 +207,10 @@ class ProfilePanel(Panel):
         self._show(self.fig_ablation, self._vl.ablation_figure([r.__dict__ for r in res.rows], res.noise_pct))
         self.w_ablation.value = ablation_html(res)
 
+    def draw_tune(self) -> None:
+        if self.state.tune is not None:
+            self.w_tune_result.value = tune_html(self.state.tune)
+
     def draw_buttons(self) -> None:
         jobs = self.state.jobs
         busy = {n for n in _MEASURING if n in jobs and jobs[n].running}
@@ -206,6 +218,7 @@ class ProfilePanel(Panel):
         self.w_stop.disabled = "benchmark" not in busy
         self.w_profile.disabled = bool(busy)
         self.w_ablate.disabled = bool(busy)
+        self.w_tune.disabled = bool(busy)
 
     def draw_variants(self) -> None:
         choices = self.controller.variant_choices()
@@ -248,4 +261,22 @@ class ProfilePanel(Panel):
                 sync_figure(f)
 
 
-__all__ = ["ProfilePanel", "results_html", "ablation_html"]
+def tune_html(res: dict) -> str:
+    """The tune's recommendation, the peers and each variant's p50 and answers."""
+    from ...viz.labels import variant_label
+    from ...viz.report import task_parity_words as answers_line
+
+    rec = res["recommended"]
+    rows = "".join(
+        f"<tr><td>{esc(variant_label(r['name']))}</td><td>{_f(r['p50_ms'])}</td>"
+        f"<td>{'reference' if r['parity'] is None else esc(answers_line(r['task_parity']))}</td>"
+        f"<td>{'yes' if r['holds'] else 'no'}</td></tr>" for r in res["variants"])
+    skipped = "".join(f"<div>{esc(k['name'])} skipped: {esc(k['why'])}</div>" for k in res.get("skipped") or ())
+    saved = res.get("saved")
+    where = f"<div>saved to {esc(saved['dir'])}</div>" if saved else ""
+    return (f"<div class='wb-section'>Tune: {esc(variant_label(rec['variant']))}, {rec['p50_ms']:.2f} ms</div><div>{esc(rec['why'])}</div>"
+            f"<table><tr><th>variant</th><th>p50 ms</th><th>answers</th><th>holds</th></tr>{rows}</table>"
+            f"{skipped}{where}")
+
+
+__all__ = ["ProfilePanel", "results_html", "ablation_html", "tune_html"]

@@ -1,0 +1,43 @@
+"""The app's Tune action: app.tune(out) measures, recommends, saves, and the panel and the report show it."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def app(tiny_export):
+    from workbench.ui.app import Workbench
+
+    tiny_export()
+    w = Workbench("bert-tiny", background=False)
+    yield w
+    w.close()
+
+
+def test_tune_button_recommends_saves_and_reports(app, tmp_path):
+    app.w_runs.value = 3
+    app.w_seq.value = 16
+    app.w_threads.value = 1
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("mine")
+    app.tune(taken)  # refused at once, in the status line, nothing measured
+    assert "not empty" in (app.error or "") and app.tune_result is None
+    assert not app.w_tune.disabled
+    app.tune(tmp_path / "deploy")
+    res = app.tune_result
+    assert res is not None, app.error
+    assert res["recommended"]["variant"] in {v["name"] for v in res["variants"]}
+    assert (tmp_path / "deploy" / "model.onnx").is_file() and (tmp_path / "deploy" / "README.md").is_file()
+    # bert-tiny borrows the packaged MiniLM's tokenizer (same vocabulary): answers on the built-in sentences.
+    from workbench.text import BUILTIN_SENTENCES
+
+    assert res["config"]["answers_text"]["sentences"] == len(BUILTIN_SENTENCES)
+    assert (tmp_path / "deploy" / "tokenizer_config.json").is_file()
+    import html
+
+    from workbench.viz.labels import variant_label
+
+    assert html.escape(variant_label(res["recommended"]["variant"])) in app.w_tune_result.value
+    assert "Recommended here" in app.save_report(tmp_path / "r.html").read_text()

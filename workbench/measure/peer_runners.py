@@ -1,0 +1,87 @@
+"""Runners for the peer engines inside the benchmark worker (the shape of ``worker.OrtRunner``).
+
+``OpenVinoRunner`` compiles the same ONNX file with OpenVINO's CPU plugin: ``INFERENCE_NUM_THREADS``
+the benchmark's thread count, ``PERFORMANCE_HINT`` LATENCY (one stream), and the variant's
+``INFERENCE_PRECISION_HINT`` (absent: OpenVINO's default on this CPU, bf16 where the CPU has native
+bf16, f32 on an AVX2-only CPU). OpenVINO's threads are TBB workers, which block rather than spin
+between runs. ``compile_torch`` wraps a PyTorch model in ``torch.compile`` (inductor); the
+compilation happens at the first run of each shape, inside the warm-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import first_line as _first_line
+
+
+def compile_torch(model, name: str):
+    from ..errors import RuntimeUnavailableError
+    from .peers import compiler_status
+
+    ok, why = compiler_status()
+    if not ok:
+        raise RuntimeUnavailableError(f"{name}: {why}")
+    import torch
+
+    return torch.compile(model, backend="inductor")
+
+
+class OpenVinoRunner:
+    """OpenVINO on the variant's ONNX file, CPU plugin."""
+
+    def __init__(self, v: dict, threads: int, workdir: Path):
+        import onnx
+
+        from ..errors import BenchmarkError
+        from ..ort.inputs import spec_from_onnx
+        from .peers import import_openvino
+
+        ov = import_openvino()
+        self.name, self.provider = v["name"], v["provider"]
+        if self.provider != "cpu":
+            from ..errors import RuntimeUnavailableError
+            raise RuntimeUnavailableError(f"{self.name}: the OpenVINO variants run on the CPU only")
+        path = Path(v["model"])
+        if not path.is_file():
+            raise BenchmarkError(f"{self.name}: model file {path} does not exist")
+        self.spec = spec_from_onnx(onnx.load(str(path), load_external_data=False))
+        self.graph_flops_source = path
+        cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+        precision = (v.get("options") or {}).get("precision")
+        if precision:
+            cfg["INFERENCE_PRECISION_HINT"] = precision
+        try:
+            core = ov.Core()
+            self.compiled = core.compile_model(core.read_model(str(path)), "CPU", cfg)
+        except Exception as e:
+            raise BenchmarkError(f"{self.name}: OpenVINO cannot compile {path.name}: {_first_line(e)}") from e
+        prec = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.precision = prec.get_type_name() if hasattr(prec, "get_type_name") else str(prec)
+        self.request = self.compiled.create_infer_request()
+        self.input_names = [i.get_any_name() for i in self.compiled.inputs]
+        self.providers = [f"OpenVINO CPU ({self.precision})"]
+
+    def prepare(self, feeds: dict) -> None:
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            from ..errors import BenchmarkError
+            raise BenchmarkError(f"{self.name}: the model wants inputs the workbench cannot make: {missing}")
+        self.feeds = {n: feeds[n] for n in self.input_names}
+
+    def run(self):
+        self.request.infer(self.feeds)
+        return self.request
+
+    def output(self):
+        import numpy as np
+
+        self.run()
+        return np.array(self.request.get_output_tensor(0).data, dtype=np.float32, copy=True)
+
+    def close(self):
+        self.request = None
+        self.compiled = None
+
+
+__all__ = ["OpenVinoRunner", "compile_torch"]

@@ -1,0 +1,61 @@
+"""One encoder layer before and after the fusions as static SVG pictures (for the HTML report).
+
+Draws :func:`workbench.viz.graph.graph_scene` (the same scene the app's graph pane draws) as plain
+SVG: edges as lines, nodes as circles (fused operators as diamonds) in the app's colours, and the
+labels that fit. No plotly, no script: the picture shows in any browser and in a saved file.
+"""
+
+from __future__ import annotations
+
+import html
+
+
+def scene_svg(scene: dict) -> str:
+    """An ``<svg>`` element for a graph scene."""
+    w, h, m = scene["width"], scene["height"], scene["margin"]
+    (x0, x1), (ytop, ybot) = scene["xrange"], scene["yrange"]
+    pw, ph = w - m["l"] - m["r"], h - m["t"] - m["b"]
+
+    def px(x: float) -> float:
+        return m["l"] + (x - x0) / ((x1 - x0) or 1) * pw
+
+    def py(y: float) -> float:
+        return m["t"] + (y - ytop) / ((ybot - ytop) or 1) * ph
+
+    n = scene["nodes"]
+    xs, ys = [px(x) for x in n["x"]], [py(y) for y in n["y"]]
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' viewBox='0 0 {w} {h}' "
+           f"font-family='sans-serif' font-size='10'>",
+           f"<text x='{w / 2:.0f}' y='14' text-anchor='middle' font-size='12'>{html.escape(scene['title'] or '')}</text>"]
+    e = scene["edges"]
+    for i in range(0, len(e), 2):
+        u, v = e[i], e[i + 1]
+        out.append(f"<line x1='{xs[u]:.1f}' y1='{ys[u]:.1f}' x2='{xs[v]:.1f}' y2='{ys[v]:.1f}' stroke='#bbb'/>")
+    for k in range(len(xs)):
+        r = max(3.0, n["size"][k] / 2.0)
+        colour, x, y = n["color"][k], xs[k], ys[k]
+        if n["symbol"][k] == "diamond":
+            out.append(f"<polygon points='{x:.1f},{y - r:.1f} {x + r:.1f},{y:.1f} {x:.1f},{y + r:.1f} "
+                       f"{x - r:.1f},{y:.1f}' fill='{colour}' stroke='#333'/>")
+        else:
+            out.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='{r:.1f}' fill='{colour}'/>")
+        label = n["label"][k]
+        if label:
+            out.append(f"<text x='{x + r + 2:.1f}' y='{y + 3:.1f}'>{html.escape(label)}</text>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def layer_picture(snapshot, layer: int = 0, *, width: int = 420, title: str = "") -> str:
+    """SVG of one encoder layer of a timeline snapshot ("" when the graph has no such layer)."""
+    from ..graph.layout import layout_graph, node_table, without_constants
+    from .graph import graph_scene
+
+    layer_of = getattr(getattr(snapshot, "diff", None), "layer_of", None) or None
+    tab = without_constants(node_table(getattr(snapshot, "skeleton", None) or snapshot.model, layer_of=layer_of))
+    if layer not in tab.layers:
+        return ""
+    return scene_svg(graph_scene(layout_graph(tab, layer=layer), width=width, title=title))
+
+
+__all__ = ["scene_svg", "layer_picture"]
