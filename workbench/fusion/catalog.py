@@ -184,6 +184,17 @@ CATALOG: tuple[Step, ...] = (
          "Attention", ("layer_norm", "skip_layer_norm"),
          "Q, K and V projections become one packed MatMul and about 30 nodes become 1 kernel", (ORT, OS),
          session=("AttentionFusion",)),
+    Step("softmax_attention", "MultiHeadAttention from any softmax core left (workbench rule)",
+         "every Softmax attention core the attention steps before it left: Q·K^T (scale folded anywhere), plus "
+         "a 4-D bias (padding mask, MPNet's relative-position bias, DeBERTa's disentangled scores), Softmax (NaN "
+         "guard or not), times V, heads merged back; ELECTRA, ALBERT, MPNet and DeBERTa exports, and BERT forms "
+         "onnxscript's rules miss",
+         "MatMul(Q*s, K^T*s) -> Add(bias) -> Softmax -> MatMul(V) -> Transpose -> Reshape  =>  "
+         "MultiHeadAttention(Q as [B,S,N*H], K, V as [B,N,L,H], attention_bias)",
+         "MultiHeadAttention", ("attention",),
+         "one kernel per layer for the softmax·V core; whatever the model adds to the scores is computed outside "
+         "and passed as the attention bias, so the result stays exact. Runs after the attention step, on the "
+         "cores it left", ("workbench",)),
     Step("shape", "Shape clean-up",
          "Shape -> Gather -> Unsqueeze -> Concat chains that rebuild an input's shape",
          "Concat(Unsqueeze(Gather(Shape(x))), ...) => Shape(x)", "", (), "fewer tiny shape kernels", (ORT,), "cleanup"),

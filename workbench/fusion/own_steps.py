@@ -132,6 +132,14 @@ def os_encoder_attention(ctx: EngineContext, model) -> StepOutcome:
                      "attention cores were found but not fused; the reasons name where reading them stopped")(ctx, model)
 
 
+def os_softmax_attention(ctx: EngineContext, model) -> StepOutcome:
+    """Any softmax attention core the earlier attention steps left → ``MultiHeadAttention`` (late catch-all)."""
+    from .rules.encoder_attention import fuse_encoder_attention
+
+    return _own_rule("softmax_attention", fuse_encoder_attention,
+                     "attention cores were left unfused; the reasons name where reading them stopped")(ctx, model)
+
+
 def skip_without(*ops: str):
     """A ``skip`` test: "" when one of ``ops`` is in the graph, else why the step cannot change it."""
 

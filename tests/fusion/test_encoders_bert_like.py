@@ -1,0 +1,155 @@
+"""MPNet, DeBERTa-v2/v3, ELECTRA and ALBERT: opened, exported by both exporters and fused by the onnxscript
+chain with the workbench's late softmax-attention rule: one attention node per layer, no Softmax left, exact at
+every real token of a right-padded batch; DeBERTa's TorchScript export, whose scale is computed at run time,
+stays unfused with the blocking node named; ALBERT's shared weights stay shared."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import onnx
+import pytest
+
+from workbench.config import ExportConfig, FusionPlan
+from workbench.errors import ModelSourceError
+from workbench.export import export
+from workbench.fusion import Timeline
+from workbench.models import PRESETS, TESTED_TYPES, resolve
+
+LAYERS = 2
+TINY = dict(num_hidden_layers=LAYERS, hidden_size=64, num_attention_heads=4, intermediate_size=96, vocab_size=300,
+            max_position_embeddings=160, pad_token_id=0)
+FAMILIES = {
+    "electra": dict(embedding_size=24, type_vocab_size=2),  # a projection from a smaller embedding, as ELECTRA-small
+    "albert": dict(embedding_size=24, hidden_act="gelu", type_vocab_size=2),
+    "mpnet": dict(relative_attention_num_buckets=16),
+    "deberta-v2": dict(type_vocab_size=0, relative_attention=True, position_buckets=32, norm_rel_ebd="layer_norm",
+                       share_att_key=True, pos_att_type=["p2c", "c2p"], max_relative_positions=-1,
+                       position_biased_input=False),
+}
+ATTENTION = {"electra": "sdpa", "albert": "sdpa", "mpnet": "eager", "deberta-v2": "eager"}  # sdpa where offered
+
+
+def _save(folder, family: str, *, head=None, **extra):
+    import torch
+    import transformers
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(11)
+        cfg = transformers.AutoConfig.for_model(family, **{**TINY, **FAMILIES[family], **extra})
+        (head or transformers.AutoModel).from_config(cfg).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    made = {}
+
+    def make(family: str):
+        if family not in made:
+            made[family] = _save(tmp_path_factory.mktemp(family), family)
+        return made[family]
+
+    return make
+
+
+def _fused(folder, exporter: str):
+    src = resolve(folder)
+    assert src.untested is None and src.model_type in TESTED_TYPES
+    result = export(src, ExportConfig(exporter=exporter, attention=ATTENTION[src.model_type]))
+    assert result.parity["ok"], result.parity  # export vs PyTorch at real tokens, right-padded batch of 128
+    tl = Timeline(result.path, FusionPlan(engine="onnxscript"), num_heads=src.num_heads,
+                  hidden_size=src.hidden_size, num_layers=src.num_layers)
+    snaps = tl.run()
+    assert tl.check_parity(len(snaps) - 1).ok
+    return src, result, tl, {s.step: s for s in snaps}
+
+
+def _ops(model: onnx.ModelProto) -> Counter:
+    return Counter(n.op_type for n in model.graph.node)
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+@pytest.mark.parametrize("family", ["electra", "albert", "mpnet"])
+def test_one_attention_node_per_layer_no_softmax_and_exact(folder, family, exporter):
+    src, _, tl, steps = _fused(folder(family), exporter)
+    ops = _ops(tl.final.model)
+    assert ops["Attention"] + ops["MultiHeadAttention"] == LAYERS, ops
+    assert ops["Softmax"] == 0, ops
+    assert ops["SkipLayerNormalization"] >= 2 * LAYERS - 1, ops
+    assert ops["BiasGelu"] + ops["Gelu"] + ops["FastGelu"] == LAYERS, ops
+    if family == "mpnet":
+        # The relative-position bias is computed once and every layer's kernel reads the same bias.
+        biases = {n.input[5] for n in tl.final.model.graph.node if n.op_type == "MultiHeadAttention"}
+        assert len(biases) == 1 and "" not in biases, biases
+        assert src.input_names == ("input_ids", "attention_mask")
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_deberta_disentangled_scores_become_the_bias_or_the_blocking_node_is_named(folder, exporter):
+    src, _, tl, steps = _fused(folder("deberta-v2"), exporter)
+    assert src.input_names == ("input_ids", "attention_mask")  # DeBERTa-v3: type_vocab_size 0
+    ops = _ops(tl.final.model)
+    step = steps["softmax_attention"]
+    if exporter == "dynamo":
+        assert ops["MultiHeadAttention"] == LAYERS and ops["Softmax"] == 0, ops
+        assert ops["GatherElements"] >= 2 * LAYERS  # c2p and p2c stay outside the kernel, in its bias
+    else:
+        # TorchScript divides K^T by sqrt(head size * 3) read from a shape at run time: named, not guessed.
+        assert ops["Softmax"] == LAYERS
+        assert "scaled at Div" in step.diagnostic and "computed at run time" in step.diagnostic, step.diagnostic
+
+
+def test_albert_shared_layer_weights_stay_shared(tmp_path):
+    # Layer weights dominate (small vocabulary, few positions): a copy per layer would show at once.
+    src_folder = _save(tmp_path / "albert", "albert", num_hidden_layers=4, vocab_size=60, max_position_embeddings=64,
+                       embedding_size=16)
+    for exporter in ("torchscript", "dynamo"):
+        src = resolve(src_folder)
+        result = export(src, ExportConfig(exporter=exporter, attention="sdpa"))
+        tl = Timeline(result.path, FusionPlan(engine="onnxscript"), num_heads=src.num_heads,
+                      hidden_size=src.hidden_size, num_layers=src.num_layers)
+        tl.run()
+        ops = _ops(tl.final.model)
+        assert ops["Attention"] + ops["MultiHeadAttention"] == 4, (exporter, ops)
+        exported = onnx.load(str(result.path)).ByteSize()
+        assert tl.final.model.ByteSize() <= 1.05 * exported, (exporter, tl.final.model.ByteSize(), exported)
+
+
+def test_sentence_embedding_folder_naming_a_head_it_lacks_opens_the_encoder(tmp_path):
+    import transformers
+
+    base_only = _save(tmp_path / "st", "mpnet", architectures=["MPNetForMaskedLM"])
+    src = resolve(base_only)
+    assert src.task == "embedding" and src.output_name == "last_hidden_state"
+    assert len(src.notes) == 1 and "MPNetForMaskedLM" in src.notes[0] and "bare encoder" in src.notes[0]
+    assert src.build("eager").__class__.__name__ == "MPNetModel"
+    headed = _save(tmp_path / "mlm", "mpnet", head=transformers.AutoModelForMaskedLM,
+                   architectures=["MPNetForMaskedLM"])
+    src = resolve(headed)
+    assert src.task == "masked_lm" and src.notes == []
+
+
+def test_a_family_without_sdpa_says_which_attention_to_ask_for(folder):
+    with pytest.raises(ModelSourceError, match="has no sdpa attention.*--attention eager"):
+        resolve(folder("mpnet")).build("sdpa")
+
+
+def test_presets_open_with_their_families_inputs():
+    for name, types in (("mpnet-base", 2), ("deberta-v3-base", 2), ("electra-base", 3), ("albert-base", 3)):
+        src = resolve(name)
+        assert src.model_type == PRESETS[name]["model_type"] and src.untested is None and src.random_weights
+        assert len(src.input_names) == types, (name, src.input_names)
+
+
+def test_cli_fuse_json_shows_why_deberta_torchscript_attention_is_not_fused(folder):
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "fuse", str(folder("deberta-v2")), "--exporter",
+                           "torchscript", "--parity", "--json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["final"]["parity"]["ok"]
+    step = next(s for s in data["steps"] if s["step"] == "softmax_attention")
+    assert "computed at run time" in step["diagnostic"]
