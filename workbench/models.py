@@ -237,9 +237,9 @@ class ModelSource:
 
     @property
     def max_positions(self) -> int:
-        """Longest sequence the position embeddings allow (RoBERTa reserves 2)."""
+        """Longest sequence the position embeddings allow (RoBERTa and MPNet reserve pad_token_id + 1)."""
         n = int(self.config_dict.get("max_position_embeddings", 512))
-        if self.model_type in ("roberta", "xlm-roberta"):
+        if self.model_type in ("roberta", "xlm-roberta", "mpnet"):  # positions count from pad_token_id + 1
             n -= int(self.config_dict.get("pad_token_id", 1)) + 1
         return n
 

@@ -25,7 +25,7 @@ TINY = dict(num_hidden_layers=LAYERS, hidden_size=64, num_attention_heads=4, int
 FAMILIES = {
     "electra": dict(embedding_size=24, type_vocab_size=2),  # a projection from a smaller embedding, as ELECTRA-small
     "albert": dict(embedding_size=24, hidden_act="gelu", type_vocab_size=2),
-    "mpnet": dict(relative_attention_num_buckets=16),
+    "mpnet": dict(relative_attention_num_buckets=32),  # transformers buckets into 32 whatever the config says
     "deberta-v2": dict(type_vocab_size=0, relative_attention=True, position_buckets=32, norm_rel_ebd="layer_norm",
                        share_att_key=True, pos_att_type=["p2c", "c2p"], max_relative_positions=-1,
                        position_biased_input=False),
@@ -122,13 +122,15 @@ def test_albert_shared_layer_weights_stay_shared(tmp_path):
 def test_sentence_embedding_folder_naming_a_head_it_lacks_opens_the_encoder(tmp_path):
     import transformers
 
-    base_only = _save(tmp_path / "st", "mpnet", architectures=["MPNetForMaskedLM"])
+    base_only = _save(tmp_path / "st", "mpnet")  # the bare encoder's tensors: embeddings..., encoder...
+    cfg = json.loads((base_only / "config.json").read_text())
+    cfg["architectures"] = ["MPNetForMaskedLM"]  # as all-mpnet-base-v2's config.json says
+    (base_only / "config.json").write_text(json.dumps(cfg))
     src = resolve(base_only)
     assert src.task == "embedding" and src.output_name == "last_hidden_state"
     assert len(src.notes) == 1 and "MPNetForMaskedLM" in src.notes[0] and "bare encoder" in src.notes[0]
     assert src.build("eager").__class__.__name__ == "MPNetModel"
-    headed = _save(tmp_path / "mlm", "mpnet", head=transformers.AutoModelForMaskedLM,
-                   architectures=["MPNetForMaskedLM"])
+    headed = _save(tmp_path / "mlm", "mpnet", head=transformers.AutoModelForMaskedLM)
     src = resolve(headed)
     assert src.task == "masked_lm" and src.notes == []
 
@@ -147,7 +149,7 @@ def test_presets_open_with_their_families_inputs():
 
 def test_cli_fuse_json_shows_why_deberta_torchscript_attention_is_not_fused(folder):
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "fuse", str(folder("deberta-v2")), "--exporter",
-                           "torchscript", "--parity", "--json"], capture_output=True, text=True, timeout=600)
+                           "torchscript", "--engine", "onnxscript", "--parity", "--json"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["final"]["parity"]["ok"]

@@ -57,9 +57,14 @@ def _os_gemm(ctx, model) -> StepOutcome:
 def _os_pre(ctx, model) -> StepOutcome:
     from onnxscript.rewriter.ort_fusions import _core
 
+    import onnx_ir.passes.common as common_passes
+
     try:
         with quiet_stdout():
             model = _core._pre_optimize(model)
+        # Constant folding gives each reader of a weight shared through Identity (ALBERT's one layer read by
+        # every layer, tied embeddings) its own copy: equal initializers become one again.
+        common_passes.DeduplicateHashedInitializersPass()(model)
     except Exception as e:
         raise FusionError(f"onnxscript's pre-optimization (shape inference, constant folding) failed: "
                           f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
@@ -113,6 +118,7 @@ def _os_finalize(ctx, model) -> StepOutcome:
         common_passes.LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=1),
         common_passes.RemoveInitializersFromInputsPass(),
         common_passes.ShapeInferencePass(),
+        common_passes.DeduplicateHashedInitializersPass(),  # equal packed weights (ALBERT's shared layer) stored once
     )
     passes(model)
     return StepOutcome(model)
