@@ -24,7 +24,7 @@ TINY = dict(num_hidden_layers=LAYERS, hidden_size=64, num_attention_heads=4, int
             max_position_embeddings=160, pad_token_id=0)
 FAMILIES = {
     "electra": dict(embedding_size=24, type_vocab_size=2),  # a projection from a smaller embedding, as ELECTRA-small
-    "albert": dict(embedding_size=24, hidden_act="gelu", type_vocab_size=2),
+    "albert": dict(embedding_size=24, hidden_act="gelu_new", type_vocab_size=2),  # albert-base-v2's tanh GELU
     "mpnet": dict(relative_attention_num_buckets=32),  # transformers buckets into 32 whatever the config says
     "deberta-v2": dict(type_vocab_size=0, relative_attention=True, position_buckets=32, norm_rel_ebd="layer_norm",
                        share_att_key=True, pos_att_type=["p2c", "c2p"], max_relative_positions=-1,

@@ -211,6 +211,13 @@ CATALOG: tuple[Step, ...] = (
          "x * 0.5 * (1 + erf(x / sqrt 2)) (to Gelu)",
          "Pow(3) -> Mul(0.044715) -> Add -> Mul(sqrt(2/pi)) -> Tanh -> ...;  Mul(x) -> Mul(0.5) -> ... Erf",
          "FastGelu", (), "5 to 7 element-wise kernels become 1", (OS,), session=("FastGeluFusion",)),
+    Step("tanh_gelu", "FastGelu from GELU's tanh approximation (workbench rule)",
+         "gelu_new as transformers writes it (ALBERT): 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), "
+         "in the factor order onnxscript's GELU rules do not match; the projection's bias add goes inside",
+         "Pow(x, 3) -> Mul(0.044715) -> Add(x) -> Mul(0.7979) -> Tanh -> Add(1) -> Mul(Mul(x, 0.5))  =>  "
+         "com.microsoft.FastGelu(x[, bias])", "FastGelu", (),
+         "about 8 element-wise kernels (and the bias add) become 1 in every feed-forward block; same formula, so "
+         "exact to rounding", ("workbench",), in_bert=False),
     Step("bias_gelu", "BiasGelu",
          "the bias Add of the first feed-forward MatMul feeding Gelu", "Add(x, bias) -> Gelu", "BiasGelu",
          ("gelu",), "the bias add happens inside the Gelu kernel", (ORT, OS), session=("BiasGeluFusion",)),
