@@ -123,3 +123,35 @@ def test_an_untested_encoder_type_is_opened_with_a_note(tmp_path):
     assert src.model_type == "camembert"
     assert "has not been tested" in src.untested
     assert src.input_names == ("input_ids", "attention_mask", "token_type_ids")
+
+
+def test_a_rotation_the_rule_cannot_take_is_named_with_its_node():
+    """A rotate_half whose slices do not split the head in halves is left as it is, and the reason says where."""
+    import onnx_ir as ir
+    from onnx import TensorProto, helper
+
+    from workbench.fusion.rules.rotary import fuse_rotary
+
+    def c(name, v):
+        return helper.make_tensor(name, TensorProto.INT64, [1], [v])
+
+    nodes = [
+        helper.make_node("Slice", ["x", "s3", "end", "ax"], ["hi"], name="/layers.2/attn/Slice_hi"),
+        helper.make_node("Slice", ["x", "s0", "s3", "ax"], ["lo"], name="/layers.2/attn/Slice_lo"),
+        helper.make_node("Neg", ["hi"], ["neg"], name="/layers.2/attn/Neg"),
+        helper.make_node("Concat", ["neg", "lo"], ["rot"], axis=-1),
+        helper.make_node("Mul", ["rot", "sin"], ["rs"]),
+        helper.make_node("Mul", ["x", "cos"], ["xc"]),
+        helper.make_node("Add", ["xc", "rs"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 8]),
+         helper.make_tensor_value_info("cos", TensorProto.FLOAT, [1, 1, 5, 8]),
+         helper.make_tensor_value_info("sin", TensorProto.FLOAT, [1, 1, 5, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 8])],
+        [c("s3", 3), c("s0", 0), c("end", 2**62), c("ax", -1)])
+    model = ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    count, reasons = fuse_rotary(model)
+    assert count == 0
+    assert reasons == ["rotary: Slice /layers.2/attn/Slice_hi (layer 2) does not take the second half of the head"]

@@ -88,19 +88,13 @@ def test_one_attention_node_per_layer_no_softmax_and_exact(folder, family, expor
         assert src.input_names == ("input_ids", "attention_mask")
 
 
-@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
-def test_deberta_disentangled_scores_become_the_bias_or_the_blocking_node_is_named(folder, exporter):
-    src, _, tl, steps = _fused(folder("deberta-v2"), exporter)
+def test_deberta_disentangled_scores_become_the_attention_bias(folder):
+    src, _, tl, steps = _fused(folder("deberta-v2"), "dynamo")
     assert src.input_names == ("input_ids", "attention_mask")  # DeBERTa-v3: type_vocab_size 0
     ops = _ops(tl.final.model)
-    step = steps["softmax_attention"]
-    if exporter == "dynamo":
-        assert ops["MultiHeadAttention"] == LAYERS and ops["Softmax"] == 0, ops
-        assert ops["GatherElements"] >= 2 * LAYERS  # c2p and p2c stay outside the kernel, in its bias
-    else:
-        # TorchScript divides K^T by sqrt(head size * 3) read from a shape at run time: named, not guessed.
-        assert ops["Softmax"] == LAYERS
-        assert "scaled at Div" in step.diagnostic and "computed at run time" in step.diagnostic, step.diagnostic
+    assert ops["MultiHeadAttention"] == LAYERS and ops["Softmax"] == 0, ops
+    assert ops["GatherElements"] >= 2 * LAYERS  # c2p and p2c stay outside the kernel, in its bias
+    assert steps["softmax_attention"].counts == {"softmax_attention": LAYERS}
 
 
 def test_albert_shared_layer_weights_stay_shared(tmp_path):
@@ -147,11 +141,41 @@ def test_presets_open_with_their_families_inputs():
         assert len(src.input_names) == types, (name, src.input_names)
 
 
-def test_cli_fuse_json_shows_why_deberta_torchscript_attention_is_not_fused(folder):
+def test_cli_fuse_json_names_the_node_that_stops_deberta_torchscript_attention(folder):
+    # TorchScript divides K^T by sqrt(head size * 3) read from a shape at run time: named, not guessed.
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "fuse", str(folder("deberta-v2")), "--exporter",
-                           "torchscript", "--engine", "onnxscript", "--parity", "--json"], capture_output=True, text=True, timeout=600)
+                           "torchscript", "--engine", "onnxscript", "--parity", "--json"],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
-    assert data["final"]["parity"]["ok"]
+    assert data["final"]["parity"]["ok"] and data["final"]["attention_nodes"] == 0
     step = next(s for s in data["steps"] if s["step"] == "softmax_attention")
-    assert "computed at run time" in step["diagnostic"]
+    assert "scaled at Div" in step["diagnostic"] and "computed at run time" in step["diagnostic"], step["diagnostic"]
+
+
+def _mpnet_with_tokenizer(folder):
+    """A tiny MPNet folder with its own WordPiece tokenizer (<s> ... </s>, <pad> = 1, <mask>), as all-mpnet has."""
+    import transformers
+    from textmodels import write_vocab
+
+    words = write_vocab(folder / ".vocab").read_text().split()[5:]  # without BERT's [PAD] [UNK] [CLS] [SEP] [MASK]
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", *words, "<mask>"]
+    tok = transformers.MPNetTokenizer(vocab={w: i for i, w in enumerate(vocab)}, unk_token="<unk>")
+    _save(folder, "mpnet", vocab_size=len(vocab) + 8, pad_token_id=1)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_mpnet_answers_on_real_text_with_its_own_tokenizer_survive_fusion(tmp_path):
+    folder = _mpnet_with_tokenizer(tmp_path / "mpnet-st")
+    text = tmp_path / "sentences.txt"
+    text.write_text("The cat sat on the mat.\nA cat was sitting on a rug.\nHow do I reset my password?\n"
+                    "I forgot my password.\nStocks fell 3.2% on Tuesday.\nThe market dropped sharply.\n")
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "fuse", str(folder), "--engine", "onnxscript",
+                           "--parity", "--text", str(text), "--json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    final = json.loads(proc.stdout)["final"]
+    assert final["attention_nodes"] == LAYERS and final["parity"]["ok"]
+    tp = final["task_parity"]
+    assert tp["kind"] == "embedding" and tp["sentences"] == 6
+    assert tp["top1_agreement"] == 1.0 and tp["spearman"] >= 0.999

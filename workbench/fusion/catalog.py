@@ -102,7 +102,7 @@ CATALOG: tuple[Step, ...] = (
          "Div(1, .) or Reciprocal and Casts between", "Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div(1, .) -> "
          "Mul(x) -> Mul(weight)  =>  SimplifiedLayerNormalization", "SimplifiedLayerNormalization", (),
          "7 element-wise kernels become 1 (onnxscript's RMS rule does not match this form)", ("workbench",),
-         in_bert=False),
+         in_bert=False, session=("SimplifiedLayerNormFusion",)),
     Step("skip_layer_norm", "SkipLayerNormalization",
          "a residual Add feeding a LayerNormalization", "Add(x, skip) -> LayerNormalization",
          "SkipLayerNormalization", ("layer_norm",),
@@ -118,7 +118,7 @@ CATALOG: tuple[Step, ...] = (
          "SkipLayerNormalization(x, skip, gamma) | SkipSimplifiedLayerNormalization",
          "SkipLayerNormalization", (),
          "the residual add is done inside the norm kernel; the sum the next residual reads is its fourth output",
-         ("workbench",), in_bert=False),
+         ("workbench",), in_bert=False, session=("SkipLayerNormFusion",)),
     Step("encoder_rotary", "RotaryEmbedding with its cos/sin cache (workbench rule)",
          "the rotary position embedding of ModernBERT, NomicBERT, GTE and EuroBERT as both exporters write "
          "transformers' rotate_half: x * cos + Concat(-x[..., H/2:], x[..., :H/2]) * sin on [B, N, S, H] queries and "
@@ -218,6 +218,11 @@ CATALOG: tuple[Step, ...] = (
          "com.microsoft.FastGelu(x[, bias])", "FastGelu", (),
          "about 8 element-wise kernels (and the bias add) become 1 in every feed-forward block; same formula, so "
          "exact to rounding", ("workbench",), in_bert=False),
+    Step("encoder_silu", "QuickGelu from SiLU (workbench rule)",
+         "SiLU written as x * Sigmoid(x), the gate activation of NomicBERT's and EuroBERT's SwiGLU MLP",
+         "Sigmoid(x) -> Mul(x)  =>  com.microsoft.QuickGelu(x, alpha=1)", "QuickGelu", (),
+         "2 kernels become 1 per layer; the gate's multiply stays a plain Mul (ONNX Runtime has no CPU kernel "
+         "for a whole gated MLP)", ("workbench",), in_bert=False, session=("QuickGeluFusion",)),
     Step("bias_gelu", "BiasGelu",
          "the bias Add of the first feed-forward MatMul feeding Gelu", "Add(x, bias) -> Gelu", "BiasGelu",
          ("gelu",), "the bias add happens inside the Gelu kernel", (ORT, OS), session=("BiasGeluFusion",)),

@@ -13,7 +13,9 @@ from typing import Callable
 from ..errors import FusionError
 from .engine_logs import quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
-from .own_steps import (os_encoder_attention, os_softmax_attention, os_tanh_gelu, os_encoder_rms_norm, os_encoder_rotary, os_encoder_skip_norm, os_standard_attention, skip_without,
+from .own_steps import (os_encoder_attention, os_encoder_rms_norm, os_encoder_rotary, os_encoder_silu,
+                        os_encoder_skip_norm, os_softmax_attention, os_standard_attention, os_tanh_gelu,
+                        skip_without,
                         skip_without_standard_attention)
 
 
@@ -150,6 +152,7 @@ def onnxscript_steps() -> tuple[EngineStep, ...]:
         EngineStep("softmax_attention", os_softmax_attention, skip=skip_without("Softmax")),
         EngineStep("fast_gelu", _os_fuse(("gelu", "fuse_gelu"))),
         EngineStep("tanh_gelu", os_tanh_gelu, skip=skip_without("Tanh")),
+        EngineStep("encoder_silu", os_encoder_silu, skip=skip_without("Sigmoid")),
         EngineStep("bias_gelu", _os_fuse(("bias_gelu", "fuse_bias_gelu"))),
         EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", "replace_sdpa_by_mha"))),
         EngineStep("final_optimize", _os_final),

@@ -173,3 +173,14 @@ def os_encoder_skip_norm(ctx: EngineContext, model) -> StepOutcome:
 
     return _own_rule("encoder_skip_norm", fuse_skip_norms,
                      "a residual norm was found but not fused; the reasons name where it stopped")(ctx, model)
+
+
+def os_encoder_silu(ctx: EngineContext, model) -> StepOutcome:
+    """SiLU (``x * Sigmoid(x)``) → ``QuickGelu(alpha=1)`` (``rules/activations.py``)."""
+    from .rules.activations import fuse_silu
+
+    out = _own_rule("encoder_silu", fuse_silu, "")(ctx, model)
+    if out.counts["encoder_silu"]:
+        out.notes.append("the gated MLP's multiply stays a plain Mul: ONNX Runtime has no CPU kernel for a whole "
+                         "gated MLP (SwiGLU, GeGLU)")
+    return out

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graph_utils import const, dims, fold_ints, initializer, node_label, only_consumer, remove_unused, same_dim, scalar
+from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused, same_dim, scalar
 from .score_terms import build_bias, head_size, heads4, scores_and_terms, term_dims_ok
 
 _SCALE_OPS = ("Mul", "Div")
@@ -259,6 +259,7 @@ def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tup
         mha = ir.node("MultiHeadAttention", inputs,
                       attributes={"num_heads": parts["heads"], "scale": float(parts["scale"])},
                       domain="com.microsoft", name=f"{out.name or 'attention'}/MultiHeadAttention")
+        inherit_scope([*new, mha], sm)
         graph.insert_before(out, [*new, mha])
         mha.outputs[0].shape, mha.outputs[0].type = out.outputs[0].shape, out.outputs[0].type
         ir.convenience.replace_all_uses_with(out.outputs[0], mha.outputs[0], replace_graph_outputs=True)

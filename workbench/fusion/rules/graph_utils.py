@@ -79,7 +79,17 @@ def initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
 
 
 def node_label(node: ir.Node) -> str:
-    return f"{node.op_type} {node.name or '(unnamed)'}"
+    """``Op name`` and, when the name or export scope says it, ``(layer N)``."""
+    from ...graph.summary import _LAYER_RE
+
+    layer = None
+    for text in (node.name or "", *node.metadata_props.values()):
+        m = _LAYER_RE.search(text)
+        if m:
+            layer = int(m.group(1))
+            break
+    where = f" (layer {layer})" if layer is not None else ""
+    return f"{node.op_type} {node.name or '(unnamed)'}{where}"
 
 
 def remove_unused(model: ir.Model) -> None:
@@ -132,3 +142,10 @@ def fold_ints(value: ir.Value | None, depth: int = 0) -> np.ndarray | None:
     if np.any(np.abs(out) >= (1 << 39)):  # a symbolic dimension reached the result
         return None
     return np.asarray(out, dtype=np.int64)
+
+
+def inherit_scope(nodes, anchor: ir.Node) -> None:
+    """Give new nodes the anchor's export metadata (the dynamo exporter's module scopes name the layer)."""
+    for n in nodes:
+        for k, v in anchor.metadata_props.items():
+            n.metadata_props.setdefault(k, v)

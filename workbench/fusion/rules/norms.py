@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graph_utils import const, dims, node_label, remove_unused, scalar
+from .graph_utils import const, dims, inherit_scope, node_label, remove_unused, scalar
 
 _PASS = ("Cast",)
 
@@ -102,6 +102,7 @@ def fuse_rms_norm(model: ir.Model) -> tuple[int, list[str]]:
         out = node.outputs[0]
         new = ir.node("SimplifiedLayerNormalization", [parts["x"], parts["weight"]],
                       attributes={"epsilon": parts["eps"], "axis": -1}, name=f"{node.name or 'rms'}/SimplifiedLayerNorm")
+        inherit_scope([new], node)
         graph.insert_before(node, new)
         new.outputs[0].shape, new.outputs[0].type = out.shape, parts["x"].type
         if out.dtype is not None and parts["x"].dtype is not None and out.dtype != parts["x"].dtype:
@@ -111,6 +112,16 @@ def fuse_rms_norm(model: ir.Model) -> tuple[int, list[str]]:
     if count:
         remove_unused(model)
     return count, reasons
+
+
+def _from_lookup(value: ir.Value, depth: int = 0) -> bool:
+    """True for an embedding lookup (Gather) or a sum of lookups."""
+    p = value.producer()
+    if p is None or depth > 2:
+        return False
+    if p.op_type == "Gather":
+        return True
+    return p.op_type == "Add" and any(i is not None and _from_lookup(i, depth + 1) for i in p.inputs)
 
 
 def _is_activation(value: ir.Value) -> bool:
@@ -126,6 +137,8 @@ def fuse_skip_norms(model: ir.Model) -> tuple[int, list[str]]:
         if add is None or add.op_type != "Add" or len(ln.outputs) > 1 and any(o.uses() for o in ln.outputs[1:]):
             continue
         a, b = add.inputs
+        if any(_from_lookup(v) for v in (a, b)):
+            continue  # the embeddings' sum (word + position + type lookups), not a residual
         if not (_is_activation(a) and _is_activation(b)):
             reasons.append(f"skip norm: {node_label(add)} before {node_label(ln)} does not add two activations")
             continue
@@ -136,14 +149,17 @@ def fuse_skip_norms(model: ir.Model) -> tuple[int, list[str]]:
         simplified = ln.op_type == "SimplifiedLayerNormalization"
         beta_value = ln.inputs[2] if not simplified and len(ln.inputs) > 2 else None
         zeros = const(beta_value) if beta_value is not None else None
-        if beta_value is not None and (zeros is None or np.any(zeros)):
-            continue  # a real bias: the engines' own SkipLayerNormalization rules take it
+        # The TorchScript exporter writes an absent bias as a zeros constant; a model's own bias parameter
+        # (named ...bias, all zeros in a freshly initialised BERT) is a real one, for the engines' own rules.
+        if beta_value is not None and (zeros is None or np.any(zeros) or "bias" in (beta_value.name or "").lower()):
+            continue
         op = "SkipSimplifiedLayerNormalization" if simplified else "SkipLayerNormalization"
         gamma = ln.inputs[1]
         beta = ln.inputs[2] if not simplified and len(ln.inputs) > 2 else None
         inputs = [a, b, gamma] + ([] if simplified else [beta])
         new = ir.node(op, inputs, attributes={"epsilon": eps}, domain="com.microsoft", num_outputs=4,
                       name=f"{ln.name or 'norm'}/{op}")
+        inherit_scope([new], ln)
         graph.insert_before(ln, new)
         new.outputs[0].shape, new.outputs[0].type = ln.outputs[0].shape, ln.outputs[0].type
         new.outputs[3].shape, new.outputs[3].type = add.outputs[0].shape, add.outputs[0].type

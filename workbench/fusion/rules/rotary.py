@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .graph_utils import const, dims, fold_ints, initializer, node_label, only_consumer, remove_unused
+from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused
 
 #: Positions the cos/sin tables cover: the longest ``max_position_embeddings`` of the rotary families.
 CACHE_LENGTH = 8192
@@ -218,6 +218,7 @@ def fuse_rotary(model: ir.Model, length: int = CACHE_LENGTH) -> tuple[int, list[
         node = ir.node("RotaryEmbedding", [parts["x"], position, entry[0], entry[1]],
                        attributes={"interleaved": 0}, domain="com.microsoft",
                        name=f"{add.name or 'rotary'}/RotaryEmbedding")
+        inherit_scope([node], add)
         graph.insert_before(add, node)
         node.outputs[0].shape, node.outputs[0].type = parts["x"].shape, parts["x"].type
         ir.convenience.replace_all_uses_with(add.outputs[0], node.outputs[0], replace_graph_outputs=True)

@@ -13,7 +13,7 @@ Terms:
   * ``("add", value)``: a tensor added to the scores (4-D, or 3-D ``[B*N, S, L]``
     when a Reshape to 4-D follows);
   * ``("where", cond, fill)``: ``Where(cond, fill, scores)`` with a fill at or below
-    -1e30 (a masked_fill), which adds ``Where(cond, fill, 0)``.
+    -1e4 (a masked_fill), which adds ``Where(cond, fill, 0)``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ import onnx_ir as ir
 from .graph_utils import dims, initializer, node_label, scalar
 
 _SCALE_OPS = ("Mul", "Div")
-MASK_FILL = -1e30
+#: A masked_fill constant at or below this is a mask (float32's lowest, -1e9, fp16's -65504 ...).
+MASK_FILL = -1e4
+#: The bias floor: finite after an fp16 conversion (largest fp16: 65504), far below any real score.
+FLOOR = -30000.0
 
 
 def _depth_to_matmul(value: ir.Value, limit: int = 6) -> int | None:
@@ -143,7 +146,7 @@ def term_dims_ok(terms: list, target4: ir.Value | None) -> str:
 
 
 def build_bias(graph: ir.Graph, terms: list, target4: ir.Value | None, cache: dict) -> tuple[ir.Value, list[ir.Node]]:
-    """The one 4-D attention bias summing ``terms`` (floored at -1e30); new nodes to insert before the kernel.
+    """The one 4-D attention bias summing ``terms`` (floored at -30000); new nodes to insert before the kernel.
 
     Equal term lists (MPNet's shared position bias and mask) give one bias for every layer (``cache``).
     A padded query whose keys are all masked gets -inf everywhere in some exports; the kernel's softmax
@@ -171,9 +174,12 @@ def build_bias(graph: ir.Graph, terms: list, target4: ir.Value | None, cache: di
             new.append(s)
             v = s.outputs[0]
         total = v
-    floor = cache.setdefault("floor", initializer(graph, "mha_bias_floor", np.array(-1e30, dtype=np.float32)))
+    floor = cache.setdefault("floor", initializer(graph, "mha_bias_floor", np.array(FLOOR, dtype=np.float32)))
     mx = ir.node("Max", [total, floor])
     new.append(mx)
+    kind = next((t[1].type for t in terms if t[0] == "add" and t[1].type is not None), None)
+    for n in new:  # later passes read the element type
+        n.outputs[0].type = kind or ir.TensorType(ir.DataType.FLOAT)
     cache[key] = mx.outputs[0]
     return mx.outputs[0], new
 
