@@ -1,7 +1,7 @@
 """MPNet, DeBERTa-v2/v3, ELECTRA and ALBERT: opened, exported by both exporters and fused by the onnxscript
 chain with the workbench's late softmax-attention rule: one attention node per layer, no Softmax left, exact at
-every real token of a right-padded batch; DeBERTa's TorchScript export, whose scale is computed at run time,
-stays unfused with the blocking node named; ALBERT's shared weights stay shared."""
+every real token of a right-padded batch (DeBERTa's content-to-position and position-to-content scores as the
+kernel's bias); a core the rule cannot take is named; ALBERT's shared weights stay shared."""
 
 from __future__ import annotations
 
@@ -97,6 +97,30 @@ def test_deberta_disentangled_scores_become_the_attention_bias(folder):
     assert steps["softmax_attention"].counts == {"softmax_attention": LAYERS}
 
 
+def test_a_score_scaled_by_a_tensor_known_only_at_run_time_is_named_as_the_reason():
+    import onnx_ir as ir
+    from onnx import TensorProto as T, helper as h
+
+    from workbench.fusion.rules.encoder_attention import fuse_encoder_attention
+
+    B, N, S, H = "batch", 2, "sequence", 8
+    nodes = [h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             h.make_node("MatMul", ["q", "kt"], ["qk"]),
+             h.make_node("Div", ["qk", "temperature"], ["scaled"], name="the_temperature"),
+             h.make_node("Softmax", ["scaled"], ["p"], axis=-1),
+             h.make_node("MatMul", ["p", "v"], ["ctx"]),
+             h.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+             h.make_node("Reshape", ["ctx_t", "merge"], ["y"])]
+    qkv = [h.make_tensor_value_info(n, T.FLOAT, [B, N, S, H]) for n in ("q", "k", "v")]
+    graph = h.make_graph(nodes, "core", [*qkv, h.make_tensor_value_info("temperature", T.FLOAT, [])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [B, S, N * H])],
+                         [h.make_tensor("merge", T.INT64, [3], [0, 0, N * H])])
+    model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(h.make_model(graph)))
+    count, reasons = fuse_encoder_attention(model)
+    assert count == 0
+    assert any("Div the_temperature" in r and "computed tensor, not a constant" in r for r in reasons), reasons
+
+
 def test_albert_shared_layer_weights_stay_shared(tmp_path):
     # Layer weights dominate (small vocabulary, few positions): a copy per layer would show at once.
     src_folder = _save(tmp_path / "albert", "albert", num_hidden_layers=4, vocab_size=60, max_position_embeddings=64,
@@ -141,16 +165,19 @@ def test_presets_open_with_their_families_inputs():
         assert len(src.input_names) == types, (name, src.input_names)
 
 
-def test_cli_fuse_json_names_the_node_that_stops_deberta_torchscript_attention(folder):
-    # TorchScript divides K^T by sqrt(head size * 3) read from a shape at run time: named, not guessed.
+def test_cli_fuses_deberta_torchscript_whose_scale_is_computed_from_a_shape(folder, tmp_path):
+    # TorchScript divides K^T by sqrt(q.size(-1) * 3) read from a shape at run time, with the head size left
+    # symbolic: the rule evaluates it from the hidden size over the heads.
+    out = tmp_path / "deberta-fused.onnx"
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "fuse", str(folder("deberta-v2")), "--exporter",
-                           "torchscript", "--engine", "onnxscript", "--parity", "--json"],
+                           "torchscript", "--engine", "onnxscript", "--parity", "-o", str(out), "--json"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
-    assert data["final"]["parity"]["ok"] and data["final"]["attention_nodes"] == 0
+    assert data["final"]["parity"]["ok"] and data["final"]["attention_nodes"] == LAYERS
     step = next(s for s in data["steps"] if s["step"] == "softmax_attention")
-    assert "scaled at Div" in step["diagnostic"] and "computed at run time" in step["diagnostic"], step["diagnostic"]
+    assert step["fused_here"].get("MultiHeadAttention") == LAYERS, step["fused_here"]
+    assert _ops(onnx.load(str(out)))["Softmax"] == 0
 
 
 def _mpnet_with_tokenizer(folder):

@@ -31,7 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused, same_dim, scalar
-from .score_terms import build_bias, head_size, heads4, scores_and_terms, term_dims_ok
+from .score_terms import build_bias, eval_scalar, head_size, heads4, scores_and_terms, term_dims_ok
 
 _SCALE_OPS = ("Mul", "Div")
 
@@ -58,12 +58,13 @@ def _strip_scale(value: ir.Value) -> tuple[ir.Value, float]:
     return value, factor
 
 
-def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph) -> tuple[ir.Value | None, float, list[ir.Node], str]:
+def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph,
+              subs: dict | None = None) -> tuple[ir.Value | None, float, list[ir.Node], str]:
     """K in [B, N, L, H] behind K^T ([B, N, H, L]): the value, its scale, nodes to insert, or why not."""
     value, factor = _strip_scale(kt)
     kt_dims = dims(kt)
     if kt_dims is not None and len(kt_dims) == 3:
-        return _find_key3(value, factor, q_dims[3])
+        return _find_key3(kt, q_dims[3], subs or {})
     if kt_dims is None or len(kt_dims) != 4:
         return None, 1.0, [], "the key side of the scores is not a 4-D tensor"
     head = q_dims[3]
@@ -96,22 +97,39 @@ def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph) -> tuple[ir.Value | N
     return None, 1.0, [], f"the key side of the scores stops at {node_label(value.producer()) if value.producer() else value.name}"
 
 
-def _find_key3(value: ir.Value, factor: float, head: int) -> tuple[ir.Value | None, float, list[ir.Node], str]:
-    """DeBERTa's K^T on [B*N, H, L] = Transpose(K on [B*N, L, H]): K as [B, N, L, H] behind its Reshape."""
-    node = value.producer()
-    if node is not None and node.op_type in _SCALE_OPS:
-        value, f = _strip_scale(value)
-        factor *= f
+def _find_key3(kt: ir.Value, head: int, subs: dict) -> tuple[ir.Value | None, float, list[ir.Node], str]:
+    """DeBERTa's K^T on [B*N, H, L] = Transpose(K on [B*N, L, H]) / scale: K as [B, N, L, H] behind its Reshape.
+
+    The TorchScript export computes the scale at run time (``sqrt(q.size(-1) * 3)``) from a head size it
+    left symbolic; with that size known (``subs``) the scale is evaluated once here.
+    """
+    value, factor, computed = kt, 1.0, []
+    for _ in range(3):
         node = value.producer()
-    if node is not None and node.op_type in _SCALE_OPS:
-        return None, 1.0, [], (f"the key side of the scores is scaled at {node_label(node)} by a tensor computed at "
-                               f"run time (not a constant scale the kernel can take)")
+        if node is None or node.op_type not in _SCALE_OPS:
+            break
+        stripped, f = _strip_scale(value)
+        if stripped is not value:
+            value, factor = stripped, factor * f
+            continue
+        computed.append(node)
+        value = node.inputs[0]
+    node = value.producer()
     if node is None or node.op_type != "Transpose" or tuple(node.attributes.get_ints("perm", ())) != (0, 2, 1):
         return None, 1.0, [], (f"the key side of the scores stops at "
                                f"{node_label(node) if node is not None else value.name}: not K transposed")
     k = heads4(node.inputs[0])
     if k is None:
         return None, 1.0, [], f"the key before {node_label(node)} is not split from a [batch, heads, keys, size] tensor"
+    kd = dims(k)
+    if isinstance(kd[3], str):
+        subs = {**subs, kd[3]: head}
+    for sn in computed:
+        c = eval_scalar(sn.inputs[1], subs)
+        if not c:
+            return None, 1.0, [], (f"the key side of the scores is scaled at {node_label(sn)} by a tensor computed "
+                                   f"at run time, not a constant scale the kernel can take")
+        factor = factor * c if sn.op_type == "Mul" else factor / c
     return k, factor, [], ""
 
 
@@ -163,15 +181,16 @@ def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
         return None, why
     mm, s = scores["mm"], scores["scale"]
     q, s_q = _strip_scale(mm.inputs[0])
-    qd = dims(q)
+    qd, subs = dims(q), {}
     if qd is not None and len(qd) == 3:  # DeBERTa: heads folded into the batch, [B*N, S, H]
         q = heads4(q)
         qd = dims(q) if q is not None else None
         if qd is not None and len(qd) == 4 and not isinstance(qd[3], int):
-            qd[3] = head_size(q)  # TorchScript leaves H symbolic: the hidden size over the heads
+            subs = {qd[3]: head_size(q)}  # TorchScript leaves H symbolic: the hidden size over the heads
+            qd[3] = subs[qd[3]]
     if qd is None or len(qd) != 4 or not isinstance(qd[3], int):
         return None, f"the query of {node_label(mm)} is not a 4-D [batch, heads, sequence, head size] tensor"
-    k, s_k, extra, why = _find_key(mm.inputs[1], qd, graph)
+    k, s_k, extra, why = _find_key(mm.inputs[1], qd, graph, subs)
     if k is None:
         return None, why
     why = term_dims_ok(scores["terms"], scores["target4"])
@@ -188,8 +207,9 @@ def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
         guard = next(r for r in readers if r.op_type == "Where")
         p_out = guard.outputs[0]
         reader = only_consumer(p_out)
-    if reader is not None and reader.op_type == "Reshape" and len(dims(reader.outputs[0]) or ()) == 3:
-        p_out = reader.outputs[0]  # DeBERTa: [B, N, S, L] viewed as [B*N, S, L] for a batched MatMul with V
+    view = reader if reader is not None else _reader(p_out)  # TorchScript also reads the shape of p
+    if view is not None and view.op_type == "Reshape" and len(dims(view.outputs[0]) or ()) == 3:
+        p_out = view.outputs[0]  # DeBERTa: [B, N, S, L] viewed as [B*N, S, L] for a batched MatMul with V
         reader = only_consumer(p_out)
     if reader is None or reader.op_type != "MatMul" or reader.inputs[0] is not p_out:
         return None, f"the probabilities of {node_label(sm)} do not go into one MatMul with V"

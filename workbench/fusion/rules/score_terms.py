@@ -199,3 +199,66 @@ def head_size(q4: ir.Value) -> int | None:
     if src is None or not isinstance(src[-1], int) or not isinstance(d[1], int) or src[-1] % d[1]:
         return None
     return src[-1] // d[1]
+
+
+_UNKNOWN = 1 << 40  # stands for a symbolic dimension; a result this large means one was used
+
+
+def eval_scalar(value: ir.Value, subs: dict, depth: int = 0) -> float | None:
+    """A scale computed at run time from shapes (DeBERTa's TorchScript ``sqrt(q.size(-1) * 3)``), evaluated.
+
+    ``subs`` gives symbolic dimensions their known size (the head size the export left symbolic); None when
+    any other dimension is symbolic or an op is not one of the few this evaluator knows.
+    """
+    import numpy as np
+
+    from .graph_utils import const
+
+    if value is None or depth > 12:
+        return None
+    with np.errstate(all="ignore"):
+        out = _eval(value, subs, depth, np, const)
+    if out is None or out.size != 1:
+        return None
+    f = float(out.reshape(-1)[0])
+    return f if np.isfinite(f) and abs(f) < _UNKNOWN / 2 else None  # an unknown dimension reached the result
+
+
+def _eval(value, subs, depth, np, const):
+    c = const(value)
+    if c is not None:
+        return np.asarray(c)
+    node = value.producer()
+    if node is None or depth > 12:
+        return None
+    op = node.op_type
+    if op == "Shape":
+        d = dims(node.inputs[0])
+        if d is None:
+            return None
+        d = [subs.get(x, x) for x in d]
+        start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", len(d))
+        return np.array([x if isinstance(x, int) else -_UNKNOWN for x in d[start:end]], dtype=np.int64)
+    args = [_eval(i, subs, depth + 1, np, const) if i is not None else None for i in node.inputs]
+    if any(a is None for a in args[:1]) or (op not in ("Slice",) and any(a is None for a in args)):
+        return None
+    if op == "Slice":
+        starts, ends = args[1], args[2]
+        axes = args[3] if len(args) > 3 and args[3] is not None else np.arange(len(starts))
+        out = args[0]
+        for s, e, a in zip(starts, ends, axes):
+            out = np.take(out, np.arange(out.shape[a])[slice(int(s), int(min(e, 1 << 62)))], axis=int(a))
+        return out
+    if op in ("Squeeze", "Unsqueeze", "Identity"):
+        return args[0].reshape(-1) if op == "Unsqueeze" and args[0].ndim == 0 else (
+            np.squeeze(args[0]) if op == "Squeeze" else args[0])
+    if op == "Gather":
+        return np.take(args[0], args[1], axis=node.attributes.get_int("axis", 0))
+    if op == "Cast":
+        return args[0].astype(np.float64)
+    if op == "Sqrt":
+        return np.sqrt(args[0].astype(np.float64))
+    if op in ("Mul", "Div", "Add", "Sub"):
+        a, b = args[0].astype(np.float64), args[1].astype(np.float64)
+        return {"Mul": a * b, "Div": a / b if np.all(b) else None, "Add": a + b, "Sub": a - b}[op]
+    return None
