@@ -134,4 +134,5 @@ def test_missing_paths_are_clear(tmp_path):
 
 def test_all_presets_listed():
     assert set(PRESETS) == {"bert-base", "bert-tiny", "bert-3layer", "bert-large",
-                            "modernbert-base", "nomic-embed", "gte-base", "eurobert-210m"}
+                            "modernbert-base", "nomic-embed", "gte-base", "eurobert-210m",
+                            "mpnet-base", "deberta-v3-base", "electra-base", "albert-base"}

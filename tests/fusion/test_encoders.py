@@ -116,11 +116,11 @@ def test_ort_optimizer_crash_on_bias_free_norm_is_a_step_failure_in_its_words(en
 def test_an_untested_encoder_type_is_opened_with_a_note(tmp_path):
     import transformers
 
-    cfg = transformers.AutoConfig.for_model("electra", num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
-                                            intermediate_size=64, vocab_size=100, embedding_size=16)
+    cfg = transformers.AutoConfig.for_model("camembert", num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                            intermediate_size=64, vocab_size=100, type_vocab_size=2)
     transformers.AutoModel.from_config(cfg).save_pretrained(tmp_path)
     src = resolve(tmp_path)
-    assert src.model_type == "electra"
+    assert src.model_type == "camembert"
     assert "has not been tested" in src.untested
     assert src.input_names == ("input_ids", "attention_mask", "token_type_ids")
 

@@ -39,12 +39,16 @@ def test_catalog_is_one_consistent_table():
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
 def test_all_steps_on_equals_the_engines_one_shot_call(tiny_export, engine, exporter):
     path = tiny_export(exporter, "eager").path
-    tl = run_fusion(path, FusionPlan(engine=engine), num_heads=HEADS, hidden_size=HIDDEN)
+    # The workbench's late softmax-attention rule fuses the cores an engine leaves (onnxscript leaves
+    # TorchScript BERT's): without it, the engine's steps one by one are exactly its one-shot call.
+    own = {"softmax_attention"} if engine == "onnxscript" else set()
+    tl = run_fusion(path, FusionPlan(engine=engine, disabled=own), num_heads=HEADS, hidden_size=HIDDEN)
     ref = one_shot(engine, onnx.load(str(path)), num_heads=HEADS, hidden_size=HIDDEN)
     assert tl.final.fused == fused_counts(ref)
     assert tl.final.nodes == len(ref.graph.node)
     assert tl.snapshots[0].step == "export"
-    assert [s.step for s in tl.snapshots[1:]] == [s.name for s in engine_steps(engine) if BY_NAME[s.name].default_on]
+    assert [s.step for s in tl.snapshots[1:]] == [s.name for s in engine_steps(engine)
+                                                  if BY_NAME[s.name].default_on and s.name not in own]
 
 
 @pytest.mark.parametrize("exporter,winner", [("torchscript", "ort"), ("dynamo", "onnxscript")])

@@ -31,9 +31,9 @@ def run(args) -> int:
     if args.output:  # an output that cannot be written fails now, not after the export and the fusions
         common.check_output(args.output)
     source = resolve(args.model)
-    if source.untested:
+    for remark in source.remarks:  # an untested family, a head named in config.json but absent from the weights
         import sys
-        print(f"note: {source.untested}", file=sys.stderr)
+        print(f"note: {remark}", file=sys.stderr)
     text = common.text_batches(args, source)  # before the export: a bad file fails in a moment
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
         result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)

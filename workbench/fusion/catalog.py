@@ -184,6 +184,17 @@ CATALOG: tuple[Step, ...] = (
          "Attention", ("layer_norm", "skip_layer_norm"),
          "Q, K and V projections become one packed MatMul and about 30 nodes become 1 kernel", (ORT, OS),
          session=("AttentionFusion",)),
+    Step("softmax_attention", "MultiHeadAttention from any softmax core left (workbench rule)",
+         "every Softmax attention core the attention steps before it left: Q·K^T (scale folded anywhere), plus "
+         "a 4-D bias (padding mask, MPNet's relative-position bias, DeBERTa's disentangled scores), Softmax (NaN "
+         "guard or not), times V, heads merged back; ELECTRA, ALBERT, MPNet and DeBERTa exports, and BERT forms "
+         "onnxscript's rules miss",
+         "MatMul(Q*s, K^T*s) -> Add(bias) -> Softmax -> MatMul(V) -> Transpose -> Reshape  =>  "
+         "MultiHeadAttention(Q as [B,S,N*H], K, V as [B,N,L,H], attention_bias)",
+         "MultiHeadAttention", ("attention",),
+         "one kernel per layer for the softmax·V core; whatever the model adds to the scores is computed outside "
+         "and passed as the attention bias, so the result stays exact. Runs after the attention step, on the "
+         "cores it left", ("workbench",)),
     Step("shape", "Shape clean-up",
          "Shape -> Gather -> Unsqueeze -> Concat chains that rebuild an input's shape",
          "Concat(Unsqueeze(Gather(Shape(x))), ...) => Shape(x)", "", (), "fewer tiny shape kernels", (ORT,), "cleanup"),
@@ -200,6 +211,13 @@ CATALOG: tuple[Step, ...] = (
          "x * 0.5 * (1 + erf(x / sqrt 2)) (to Gelu)",
          "Pow(3) -> Mul(0.044715) -> Add -> Mul(sqrt(2/pi)) -> Tanh -> ...;  Mul(x) -> Mul(0.5) -> ... Erf",
          "FastGelu", (), "5 to 7 element-wise kernels become 1", (OS,), session=("FastGeluFusion",)),
+    Step("tanh_gelu", "FastGelu from GELU's tanh approximation (workbench rule)",
+         "gelu_new as transformers writes it (ALBERT): 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), "
+         "in the factor order onnxscript's GELU rules do not match; the projection's bias add goes inside",
+         "Pow(x, 3) -> Mul(0.044715) -> Add(x) -> Mul(0.7979) -> Tanh -> Add(1) -> Mul(Mul(x, 0.5))  =>  "
+         "com.microsoft.FastGelu(x[, bias])", "FastGelu", (),
+         "about 8 element-wise kernels (and the bias add) become 1 in every feed-forward block; same formula, so "
+         "exact to rounding", ("workbench",), in_bert=False),
     Step("encoder_silu", "QuickGelu from SiLU (workbench rule)",
          "SiLU written as x * Sigmoid(x), the gate activation of NomicBERT's and EuroBERT's SwiGLU MLP",
          "Sigmoid(x) -> Mul(x)  =>  com.microsoft.QuickGelu(x, alpha=1)", "QuickGelu", (),

@@ -14,7 +14,8 @@ from ..errors import FusionError
 from .engine_logs import quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
 from .own_steps import (os_encoder_attention, os_encoder_rms_norm, os_encoder_rotary, os_encoder_silu,
-                        os_encoder_skip_norm, os_standard_attention, skip_without,
+                        os_encoder_skip_norm, os_softmax_attention, os_standard_attention, os_tanh_gelu,
+                        skip_without,
                         skip_without_standard_attention)
 
 
@@ -58,9 +59,14 @@ def _os_gemm(ctx, model) -> StepOutcome:
 def _os_pre(ctx, model) -> StepOutcome:
     from onnxscript.rewriter.ort_fusions import _core
 
+    import onnx_ir.passes.common as common_passes
+
     try:
         with quiet_stdout():
             model = _core._pre_optimize(model)
+        # Constant folding gives each reader of a weight shared through Identity (ALBERT's one layer read by
+        # every layer, tied embeddings) its own copy: equal initializers become one again.
+        common_passes.DeduplicateHashedInitializersPass()(model)
     except Exception as e:
         raise FusionError(f"onnxscript's pre-optimization (shape inference, constant folding) failed: "
                           f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from e
@@ -114,6 +120,7 @@ def _os_finalize(ctx, model) -> StepOutcome:
         common_passes.LiftConstantsToInitializersPass(lift_all_constants=False, size_limit=1),
         common_passes.RemoveInitializersFromInputsPass(),
         common_passes.ShapeInferencePass(),
+        common_passes.DeduplicateHashedInitializersPass(),  # equal packed weights (ALBERT's shared layer) stored once
     )
     passes(model)
     return StepOutcome(model)
@@ -142,7 +149,9 @@ def onnxscript_steps() -> tuple[EngineStep, ...]:
                                                     ("mha_scale", "fuse_mha_scale"))),
         EngineStep("standard_attention", os_standard_attention, skip=skip_without_standard_attention),
         EngineStep("attention", _os_attention, reads=("multi_head_attention", "standard_attention")),
+        EngineStep("softmax_attention", os_softmax_attention, skip=skip_without("Softmax")),
         EngineStep("fast_gelu", _os_fuse(("gelu", "fuse_gelu"))),
+        EngineStep("tanh_gelu", os_tanh_gelu, skip=skip_without("Tanh")),
         EngineStep("encoder_silu", os_encoder_silu, skip=skip_without("Sigmoid")),
         EngineStep("bias_gelu", _os_fuse(("bias_gelu", "fuse_bias_gelu"))),
         EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", "replace_sdpa_by_mha"))),

@@ -132,6 +132,22 @@ def os_encoder_attention(ctx: EngineContext, model) -> StepOutcome:
                      "attention cores were found but not fused; the reasons name where reading them stopped")(ctx, model)
 
 
+def os_softmax_attention(ctx: EngineContext, model) -> StepOutcome:
+    """Any softmax attention core the earlier attention steps left → ``MultiHeadAttention`` (late catch-all)."""
+    from .rules.encoder_attention import fuse_encoder_attention
+
+    return _own_rule("softmax_attention", fuse_encoder_attention,
+                     "attention cores were left unfused; the reasons name where reading them stopped")(ctx, model)
+
+
+def os_tanh_gelu(ctx: EngineContext, model) -> StepOutcome:
+    """GELU's tanh approximation (gelu_new) → ``FastGelu`` (``rules/tanh_gelu.py``)."""
+    from .rules.tanh_gelu import fuse_tanh_gelu
+
+    return _own_rule("tanh_gelu", fuse_tanh_gelu,
+                     "a tanh was found but not fused as GELU; the reasons name where reading it stopped")(ctx, model)
+
+
 def skip_without(*ops: str):
     """A ``skip`` test: "" when one of ``ops`` is in the graph, else why the step cannot change it."""
 

@@ -76,7 +76,9 @@ def _score(snaps: list[Snapshot]) -> tuple:
     attn = f.get("Attention", 0) + f.get("MultiHeadAttention", 0)
     key_ops = sum(f.get(op, 0) for op in ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
                                           "EmbedLayerNormalization", "Gelu", "FastGelu"))
-    return (attn, key_ops, -snaps[-1].nodes)
+    # Between equal attention counts, Q, K and V packed in one projection (contrib Attention) beats a
+    # MultiHeadAttention core with three projections left around it (the workbench's late rule on TorchScript BERT).
+    return (attn, f.get("Attention", 0), key_ops, -snaps[-1].nodes)
 
 
 def auto_choice(runs: dict[str, list[Snapshot]]) -> tuple[str, str]:

@@ -31,6 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused, same_dim, scalar
+from .score_terms import build_bias, eval_scalar, head_size, heads4, scores_and_terms, term_dims_ok
 
 _SCALE_OPS = ("Mul", "Div")
 
@@ -57,10 +58,13 @@ def _strip_scale(value: ir.Value) -> tuple[ir.Value, float]:
     return value, factor
 
 
-def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph) -> tuple[ir.Value | None, float, list[ir.Node], str]:
+def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph,
+              subs: dict | None = None) -> tuple[ir.Value | None, float, list[ir.Node], str]:
     """K in [B, N, L, H] behind K^T ([B, N, H, L]): the value, its scale, nodes to insert, or why not."""
     value, factor = _strip_scale(kt)
     kt_dims = dims(kt)
+    if kt_dims is not None and len(kt_dims) == 3:
+        return _find_key3(kt, q_dims[3], subs or {})
     if kt_dims is None or len(kt_dims) != 4:
         return None, 1.0, [], "the key side of the scores is not a 4-D tensor"
     head = q_dims[3]
@@ -91,6 +95,42 @@ def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph) -> tuple[ir.Value | N
         else:
             break
     return None, 1.0, [], f"the key side of the scores stops at {node_label(value.producer()) if value.producer() else value.name}"
+
+
+def _find_key3(kt: ir.Value, head: int, subs: dict) -> tuple[ir.Value | None, float, list[ir.Node], str]:
+    """DeBERTa's K^T on [B*N, H, L] = Transpose(K on [B*N, L, H]) / scale: K as [B, N, L, H] behind its Reshape.
+
+    The TorchScript export computes the scale at run time (``sqrt(q.size(-1) * 3)``) from a head size it
+    left symbolic; with that size known (``subs``) the scale is evaluated once here.
+    """
+    value, factor, computed = kt, 1.0, []
+    for _ in range(3):
+        node = value.producer()
+        if node is None or node.op_type not in _SCALE_OPS:
+            break
+        stripped, f = _strip_scale(value)
+        if stripped is not value:
+            value, factor = stripped, factor * f
+            continue
+        computed.append(node)
+        value = node.inputs[0]
+    node = value.producer()
+    if node is None or node.op_type != "Transpose" or tuple(node.attributes.get_ints("perm", ())) != (0, 2, 1):
+        return None, 1.0, [], (f"the key side of the scores stops at "
+                               f"{node_label(node) if node is not None else value.name}: not K transposed")
+    k = heads4(node.inputs[0])
+    if k is None:
+        return None, 1.0, [], f"the key before {node_label(node)} is not split from a [batch, heads, keys, size] tensor"
+    kd = dims(k)
+    if isinstance(kd[3], str):
+        subs = {**subs, kd[3]: head}
+    for sn in computed:
+        c = eval_scalar(sn.inputs[1], subs)
+        if not c:
+            return None, 1.0, [], (f"the key side of the scores is scaled at {node_label(sn)} by a tensor computed "
+                                   f"at run time, not a constant scale the kernel can take")
+        factor = factor * c if sn.op_type == "Mul" else factor / c
+    return k, factor, [], ""
 
 
 def _reader(value: ir.Value) -> ir.Node | None:
@@ -133,33 +173,29 @@ def _last_entry(target: ir.Value) -> int | None:
 
 
 def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
-    """Q, K, V, bias, scale, heads and the output Reshape of the core around Softmax ``sm``; or why not."""
+    """Q, K, V, bias terms, scale, heads and the output Reshape of the core around Softmax ``sm``; or why not."""
     if sm.attributes.get_int("axis", -1) not in (-1, 3):
         return None, f"{node_label(sm)} is not over the last axis"
-    s_in, bias = sm.inputs[0], None
-    add = s_in.producer()
-    if add is not None and add.op_type == "Add":
-        for i in (0, 1):
-            cand, _ = _strip_scale(add.inputs[i])
-            p = cand.producer()
-            if p is not None and p.op_type == "MatMul":
-                s_in, bias = add.inputs[i], add.inputs[1 - i]
-                break
-    scores, s = _strip_scale(s_in)
-    mm = scores.producer()
-    if mm is None or mm.op_type != "MatMul":
-        return None, f"the input of {node_label(sm)} is not a Q·K product (plus a bias)"
+    scores, why = scores_and_terms(sm)
+    if scores is None:
+        return None, why
+    mm, s = scores["mm"], scores["scale"]
     q, s_q = _strip_scale(mm.inputs[0])
-    qd = dims(q)
+    qd, subs = dims(q), {}
+    if qd is not None and len(qd) == 3:  # DeBERTa: heads folded into the batch, [B*N, S, H]
+        q = heads4(q)
+        qd = dims(q) if q is not None else None
+        if qd is not None and len(qd) == 4 and not isinstance(qd[3], int):
+            subs = {qd[3]: head_size(q)}  # TorchScript leaves H symbolic: the hidden size over the heads
+            qd[3] = subs[qd[3]]
     if qd is None or len(qd) != 4 or not isinstance(qd[3], int):
         return None, f"the query of {node_label(mm)} is not a 4-D [batch, heads, sequence, head size] tensor"
-    k, s_k, extra, why = _find_key(mm.inputs[1], qd, graph)
+    k, s_k, extra, why = _find_key(mm.inputs[1], qd, graph, subs)
     if k is None:
         return None, why
-    if bias is not None:
-        bd = dims(bias)
-        if bd is None or len(bd) != 4:
-            return None, f"the bias added before {node_label(sm)} is not 4-D [batch|1, heads|1, sequence, keys]"
+    why = term_dims_ok(scores["terms"], scores["target4"])
+    if why:
+        return None, f"{why} (before {node_label(sm)})"
     # The context: Softmax (optionally NaN-guarded) times V.
     p_out = sm.outputs[0]
     reader = only_consumer(p_out)
@@ -171,9 +207,15 @@ def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
         guard = next(r for r in readers if r.op_type == "Where")
         p_out = guard.outputs[0]
         reader = only_consumer(p_out)
+    view = reader if reader is not None else _reader(p_out)  # TorchScript also reads the shape of p
+    if view is not None and view.op_type == "Reshape" and len(dims(view.outputs[0]) or ()) == 3:
+        p_out = view.outputs[0]  # DeBERTa: [B, N, S, L] viewed as [B*N, S, L] for a batched MatMul with V
+        reader = only_consumer(p_out)
     if reader is None or reader.op_type != "MatMul" or reader.inputs[0] is not p_out:
         return None, f"the probabilities of {node_label(sm)} do not go into one MatMul with V"
     v = reader.inputs[1]
+    if len(dims(v) or ()) == 3:
+        v = heads4(v) or v
     vd = dims(v)
     if vd is None or len(vd) != 4:
         return None, f"the value side of {node_label(reader)} is not 4-D [batch, heads, keys, head size]"
@@ -195,8 +237,8 @@ def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
         heads = w.shape[0] // head if w is not None and w.ndim == 2 and w.shape[0] % head == 0 else None
     if not heads:
         return None, f"the number of heads around {node_label(sm)} is not known"
-    return {"q": q, "k": k, "v": v, "bias": bias, "scale": s * s_q * s_k, "heads": int(heads),
-            "out": out, "extra": extra, "head": head}, ""
+    return {"q": q, "k": k, "v": v, "terms": scores["terms"], "target4": scores["target4"],
+            "scale": s * s_q * s_k, "heads": int(heads), "out": out, "extra": extra, "head": head}, ""
 
 
 def _rotary_fed(parts: dict) -> bool:
@@ -214,8 +256,8 @@ def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tup
     graph = model.graph
     reasons: list[str] = []
     count = 0
-    merge = floor = None
-    finite: dict[int, ir.Value] = {}
+    merge = None
+    biases: dict = {}
     for sm in [n for n in graph if n.op_type == "Softmax"]:
         parts, why = match_attention(sm, graph)
         if parts is None:
@@ -230,20 +272,10 @@ def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tup
         q3 = ir.node("Reshape", [qt.outputs[0], merge])
         inputs = [q3.outputs[0], parts["k"], parts["v"]]
         new = [*parts["extra"], qt, q3]
-        bias = parts["bias"]
-        if bias is not None:
-            # A padded query can have no key in its local window: with -inf everywhere the kernel's
-            # softmax gives NaN, which later layers would read through V. A finite floor keeps that
-            # row finite (the exported graph's NaN guard did the same); masked keys still get weight 0.
-            # -30000 stays finite after an fp16 conversion (largest fp16: 65504).
-            if id(bias) not in finite:
-                if floor is None:
-                    floor = initializer(graph, "mha_bias_floor", np.array(-30000.0, dtype=np.float32))
-                mx = ir.node("Max", [bias, floor])
-                mx.outputs[0].shape, mx.outputs[0].type = bias.shape, bias.type
-                new.append(mx)
-                finite[id(bias)] = mx.outputs[0]
-            inputs += [None, None, finite[id(bias)]]
+        if parts["terms"]:
+            bias, made = build_bias(graph, parts["terms"], parts["target4"], biases)
+            new += made
+            inputs += [None, None, bias]
         mha = ir.node("MultiHeadAttention", inputs,
                       attributes={"num_heads": parts["heads"], "scale": float(parts["scale"])},
                       domain="com.microsoft", name=f"{out.name or 'attention'}/MultiHeadAttention")
