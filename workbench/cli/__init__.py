@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import WorkbenchError
 
 #: Subcommand modules, each with ``register(subparsers)``.
-COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "report", "sweep", "lab")
+COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "report", "sweep", "lab", "prepare")
 EXIT_BAD_INPUT = 2
 
 

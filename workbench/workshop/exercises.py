@@ -111,11 +111,14 @@ def change(snaps: list, name: str) -> dict:
             "emitted_n": len(after.diff.added), "nodes": after.nodes, "before": before.nodes, "ran": True}
 
 
-def ops_words(ops: dict, most: int = 6) -> str:
+def ops_words(ops: dict, most: int = 8) -> str:
     """``{"ReduceMean": 10, "Sub": 5}`` → ``"ReduceMean 10, Sub 5"`` (largest first; past ``most`` op types, "...")."""
     items = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
     words = ", ".join(f"{op} {n}" for op, n in items[:most])
-    return (words + (f", {len(items) - most} more op types" if len(items) > most else "")) or "nothing"
+    rest = len(items) - most
+    if rest > 0:
+        words += f", {rest} more op type{'s' if rest > 1 else ''}"
+    return words or "nothing"
 
 
 def change_words(name: str, c: dict) -> str:
