@@ -34,6 +34,11 @@ def test_notebook_runs_start_to_finish(name, tmp_path, monkeypatch):
         assert any("application/vnd.jupyter.widget-view+json" in out.get("data", {})
                    for c in book.cells for out in c.get("outputs", []))
         assert "loaded |" in joined
+    if name == "03_workshop_exercises":
+        # every check names the answer and a reason, and no exercise's premise is false on this export
+        checks = [line for line in joined.splitlines() if "Solution:" in line]
+        assert len(checks) == 6 and all("Why: " in line for line in checks), checks
+        assert "does not hold" not in joined and "0 nodes replaced" not in joined and "{}" not in joined
     if name == "04_exporter_matrix":
         # the matrix is filled: the sdpa cell is fused by the workbench's own rule, ORT alone fuses 0 there
         assert "workbench sdpa rule" in joined

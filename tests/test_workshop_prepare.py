@@ -87,3 +87,10 @@ def test_cli_refuses_bad_input_in_one_line(tmp_path):
     assert r.returncode == 2 and "no notebook 07" in r.stderr
     r = _cli("prepare", "--check", str(tmp_path))
     assert r.returncode == 1 and "was not prepared" in r.stdout
+
+
+def test_cli_a_bad_model_fails_before_anything_is_written(tmp_path):
+    room = tmp_path / "room"
+    r = _cli("prepare", "--cache", str(room), "--models", str(tmp_path / "no-such-model"), "--real", "none")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not room.exists()

@@ -173,18 +173,17 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",), noteb
 
     say = say or (lambda line: None)
     t0 = time.perf_counter()
-    folder = cache_root()
     if not persist_enabled(None):
         raise WorkbenchError("WORKBENCH_PERSIST_TIMELINE=0 switches the timeline store off: the prepared folder "
                              "would lack the timelines; unset it and run again")
     if os.environ.get("WORKBENCH_TIMELINE_CACHE"):
         raise WorkbenchError("WORKBENCH_TIMELINE_CACHE puts the timelines outside the prepared folder; unset it "
                              "and run again")
-    out = Prepared(folder)
     unknown = sorted(set(notebooks) - {"01", "02", "03", "04", "05"})
     if unknown:
         raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are 01, 02, 03, 04 and 05")
-    sources = [resolve(m) for m in models]  # a bad name fails here, before any long stage
+    sources = [resolve(m) for m in models]  # a bad name fails here, before anything is written or long starts
+    out = Prepared(cache_root())
     for src in sources:
         for title, fn in STAGES:
             if title[:2] not in notebooks:
@@ -209,7 +208,7 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",), noteb
                                                                    and "skipped" not in s],
                     "versions": versions(), "prepared": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                     "seconds": round(out.seconds, 1)}
-    atomic_write_text(folder / MANIFEST, json.dumps(out.manifest, indent=1))
+    atomic_write_text(out.folder / MANIFEST, json.dumps(out.manifest, indent=1))
     return out
 
 
