@@ -154,7 +154,7 @@ def fused_counts(model) -> tuple[Finding, Finding]:
         "Attention", n_att,
         f"{change_words('attention', att)}. One Attention per encoder layer ({L} layers), each replacing about "
         f"{per} nodes of projections, reshapes, scores, mask and softmax.",
-        f"ORT's attention step emits one Attention per encoder layer on the TorchScript export",
+        "ORT's attention step emits one Attention per encoder layer on the TorchScript export",
         att["emitted"].get("Attention", 0) == L == n_att,
         facts={"attention": att, "layers": L})
     n_ln = snaps[0].histogram.get("LayerNormalization", 0)

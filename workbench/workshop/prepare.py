@@ -46,16 +46,20 @@ class Prepared:
 
 
 def versions() -> dict[str, str]:
-    """The package versions the cache keys depend on (a laptop with others rebuilds instead of reading)."""
+    """What the cache keys depend on: the exporters' and engines' versions, the workbench's, and the hash of
+    its code that makes snapshots (``fusion/persist.py``). A laptop where one differs rebuilds what depends
+    on it instead of reading it."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from ..fusion.persist import versions as timeline_versions
+
     out = {}
-    for dist in ("bert-fusion-workbench", "torch", "transformers", "onnx", "onnx-ir", "onnxscript",
-                 "onnxruntime-gpu", "onnxruntime"):
+    for dist in ("torch", "transformers"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
             continue
+    out.update(timeline_versions())
     return out
 
 
