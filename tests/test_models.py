@@ -92,11 +92,22 @@ def test_folder_needing_remote_code_is_refused(hf_folder, tmp_path):
         resolve(tmp_path / "m")
 
 
-def test_non_bert_family_is_refused_with_the_family_named(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+def test_unknown_and_generative_types_are_refused_with_the_type_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-family"}))
     (tmp_path / "model.safetensors").write_bytes(b"")
-    with pytest.raises(ModelSourceError, match="gpt2 model.*BERT family"):
+    with pytest.raises(ModelSourceError, match="no-such-family model.*without remote code"):
         resolve(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(ModelSourceError, match="gpt2 text-generation"):
+        resolve(tmp_path)
+
+
+def test_rotary_presets_resolve_with_their_inputs_and_no_untested_note():
+    for name, inputs in (("modernbert-base", 2), ("nomic-embed", 3), ("gte-base", 3), ("eurobert-210m", 2)):
+        src = resolve(name)
+        assert src.random_weights and src.untested is None
+        assert len(src.input_names) == inputs, name
+    assert resolve("modernbert-base").model_type == "modernbert"
 
 
 def test_unknown_hub_id_offline_gives_one_clear_line(monkeypatch):
@@ -122,4 +133,5 @@ def test_missing_paths_are_clear(tmp_path):
 
 
 def test_all_presets_listed():
-    assert set(PRESETS) == {"bert-base", "bert-tiny", "bert-3layer", "bert-large"}
+    assert set(PRESETS) == {"bert-base", "bert-tiny", "bert-3layer", "bert-large",
+                            "modernbert-base", "nomic-embed", "gte-base", "eurobert-210m"}

@@ -366,7 +366,7 @@ def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None
         if isinstance(err, WorkbenchError):
             raise err
         raise ExportError(f"onnxruntime cannot run the export of {source.label}: {_root_cause(err)}") from err
-    results = [compare(r, g) for r, g in zip(refs, got["outs"])]
+    results = [compare(r, g, mask=f.get("attention_mask")) for r, g, f in zip(refs, got["outs"], feeds)]
     return merge(results)
 
 

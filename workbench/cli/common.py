@@ -10,7 +10,8 @@ from ..config import ATTENTIONS, ENGINES, EXPORTERS, ExportConfig
 
 def add_model_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", default="bert-base",
-                   help="preset (bert-base, bert-tiny, bert-3layer, bert-large), minilm (real weights: all-MiniLM-L6-v2, "
+                   help="preset (bert-base, bert-tiny, bert-3layer, bert-large; the rotary encoders modernbert-base, "
+                        "nomic-embed, gte-base, eurobert-210m: published base sizes, random weights), minilm (real weights: all-MiniLM-L6-v2, "
                         "the [real] extra), model folder, hub id or .onnx file (default: bert-base, random weights)")
 
 

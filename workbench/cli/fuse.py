@@ -29,6 +29,9 @@ def run(args) -> int:
 
     plan = common.fusion_plan(args)  # unknown names: one-line FusionError
     source = resolve(args.model)
+    if source.untested:
+        import sys
+        print(f"note: {source.untested}", file=sys.stderr)
     text = common.text_batches(args, source)  # before the export: a bad file fails in a moment
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
         result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)

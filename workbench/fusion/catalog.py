@@ -97,6 +97,12 @@ CATALOG: tuple[Step, ...] = (
          "Reshape nodes whose target shape is built from Shape/Gather/Concat, and empty reshapes",
          "Shape -> Gather -> Unsqueeze -> Concat -> Reshape => Reshape(const)", "", ("identity_cast",),
          "constant reshape targets let the attention matcher read head counts", (ORT,), "cleanup"),
+    Step("encoder_rms_norm", "SimplifiedLayerNormalization from a written-out RMS norm (workbench rule)",
+         "RMSNorm as EuroBERT's TorchScript export writes it: x * 1/Sqrt(ReduceMean(x^2) + eps) * weight, with "
+         "Div(1, .) or Reciprocal and Casts between", "Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div(1, .) -> "
+         "Mul(x) -> Mul(weight)  =>  SimplifiedLayerNormalization", "SimplifiedLayerNormalization", (),
+         "7 element-wise kernels become 1 (onnxscript's RMS rule does not match this form)", ("workbench",),
+         in_bert=False, session=("SimplifiedLayerNormFusion",)),
     Step("skip_layer_norm", "SkipLayerNormalization",
          "a residual Add feeding a LayerNormalization", "Add(x, skip) -> LayerNormalization",
          "SkipLayerNormalization", ("layer_norm",),
@@ -105,6 +111,25 @@ CATALOG: tuple[Step, ...] = (
     Step("skip_simplified_layer_norm", "SkipSimplifiedLayerNormalization",
          "a residual Add feeding an RMS norm; absent in BERT", "Add -> SimplifiedLayerNormalization",
          "SkipSimplifiedLayerNormalization", ("simplified_layer_norm",), "as SkipLayerNormalization", (ORT, OS), in_bert=False),
+    Step("encoder_skip_norm", "Skip(Simplified)LayerNormalization without a bias (workbench rule)",
+         "a residual Add of two activations feeding a LayerNormalization without a bias (ModernBERT) or an RMS "
+         "norm (EuroBERT): both engines' rules insist on a bias, and ONNX Runtime's crashes on its absence",
+         "Add(x, skip) -> LayerNormalization(gamma) | SimplifiedLayerNormalization  =>  "
+         "SkipLayerNormalization(x, skip, gamma) | SkipSimplifiedLayerNormalization",
+         "SkipLayerNormalization", (),
+         "the residual add is done inside the norm kernel; the sum the next residual reads is its fourth output",
+         ("workbench",), in_bert=False, session=("SkipLayerNormFusion",)),
+    Step("encoder_rotary", "RotaryEmbedding with its cos/sin cache (workbench rule)",
+         "the rotary position embedding of ModernBERT, NomicBERT, GTE and EuroBERT as both exporters write "
+         "transformers' rotate_half: x * cos + Concat(-x[..., H/2:], x[..., :H/2]) * sin on [B, N, S, H] queries and "
+         "keys, with cos and sin computed from the positions in every forward pass",
+         "Slice, Slice -> Neg -> Concat -> Mul(sin); Mul(x, cos) -> Add  =>  "
+         "com.microsoft.RotaryEmbedding(x, [0], cos_cache, sin_cache)",
+         "RotaryEmbedding", (),
+         "7 nodes per projection become 1 kernel and the cos/sin tables are computed once, at fusion time, for "
+         "8192 positions (onnxscript finds the arithmetic but not an encoder's tables; ONNX Runtime's optimizer "
+         "has no rule for these exports)",
+         ("workbench",), in_bert=False),
     Step("rotary_embedding", "RotaryEmbedding",
          "rotary position embeddings (LLaMA style); absent in BERT", "Slice/Neg/Concat/Mul/Add on q and k",
          "RotaryEmbedding", (), "one kernel instead of about a dozen per projection", (ORT, OS), in_bert=False),
@@ -114,6 +139,15 @@ CATALOG: tuple[Step, ...] = (
     Step("partial_rotary_embedding", "Partial RotaryEmbedding",
          "rotary embeddings on part of each head; absent in BERT", "Slice -> RotaryEmbedding -> Concat",
          "RotaryEmbedding", ("rotary_embedding",), "as RotaryEmbedding", (OS,), in_bert=False),
+    Step("encoder_attention", "MultiHeadAttention around rotary Q and K (workbench rule)",
+         "the softmax attention core of a rotary encoder, read from the tensors' shapes: Q·K^T (scale folded "
+         "anywhere), plus the mask or sliding-window bias, Softmax (NaN guard or not), times V, heads merged back",
+         "MatMul(Q*s, K^T*s) -> Add(bias) -> Softmax -> MatMul(V) -> Transpose -> Reshape  =>  "
+         "MultiHeadAttention(Q as [B,S,N*H], K, V as [B,N,L,H], attention_bias)",
+         "MultiHeadAttention", ("encoder_rotary",),
+         "one kernel per layer; a local layer's window stays exact as the attention bias. Needs the rotation fused "
+         "first (it only takes cores whose Q or K comes out of RotaryEmbedding; BERT's go to onnxscript's own rules)",
+         ("workbench",), in_bert=False),
     Step("sdpa", "Scaled dot-product attention (intermediate)",
          "softmax(Q K^T * scale + mask) V", "MatMul(Q, Transpose(K)) -> Mul/Div -> Add(mask) -> Softmax -> MatMul(V)",
          "SDPA", (), "an intermediate op that the multi-head-attention rules build on", (OS,)),
@@ -166,6 +200,11 @@ CATALOG: tuple[Step, ...] = (
          "x * 0.5 * (1 + erf(x / sqrt 2)) (to Gelu)",
          "Pow(3) -> Mul(0.044715) -> Add -> Mul(sqrt(2/pi)) -> Tanh -> ...;  Mul(x) -> Mul(0.5) -> ... Erf",
          "FastGelu", (), "5 to 7 element-wise kernels become 1", (OS,), session=("FastGeluFusion",)),
+    Step("encoder_silu", "QuickGelu from SiLU (workbench rule)",
+         "SiLU written as x * Sigmoid(x), the gate activation of NomicBERT's and EuroBERT's SwiGLU MLP",
+         "Sigmoid(x) -> Mul(x)  =>  com.microsoft.QuickGelu(x, alpha=1)", "QuickGelu", (),
+         "2 kernels become 1 per layer; the gate's multiply stays a plain Mul (ONNX Runtime has no CPU kernel "
+         "for a whole gated MLP)", ("workbench",), in_bert=False, session=("QuickGeluFusion",)),
     Step("bias_gelu", "BiasGelu",
          "the bias Add of the first feed-forward MatMul feeding Gelu", "Add(x, bias) -> Gelu", "BiasGelu",
          ("gelu",), "the bias add happens inside the Gelu kernel", (ORT, OS), session=("BiasGeluFusion",)),

@@ -13,7 +13,9 @@ from typing import Callable
 from ..errors import FusionError
 from .engine_logs import quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
-from .own_steps import os_standard_attention, skip_without_standard_attention
+from .own_steps import (os_encoder_attention, os_encoder_rms_norm, os_encoder_rotary, os_encoder_silu,
+                        os_encoder_skip_norm, os_standard_attention, skip_without,
+                        skip_without_standard_attention)
 
 
 def _core(name: str) -> Callable:
@@ -123,12 +125,17 @@ def onnxscript_steps() -> tuple[EngineStep, ...]:
         EngineStep("pre_optimize", _os_pre),
         EngineStep("gelu", _os_fuse(("erf_gelu", "fuse_erfgelu"))),
         EngineStep("simplified_layer_norm", _os_fuse(("rms_normalization", "fuse_rms_normalization"))),
+        EngineStep("encoder_rms_norm", os_encoder_rms_norm, skip=skip_without("Sqrt")),
         EngineStep("skip_layer_norm", _os_fuse(("skip_layer_normalization", "fuse_skip_layer_normalization"))),
         EngineStep("skip_simplified_layer_norm", _os_fuse(("skip_rms_normalization", "fuse_skip_rms_normalization"))),
+        EngineStep("encoder_skip_norm", os_encoder_skip_norm,
+                   skip=skip_without("LayerNormalization", "SimplifiedLayerNormalization")),
+        EngineStep("encoder_rotary", os_encoder_rotary, skip=skip_without("Neg")),
         EngineStep("rotary_embedding", _os_fuse(("rotary_embedding", "fuse_rotary_embedding"),
                                                 ("cos_sin_cache", "fuse_cos_sin_cache"))),
         EngineStep("cse", _os_cse),
         EngineStep("partial_rotary_embedding", _os_fuse(("partial_rotary_embedding", "fuse_partial_rotary_embedding"))),
+        EngineStep("encoder_attention", os_encoder_attention, skip=skip_without("RotaryEmbedding")),
         EngineStep("sdpa", _os_fuse(("sdpa", "fuse_sdpa", {"apply_shape_inference": True}))),
         EngineStep("group_query_attention", _os_fuse(("gqa", "fuse_gqa"), ("packed_qkv_for_gqa", "fuse_qkv_gqa"))),
         EngineStep("multi_head_attention", _os_fuse(("mha1", "fuse_mha1"), ("mha2", "fuse_mha2"),
@@ -136,6 +143,7 @@ def onnxscript_steps() -> tuple[EngineStep, ...]:
         EngineStep("standard_attention", os_standard_attention, skip=skip_without_standard_attention),
         EngineStep("attention", _os_attention, reads=("multi_head_attention", "standard_attention")),
         EngineStep("fast_gelu", _os_fuse(("gelu", "fuse_gelu"))),
+        EngineStep("encoder_silu", os_encoder_silu, skip=skip_without("Sigmoid")),
         EngineStep("bias_gelu", _os_fuse(("bias_gelu", "fuse_bias_gelu"))),
         EngineStep("sdpa_to_mha", _os_fuse(("sdpa_via_mha", "replace_sdpa_by_mha"))),
         EngineStep("final_optimize", _os_final),

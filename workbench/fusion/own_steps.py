@@ -100,3 +100,71 @@ def os_standard_attention(ctx: EngineContext, model) -> StepOutcome:
     projection biases in and pack Q, K and V into one contrib ``Attention``.
     """
     return _map_standard_attention(model)
+
+
+def _own_rule(label: str, fuse, note: str):
+    """A step of the onnxscript chain running one of the workbench's imperative rules, in place."""
+
+    def run(ctx: EngineContext, model) -> StepOutcome:
+        count, reasons = fuse(model)
+        notes = [] if count or not reasons else [note]
+        return StepOutcome(model, counts={label: int(count)}, messages=sorted(set(reasons)), notes=notes)
+
+    return run
+
+
+def os_encoder_rotary(ctx: EngineContext, model) -> StepOutcome:
+    """Rotary embeddings (rotate_half) → ``com.microsoft.RotaryEmbedding`` (``rules/rotary.py``)."""
+    from .rules.rotary import fuse_rotary
+
+    return _own_rule("encoder_rotary", fuse_rotary,
+                     "a rotate_half rotation was found but not fused; the reasons name where it stopped")(ctx, model)
+
+
+def os_encoder_attention(ctx: EngineContext, model) -> StepOutcome:
+    """Rotary encoders' softmax attention → ``MultiHeadAttention`` (``rules/encoder_attention.py``)."""
+    from .rules.encoder_attention import fuse_encoder_attention
+
+    def fuse(m):
+        return fuse_encoder_attention(m, rotary_only=True)
+
+    return _own_rule("encoder_attention", fuse,
+                     "attention cores were found but not fused; the reasons name where reading them stopped")(ctx, model)
+
+
+def skip_without(*ops: str):
+    """A ``skip`` test: "" when one of ``ops`` is in the graph, else why the step cannot change it."""
+
+    def skip(hist: dict, skeleton: onnx.ModelProto) -> str:
+        if any(hist.get(op, 0) for op in ops):
+            return ""
+        return f"nothing to fuse: no {' or '.join(ops)} node in the graph; the step was not run."
+
+    return skip
+
+
+def os_encoder_rms_norm(ctx: EngineContext, model) -> StepOutcome:
+    """Written-out RMSNorm → ``SimplifiedLayerNormalization`` (``rules/norms.py``)."""
+    from .rules.norms import fuse_rms_norm
+
+    return _own_rule("encoder_rms_norm", fuse_rms_norm,
+                     "an RMS norm was found but not fused; the reasons name where it stopped")(ctx, model)
+
+
+def os_encoder_skip_norm(ctx: EngineContext, model) -> StepOutcome:
+    """Residual Add + bias-free LayerNorm / RMSNorm → the Skip kernels (``rules/norms.py``)."""
+    from .rules.norms import fuse_skip_norms
+
+    return _own_rule("encoder_skip_norm", fuse_skip_norms,
+                     "a residual norm was found but not fused; the reasons name where it stopped")(ctx, model)
+
+
+def os_encoder_silu(ctx: EngineContext, model) -> StepOutcome:
+    """SiLU (``x * Sigmoid(x)``) → ``QuickGelu(alpha=1)`` (``rules/activations.py``)."""
+    from .rules.activations import fuse_silu
+
+    out = _own_rule("encoder_silu", fuse_silu, "")(ctx, model)
+    if out.counts["encoder_silu"]:
+        out.notes.append("the gated MLP's multiply stays a plain Mul: ONNX Runtime has no CPU kernel for a whole "
+                         "gated MLP (SwiGLU, GeGLU)")
+    return out

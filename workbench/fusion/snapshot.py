@@ -171,7 +171,8 @@ class ParityReference:
         from ..ort.session import run_session
 
         sess = open_session(model)
-        return merge([compare(ref, run_session(sess, f)) for ref, f in zip(self.outputs, self.feeds)])
+        return merge([compare(ref, run_session(sess, f), mask=f.get("attention_mask"))
+                      for ref, f in zip(self.outputs, self.feeds)])
 
 
 #: Domains of intermediate ops an engine uses between its own steps; no runtime implements them.

@@ -57,6 +57,20 @@ def _name_proto_nodes(model: onnx.ModelProto) -> None:
     ensure_node_names(model)
 
 
+def _engine_failure(step: str, error: Exception, model) -> StepOutcome:
+    """The outcome of an ORT step whose own code raised: the graph unchanged, the failure in its words."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    where = next((f for f in reversed(frames) if "onnxruntime" in f.filename), frames[-1] if frames else None)
+    at = f" in {os.path.basename(where.filename)}, line {where.lineno}" if where else ""
+    msg = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    words = f"{type(error).__name__}: {msg}" if msg else type(error).__name__
+    note = (f"ONNX Runtime's optimizer failed in this step ({words}{at}); the graph is left as it was and the "
+            f"later steps go on. The workbench's own rules in the onnxscript chain cover this pattern.")
+    return StepOutcome(model, counts={}, messages=[f"onnxruntime raised {words}{at}"], notes=[note])
+
+
 def _score(snaps: list[Snapshot]) -> tuple:
     f = snaps[-1].fused
     attn = f.get("Attention", 0) + f.get("MultiHeadAttention", 0)
@@ -84,6 +98,16 @@ def auto_choice(runs: dict[str, list[Snapshot]]) -> tuple[str, str]:
 #: The engine that fuses an exporter's graphs best (measured on bert-tiny and bert-base, every attention
 #: implementation: tests/fusion/test_cells.py); ``auto`` shows it first and checks the other afterwards.
 LIKELY_ENGINE = {"torchscript": "ort", "dynamo": "onnxscript"}
+#: Families whose graphs ONNX Runtime's BERT optimizer was written for; the others' fusions are the
+#: workbench's own rules, which run in the onnxscript chain.
+ORT_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert")
+
+
+def likely_engine(exporter: str, model_type: str | None = None) -> str | None:
+    """The engine likely to fuse this export best (shown first under auto)."""
+    if model_type and model_type not in ORT_FAMILIES:
+        return "onnxscript"
+    return LIKELY_ENGINE.get(exporter)
 
 
 class Timeline(WarmingMixin):
@@ -402,8 +426,13 @@ class Timeline(WarmingMixin):
             except FusionError:
                 raise
             except Exception as e:
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise FusionError(f"{engine} step {es.name} failed: {msg}") from e
+                if engine != "ort":
+                    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    raise FusionError(f"{engine} step {es.name} failed: {msg}") from e
+                # ONNX Runtime's optimizer crashed inside one of its fusions (e.g. its SkipLayerNorm
+                # fusion reads a bias a bias-free LayerNormalization lacks): the step keeps the graph
+                # as it was and says so in the engine's words; later steps go on.
+                out = _engine_failure(es.name, e, self.store.working_copy(prev.skeleton))
             elapsed = time.perf_counter() - t
             model = out.model
             if engine == "ort":

@@ -140,7 +140,8 @@ def precision_parity(reference, candidate, *, provider: str = "cpu", cases=None,
     results = []
     for i, (b, s, padded) in enumerate(cases or PARITY_CASES[:2]):
         feeds = make_inputs(spec, b, min(s, spec.max_positions), seed=100 + i, padded=padded)
-        results.append(compare(run_session(ref_s, feeds)[0], run_session(cand_s, feeds)[0]))
+        results.append(compare(run_session(ref_s, feeds)[0], run_session(cand_s, feeds)[0],
+                               mask=feeds.get("attention_mask")))
     return merge(results)
 
 

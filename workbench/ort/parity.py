@@ -23,12 +23,34 @@ class Parity:
         return asdict(self)
 
 
-def compare(reference, candidate, *, atol: float = ATOL, rtol: float = RTOL) -> Parity:
-    """Compare two arrays (or equal-length lists of arrays)."""
+def real_tokens(output, mask):
+    """The rows of a (batch, sequence, ...) output at real tokens (``mask`` == 1); other outputs unchanged.
+
+    Padded positions carry no answer: models with local attention (ModernBERT) leave a padded
+    query row with no key in its window, and engines fill such rows differently.
+    """
+    out = np.asarray(output)
+    if mask is None:
+        return out
+    mask = np.asarray(mask)
+    if mask.ndim != 2 or out.ndim < 2 or out.shape[:2] != mask.shape:
+        return out
+    return out[mask.astype(bool)]
+
+
+def compare(reference, candidate, *, atol: float = ATOL, rtol: float = RTOL, mask=None) -> Parity:
+    """Compare two arrays (or equal-length lists of arrays), at real tokens only when ``mask`` is given.
+
+    ``mask`` is one attention mask (batch, sequence) or one per output pair.
+    """
     refs = reference if isinstance(reference, (list, tuple)) else [reference]
     cands = candidate if isinstance(candidate, (list, tuple)) else [candidate]
     if len(refs) != len(cands):
         raise ValueError(f"{len(refs)} reference outputs but {len(cands)} candidate outputs")
+    if mask is not None:
+        masks = mask if isinstance(mask, (list, tuple)) else [mask] * len(refs)
+        refs = [real_tokens(r, m) for r, m in zip(refs, masks)]
+        cands = [real_tokens(c, m) for c, m in zip(cands, masks)]
     max_diff, ok = 0.0, True
     dots = na = nb = 0.0
     for r, c in zip(refs, cands):

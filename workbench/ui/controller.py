@@ -128,7 +128,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
     def _load(self, job: Job) -> None:
         from ..export import export
         from ..fusion import Timeline
-        from ..fusion.timeline import LIKELY_ENGINE
+        from ..fusion.timeline import likely_engine
         from ..models import resolve
 
         s = self.state
@@ -150,12 +150,13 @@ class Controller(EngineActions, MeasureActions, ReportActions):
             self.timeline.stop_warming(wait=False)
         # Under auto, the engine that fuses this exporter's graphs best is shown first; the other runs
         # afterwards in the background (_compare_engines), and auto switches if it fuses more.
-        likely = LIKELY_ENGINE.get(s.exporter) if s.engine == "auto" else None
+        likely = likely_engine(s.exporter, src.model_type) if s.engine == "auto" else None
         plan = s.fusion_plan()
         tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
         snaps = tl.run()
         if likely:
-            s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports best); "
+            s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports of "
+                             f"{src.model_type or 'this model'} best); "
                              f"the other engine is being compared in the background")
             s.engine_line = f"auto → {ENGINE_TITLES.get(likely, likely)} (comparing with the other engine…)"
         else:

@@ -1,0 +1,259 @@
+"""Any encoder's softmax attention core → ``com.microsoft.MultiHeadAttention`` (workbench rule).
+
+The encoders of 2025 compute attention as every BERT does, but around a core
+that neither engine recognises in their exports: the queries and keys come out
+of a rotary embedding, the projections are packed in one 5-D view (ModernBERT)
+or split from one MatMul (NomicBERT, GTE), the scale is folded in one or two
+places, and the mask is a padding mask combined with a sliding window. What
+every form shares is the core, per layer::
+
+    scores = MatMul(Q * s_q, K^T * s_k) [* s]      # Q: [B, N, S, H]; K^T reached through Transpose/Reshape
+    p      = Softmax(scores [+ bias])              # bias: [B|1, N|1, S, L], e.g. padding + window
+    p      = Where(IsNaN(p), 0, p)                 # optional guard of the TorchScript export
+    y      = Reshape(Transpose(MatMul(p, V), 0,2,1,3), [B, S, N*H])
+
+This rule finds each ``Softmax``, reads Q, K, V, the scale and the bias from
+the tensors' shapes (no fixed chain of nodes), and writes::
+
+    y = MultiHeadAttention(Reshape(Transpose(Q, 0,2,1,3), [0, 0, -1]), K, V, attention_bias=bias,
+                           num_heads=N, scale=s_q * s_k * s)
+
+K and V stay in their ``[B, N, L, H]`` layout, which ONNX Runtime's kernel
+reads directly; only Q is merged back to ``[B, S, N*H]``. The bias keeps
+whatever the model computed (a local layer's window included), so the
+result is exact at every real token. Where the core is not found, the reason
+names the node where the reading stopped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused, same_dim, scalar
+
+_SCALE_OPS = ("Mul", "Div")
+
+
+def _strip_scale(value: ir.Value) -> tuple[ir.Value, float]:
+    """Walk back through multiplications / divisions by a constant scalar; the value and the factor."""
+    factor = 1.0
+    for _ in range(4):
+        node = value.producer()
+        if node is None or node.op_type not in _SCALE_OPS:
+            break
+        a, b = node.inputs[0], node.inputs[1]
+        sb = scalar(b)
+        if sb is not None:
+            factor = factor * sb if node.op_type == "Mul" else factor / sb
+            value = a
+            continue
+        sa = scalar(a)
+        if sa is not None and node.op_type == "Mul":
+            factor *= sa
+            value = b
+            continue
+        break
+    return value, factor
+
+
+def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph) -> tuple[ir.Value | None, float, list[ir.Node], str]:
+    """K in [B, N, L, H] behind K^T ([B, N, H, L]): the value, its scale, nodes to insert, or why not."""
+    value, factor = _strip_scale(kt)
+    kt_dims = dims(kt)
+    if kt_dims is None or len(kt_dims) != 4:
+        return None, 1.0, [], "the key side of the scores is not a 4-D tensor"
+    head = q_dims[3]
+    for _ in range(6):
+        d = dims(value)
+        if (value is not kt and d is not None and len(d) == 4 and d[3] == head and same_dim(d[0], q_dims[0])
+                and same_dim(d[2], kt_dims[3])):
+            return value, factor, [], ""  # [B, N, L, H] behind K^T: that is K
+        node = value.producer()
+        if node is None:
+            break
+        if node.op_type == "Transpose":
+            perm = tuple(node.attributes.get_ints("perm", ()))
+            src = node.inputs[0]
+            sd = dims(src)
+            if perm == (0, 1, 3, 2) and sd is not None and len(sd) == 4 and sd[3] == head:
+                return src, factor, [], ""  # K^T = Transpose(K, 0,1,3,2)
+            if perm == (0, 2, 3, 1) and sd is not None and len(sd) == 4 and sd[3] == head:
+                # TorchScript: K^T = Transpose(K in [B, L, N, H], 0,2,3,1); K = Transpose(., 0,2,1,3).
+                t = ir.node("Transpose", [src], attributes={"perm": [0, 2, 1, 3]})
+                return t.outputs[0], factor, [t], ""
+            value = src
+        elif node.op_type == "Reshape":
+            value = node.inputs[0]
+        elif node.op_type in _SCALE_OPS:
+            value, f = _strip_scale(value)
+            factor *= f
+        else:
+            break
+    return None, 1.0, [], f"the key side of the scores stops at {node_label(value.producer()) if value.producer() else value.name}"
+
+
+def _reader(value: ir.Value) -> ir.Node | None:
+    """The one node reading ``value`` besides ``Shape`` nodes (which only build the old reshape targets)."""
+    readers = [u[0] if isinstance(u, tuple) else u.node for u in value.uses()]
+    others = [r for r in readers if r.op_type != "Shape"]
+    return others[0] if len(others) == 1 and not value.is_graph_output() else None
+
+
+def _output(ctx: ir.Node) -> tuple[ir.Node | None, str]:
+    """The Reshape that merges the heads of ``ctx``'s result into [B, S, N*H]; or why not."""
+    t = _reader(ctx.outputs[0])
+    for _ in range(2):  # the TorchScript export reshapes [B, N, S, H] to itself first
+        out4 = dims(t.outputs[0]) if t is not None and t.op_type == "Reshape" else None
+        if out4 is None or len(out4) != 4:
+            break
+        t = _reader(t.outputs[0])
+    if t is None or t.op_type != "Transpose" or tuple(t.attributes.get_ints("perm", ())) != (0, 2, 1, 3):
+        return None, f"the context {node_label(ctx)} is not transposed back to [batch, sequence, heads, size]"
+    r = _reader(t.outputs[0])
+    if r is None or r.op_type != "Reshape":
+        return None, f"the heads after {node_label(t)} are not merged by a Reshape"
+    out = dims(r.outputs[0])
+    target = fold_ints(r.inputs[1])
+    if (out is None or len(out) != 3) and (target is None or target.size != 3):
+        return None, f"{node_label(r)} does not give a 3-D [batch, sequence, hidden] tensor"
+    return r, ""
+
+
+def _last_entry(target: ir.Value) -> int | None:
+    """The last entry of a Reshape target, when it is a constant (even if the others are computed)."""
+    whole = fold_ints(target)
+    if whole is not None:
+        return int(whole.reshape(-1)[-1]) if whole.size and whole.reshape(-1)[-1] > 0 else None
+    node = target.producer()
+    if node is None or node.op_type != "Concat" or not node.inputs:
+        return None
+    last = fold_ints(node.inputs[-1])
+    return int(last.reshape(-1)[-1]) if last is not None and last.size and last.reshape(-1)[-1] > 0 else None
+
+
+def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
+    """Q, K, V, bias, scale, heads and the output Reshape of the core around Softmax ``sm``; or why not."""
+    if sm.attributes.get_int("axis", -1) not in (-1, 3):
+        return None, f"{node_label(sm)} is not over the last axis"
+    s_in, bias = sm.inputs[0], None
+    add = s_in.producer()
+    if add is not None and add.op_type == "Add":
+        for i in (0, 1):
+            cand, _ = _strip_scale(add.inputs[i])
+            p = cand.producer()
+            if p is not None and p.op_type == "MatMul":
+                s_in, bias = add.inputs[i], add.inputs[1 - i]
+                break
+    scores, s = _strip_scale(s_in)
+    mm = scores.producer()
+    if mm is None or mm.op_type != "MatMul":
+        return None, f"the input of {node_label(sm)} is not a Q·K product (plus a bias)"
+    q, s_q = _strip_scale(mm.inputs[0])
+    qd = dims(q)
+    if qd is None or len(qd) != 4 or not isinstance(qd[3], int):
+        return None, f"the query of {node_label(mm)} is not a 4-D [batch, heads, sequence, head size] tensor"
+    k, s_k, extra, why = _find_key(mm.inputs[1], qd, graph)
+    if k is None:
+        return None, why
+    if bias is not None:
+        bd = dims(bias)
+        if bd is None or len(bd) != 4:
+            return None, f"the bias added before {node_label(sm)} is not 4-D [batch|1, heads|1, sequence, keys]"
+    # The context: Softmax (optionally NaN-guarded) times V.
+    p_out = sm.outputs[0]
+    reader = only_consumer(p_out)
+    guard = None
+    if reader is not None and reader.op_type == "IsNaN":
+        return None, f"{node_label(sm)}'s NaN guard is read in an unexpected way"
+    readers = [u[0] if isinstance(u, tuple) else u.node for u in p_out.uses()]
+    if len(readers) == 2 and {r.op_type for r in readers} == {"IsNaN", "Where"}:
+        guard = next(r for r in readers if r.op_type == "Where")
+        p_out = guard.outputs[0]
+        reader = only_consumer(p_out)
+    if reader is None or reader.op_type != "MatMul" or reader.inputs[0] is not p_out:
+        return None, f"the probabilities of {node_label(sm)} do not go into one MatMul with V"
+    v = reader.inputs[1]
+    vd = dims(v)
+    if vd is None or len(vd) != 4:
+        return None, f"the value side of {node_label(reader)} is not 4-D [batch, heads, keys, head size]"
+    out, why = _output(reader)
+    if out is None:
+        return None, why
+    head = qd[3]
+    heads = qd[1] if isinstance(qd[1], int) else vd[1] if isinstance(vd[1], int) else None
+    od = dims(out.outputs[0])
+    if heads is None and od is not None and isinstance(od[-1], int):
+        heads = od[-1] // head
+    if heads is None:
+        last = _last_entry(out.inputs[1])
+        heads = last // head if last and last % head == 0 else None
+    if heads is None:
+        # The merged heads feed the output projection, whose constant weight is [N*H, hidden].
+        proj = _reader(out.outputs[0])
+        w = const(proj.inputs[1]) if proj is not None and proj.op_type == "MatMul" else None
+        heads = w.shape[0] // head if w is not None and w.ndim == 2 and w.shape[0] % head == 0 else None
+    if not heads:
+        return None, f"the number of heads around {node_label(sm)} is not known"
+    return {"q": q, "k": k, "v": v, "bias": bias, "scale": s * s_q * s_k, "heads": int(heads),
+            "out": out, "extra": extra, "head": head}, ""
+
+
+def _rotary_fed(parts: dict) -> bool:
+    """True when the query or key comes out of a rotary embedding (a rotary encoder's core)."""
+    return any((v.producer() is not None and v.producer().op_type == "RotaryEmbedding")
+               for v in (parts["q"], parts["k"]))
+
+
+def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tuple[int, list[str]]:
+    """Replace every softmax attention core by ``MultiHeadAttention``; (count, reasons for those left).
+
+    With ``rotary_only`` only cores whose query or key is rotated are fused: in onnxscript's chain
+    the others are left to its own rules, which pack Q, K and V into one ``Attention`` for BERT.
+    """
+    graph = model.graph
+    reasons: list[str] = []
+    count = 0
+    merge = floor = None
+    finite: dict[int, ir.Value] = {}
+    for sm in [n for n in graph if n.op_type == "Softmax"]:
+        parts, why = match_attention(sm, graph)
+        if parts is None:
+            reasons.append(f"attention: {why}")
+            continue
+        if rotary_only and not _rotary_fed(parts):
+            continue
+        if merge is None:
+            merge = initializer(graph, "mha_merge_heads_shape", np.array([0, 0, -1], dtype=np.int64))
+        out = parts["out"]
+        qt = ir.node("Transpose", [parts["q"]], attributes={"perm": [0, 2, 1, 3]})
+        q3 = ir.node("Reshape", [qt.outputs[0], merge])
+        inputs = [q3.outputs[0], parts["k"], parts["v"]]
+        new = [*parts["extra"], qt, q3]
+        bias = parts["bias"]
+        if bias is not None:
+            # A padded query can have no key in its local window: with -inf everywhere the kernel's
+            # softmax gives NaN, which later layers would read through V. A finite floor keeps that
+            # row finite (the exported graph's NaN guard did the same); masked keys still get weight 0.
+            # -30000 stays finite after an fp16 conversion (largest fp16: 65504).
+            if id(bias) not in finite:
+                if floor is None:
+                    floor = initializer(graph, "mha_bias_floor", np.array(-30000.0, dtype=np.float32))
+                mx = ir.node("Max", [bias, floor])
+                mx.outputs[0].shape, mx.outputs[0].type = bias.shape, bias.type
+                new.append(mx)
+                finite[id(bias)] = mx.outputs[0]
+            inputs += [None, None, finite[id(bias)]]
+        mha = ir.node("MultiHeadAttention", inputs,
+                      attributes={"num_heads": parts["heads"], "scale": float(parts["scale"])},
+                      domain="com.microsoft", name=f"{out.name or 'attention'}/MultiHeadAttention")
+        inherit_scope([*new, mha], sm)
+        graph.insert_before(out, [*new, mha])
+        mha.outputs[0].shape, mha.outputs[0].type = out.outputs[0].shape, out.outputs[0].type
+        ir.convenience.replace_all_uses_with(out.outputs[0], mha.outputs[0], replace_graph_outputs=True)
+        count += 1
+    if count:
+        remove_unused(model)
+        if "com.microsoft" not in model.opset_imports:
+            model.opset_imports["com.microsoft"] = 1
+    return count, reasons
