@@ -17,6 +17,21 @@ from workbench.models import resolve
 from workbench.workshop import exercises as ex
 
 
+def save_tiny_modernbert(folder):
+    """A two-layer ModernBERT (layer 0 global, layer 1 local with a 16-token window), seeded, as a folder."""
+    import torch
+    import transformers
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        cfg = transformers.AutoConfig.for_model(
+            "modernbert", num_hidden_layers=2, hidden_size=48, num_attention_heads=3, intermediate_size=80,
+            vocab_size=500, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
+            mask_token_id=3, local_attention=16, global_attn_every_n_layers=2, max_position_embeddings=512)
+        transformers.AutoModel.from_config(cfg).save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="module", params=["bert-tiny", "bert-base-shaped"])
 def source(request, bert_base_two_layers):
     return resolve("bert-tiny" if request.param == "bert-tiny" else str(bert_base_two_layers))
@@ -92,3 +107,19 @@ def test_which_opsets_write_layer_norm_and_gelu_as_one_op(exporter):
         snaps = ex.fusion_run("bert-tiny", opset=ex.ONE_OP_SINCE["Gelu"])
         assert "already has" in ex.step_of(snaps, "gelu").diagnostic
         assert snaps[-1].fused.get("BiasGelu") == 2 and snaps[-1].fused.get("SkipLayerNormalization") == 4
+
+
+def test_modern_encoder_section_ort_fails_on_bias_free_norms_and_the_workbench_fuses_all(tmp_path):
+    """Notebook 04's ModernBERT section (the test model: two layers, one of them local)."""
+    src = resolve(str(save_tiny_modernbert(tmp_path / "modernbert")))
+    rows, f = ex.modern_encoder(src)
+    assert f.holds and f.answer == 0 and "failed in this step" in f.why and "IndexError" in f.why
+    by = {(r["export"], r["engine"]): r for r in rows}
+    for exporter in ("torchscript", "dynamo"):
+        full = by[(exporter, "workbench (onnxscript + own rules)")]
+        assert full["attention"] == 2 and full["RotaryEmbedding"] == 4 and full["SkipLayerNorm"] == 4
+        assert full["rotary ops left (Neg, Sin, Cos)"] == 0 and full["Softmax left"] == 0 and not full["why not"]
+        ort = by[(exporter, "ONNX Runtime optimizer")]
+        assert ort["attention"] == 0 and ort["RotaryEmbedding"] == 0 and ort["why not"]
+    # onnxscript alone leaves the rotary arithmetic on both exports and says why where it fused less
+    assert all(by[(e, "onnxscript rules")]["rotary ops left (Neg, Sin, Cos)"] > 0 for e in ("torchscript", "dynamo"))

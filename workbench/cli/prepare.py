@@ -20,6 +20,8 @@ def register(sub) -> None:
                    help="models the notebooks will open with WORKBENCH_NOTEBOOK_MODEL (default: bert-base)")
     p.add_argument("--real", default="minilm", metavar="MODEL,...",
                    help="real models for notebook 05 (default: minilm; 'none' skips it)")
+    p.add_argument("--modern", default="modernbert-base", metavar="MODEL,...",
+                   help="rotary encoders for notebook 04's last section (default: modernbert-base; 'none' skips it)")
     p.add_argument("--notebooks", default="01,02,03,04,05", type=common.steps_arg, metavar="NN,...",
                    help="prepare only for these notebooks (default: all five)")
     p.add_argument("--cache", metavar="DIR", help="the folder to fill (default: $WORKBENCH_CACHE or the user cache)")
@@ -46,8 +48,9 @@ def run(args) -> int:
             raise ConfigError(f"--cache {args.cache} is not a folder")
         os.environ["WORKBENCH_CACHE"] = os.path.abspath(args.cache)
     real = tuple(m for m in args.real.split(",") if m.strip() and m.strip() != "none")
+    modern = tuple(m for m in args.modern.split(",") if m.strip() and m.strip() != "none")
     say = (lambda line: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-    done = prepare(tuple(args.models), real=real, notebooks=tuple(args.notebooks), say=say)
+    done = prepare(tuple(args.models), real=real, modern=modern, notebooks=tuple(args.notebooks), say=say)
     if args.json:
         print_json(done.to_dict())
         return 0

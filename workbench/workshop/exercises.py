@@ -112,7 +112,7 @@ def change(snaps: list, name: str) -> dict:
 
 
 def ops_words(ops: dict, most: int = 8) -> str:
-    """``{"ReduceMean": 10, "Sub": 5}`` → ``"ReduceMean 10, Sub 5"`` (largest first; past ``most`` op types, "...")."""
+    """``{"ReduceMean": 10, "Sub": 5}`` → ``"ReduceMean 10, Sub 5"`` (largest first; past ``most``, a count)."""
     items = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))
     words = ", ".join(f"{op} {n}" for op, n in items[:most])
     rest = len(items) - most
@@ -278,3 +278,67 @@ def prerequisite_off(model, step: str = "layer_norm", target: str = "attention",
                    table=[{"plan": f"{step} on", op: n_on, "nodes": on[-1].nodes},
                           {"plan": f"{step} off", op: n_off, "nodes": off[-1].nodes}],
                    facts={"on": n_on, "off": n_off, "default_export_off": default[-1].fused.get(op, 0)})
+
+
+# ------------------------------------------------------------------ a modern encoder (notebook 04)
+#: The engines compared on a rotary encoder: (label, engine, the workbench's own rules on).
+MODERN_ENGINES = (("ONNX Runtime optimizer", "ort", False), ("onnxscript rules", "onnxscript", False),
+                  ("workbench (onnxscript + own rules)", "onnxscript", True))
+
+
+def own_rules() -> frozenset[str]:
+    """The catalog steps that are the workbench's own rules (switched off to see an engine alone)."""
+    from ..fusion.catalog import CATALOG
+
+    return frozenset(s.name for s in CATALOG if "workbench" in s.engines)
+
+
+def _refusal(snaps: list, steps: tuple[str, ...]) -> str:
+    """The first diagnostic among ``steps`` that says the engine failed or found no match, in its words."""
+    for s in snaps:
+        if s.step in steps and s.diagnostic and not s.fused_here:
+            return f"{s.step}: {s.diagnostic.strip()}"
+    return ""
+
+
+def modern_encoder(model) -> tuple[list[dict], Finding]:
+    """What each engine fuses on a rotary encoder (ModernBERT), per exporter, and why the rest stays.
+
+    Returns the table rows and the exercise: how many SkipLayerNormalization ONNX Runtime's optimizer
+    fuses on the dynamo export, with the engine's words for its failure.
+    """
+    src = source_of(model)
+    L = src.num_layers
+    rows, runs = [], {}
+    for exporter in ("torchscript", "dynamo"):
+        for label, engine, own in MODERN_ENGINES:
+            snaps = fusion_run(src, exporter=exporter, engine=engine, disabled=() if own else own_rules())
+            runs[(exporter, label)] = snaps
+            f, h = snaps[-1].fused, snaps[-1].histogram
+            rows.append({"export": exporter, "engine": label, "nodes": f"{snaps[0].nodes} → {snaps[-1].nodes}",
+                         "attention": f.get("Attention", 0) + f.get("MultiHeadAttention", 0),
+                         "RotaryEmbedding": f.get("RotaryEmbedding", 0),
+                         "SkipLayerNorm": f.get("SkipLayerNormalization", 0),
+                         "rotary ops left (Neg, Sin, Cos)": sum(h.get(op, 0) for op in ("Neg", "Sin", "Cos")),
+                         "Softmax left": h.get("Softmax", 0),
+                         "why not": ""})
+            full = {"attention": L, "sdpa": L, "skip_layer_norm": 2 * L}
+            have = {"attention": rows[-1]["attention"], "sdpa": rows[-1]["attention"],
+                    "skip_layer_norm": rows[-1]["SkipLayerNorm"]}
+            short = [st for st in full if have[st] < full[st]]
+            rows[-1]["why not"] = _refusal(snaps, tuple(short))
+    ort = runs[("dynamo", "ONNX Runtime optimizer")]
+    full = runs[("dynamo", "workbench (onnxscript + own rules)")]
+    skip = step_of(ort, "skip_layer_norm")
+    n = ort[-1].fused.get("SkipLayerNormalization", 0)
+    own = change(full, "encoder_skip_norm")
+    words = (skip.diagnostic or "").strip() if skip else "the step did not run"
+    why = (f"ONNX Runtime's skip_layer_norm step on the dynamo export: \"{words}\" ModernBERT's LayerNorms have no "
+           f"bias, and the exporter writes LayerNormalization without its optional bias input. The workbench's "
+           f"rule: {change_words('encoder_skip_norm', own)}.")
+    finding = Finding("SkipLayerNormalization by ORT on ModernBERT (dynamo)", n, why,
+                      "ORT's optimizer fuses no SkipLayerNormalization on the dynamo ModernBERT export and says why; "
+                      "the workbench's rule fuses two per layer",
+                      n == 0 and "failed" in words and own["emitted"].get("SkipLayerNormalization", 0) == 2 * L,
+                      table=rows, facts={"ort": n, "workbench": own["emitted"].get("SkipLayerNormalization", 0)})
+    return rows, finding

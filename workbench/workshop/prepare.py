@@ -72,11 +72,11 @@ def app_timeline(src, say: Say) -> None:
     every single toggle warmed, the other engine compared, parity of every snapshot."""
     from ..export import export
     from ..fusion import Timeline
-    from ..fusion.timeline import LIKELY_ENGINE
+    from ..fusion.timeline import likely_engine
 
     cfg = ExportConfig()
     r = export(src, cfg)
-    tl = Timeline(r.path, FusionPlan(engine=LIKELY_ENGINE.get(cfg.exporter, "auto")), **_kw(src))
+    tl = Timeline(r.path, FusionPlan(engine=likely_engine(cfg.exporter, src.model_type) or "auto"), **_kw(src))
     snaps = tl.run()
     say(f"  warming every single toggle ({len(snaps) - 1} steps)")
     tl.start_warming()
@@ -150,17 +150,25 @@ def real_text(name: str, say: Say) -> None:
     task_answers(src, text=text_batches(src))
 
 
+def modern_encoder(name: str, say: Say) -> None:
+    """Notebook 04's modern-encoder section: the rotary encoder's exports and each engine's timeline."""
+    from . import exercises as ex
+
+    ex.modern_encoder(name)
+
+
 #: (notebook, stage function) for each preset model, in the order they run.
 STAGES: tuple[tuple[str, Callable], ...] = (
     ("01 app", app_timeline), ("02 ablation models", ablation_models), ("03 exercises", exercises),
     ("04 exporter matrix", exporter_matrix))
 
 
-def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",), notebooks=("01", "02", "03", "04", "05"),
-            say: Say | None = None) -> Prepared:
+def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
+            modern: tuple[str, ...] = ("modernbert-base",), notebooks=("01", "02", "03", "04", "05"), say: Say | None = None) -> Prepared:
     """Build everything notebooks 01-05 need for ``models`` (and notebook 05's ``real`` models) into the cache.
 
-    ``notebooks`` picks the notebooks to prepare for, by number ("01" ... "05").
+    ``notebooks`` picks the notebooks to prepare for, by number ("01" ... "05"); ``modern`` are the rotary
+    encoders of notebook 04's last section.
 
     The cache is ``$WORKBENCH_CACHE`` (set it before calling, as ``workbench prepare --cache DIR`` does).
     Nothing already there is rebuilt or overwritten: every entry is keyed by content and versions, and
@@ -171,7 +179,7 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",), noteb
         WorkbenchError: a model that cannot be resolved or exported (before anything long starts for it).
     """
     from ..errors import ConfigError, WorkbenchError
-    from ..fusion.persist import enabled as persist_enabled
+    from ..fusion.persist import enabled as persist_enabled, flush
     from ..models import resolve
     from ..paths import atomic_write_text, cache_root
 
@@ -196,6 +204,11 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",), noteb
             say(f"{src.name}: {title}")
             fn(src, say)
             out.stages.append({"model": src.name, "stage": title, "seconds": round(time.perf_counter() - t, 1)})
+    for name in modern if "04" in notebooks else ():
+        t = time.perf_counter()
+        say(f"{name}: 04 modern encoder")
+        modern_encoder(name, say)
+        out.stages.append({"model": name, "stage": "04 modern encoder", "seconds": round(time.perf_counter() - t, 1)})
     for name in real if "05" in notebooks else ():
         t = time.perf_counter()
         say(f"{name}: 05 real text")
@@ -206,12 +219,13 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",), noteb
             out.stages.append({"model": name, "stage": "05 real text", "skipped": str(e)})
             continue
         out.stages.append({"model": name, "stage": "05 real text", "seconds": round(time.perf_counter() - t, 1)})
+    say("writing the timelines to disk")
+    flush()  # the timeline store writes on a background thread: all of it is in the folder before it is copied
     out.seconds = time.perf_counter() - t0
-    out.manifest = {"models": [s.name for s in sources], "notebooks": list(notebooks), "real": [s["model"] for s in out.stages
-                                                                   if s["stage"] == "05 real text"
-                                                                   and "skipped" not in s],
-                    "versions": versions(), "prepared": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                    "seconds": round(out.seconds, 1)}
+    done = [s["model"] for s in out.stages if s["stage"] == "05 real text" and "skipped" not in s]
+    out.manifest = {"models": [s.name for s in sources], "notebooks": list(notebooks), "real": done,
+                    "modern": list(modern) if "04" in notebooks else [], "versions": versions(),
+                    "prepared": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": round(out.seconds, 1)}
     atomic_write_text(out.folder / MANIFEST, json.dumps(out.manifest, indent=1))
     return out
 
