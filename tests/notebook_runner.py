@@ -14,8 +14,26 @@ def read(name: str):
     return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
 
 
+def assert_valid(name: str) -> None:
+    """The file as committed passes nbformat's validation with every warning an error (a cell without an
+    ``id``, which nbformat 4.5 requires, is only a warning today and a hard error in a later nbformat)."""
+    import json
+    import warnings
+
+    import nbformat
+
+    raw = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
+    assert (raw["nbformat"], raw["nbformat_minor"]) >= (4, 5), f"{name}: saved as nbformat < 4.5 (no cell ids)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nbformat.validate(raw)
+    ids = [c.get("id") for c in raw["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), f"{name}: a cell without an id, or two with the same"
+
+
 def assert_committed_clean(name: str) -> None:
-    """No outputs and no execution counts in the committed file."""
+    """Valid (:func:`assert_valid`), with no outputs and no execution counts in the committed file."""
+    assert_valid(name)
     for cell in read(name).cells:
         if cell.cell_type == "code":
             assert not cell.outputs and cell.execution_count is None, f"{name} has outputs"

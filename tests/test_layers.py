@@ -21,7 +21,7 @@ LAYERS = {
     "export": 3, "graph": 3, "text": 3,
     "fusion": 4,
     "measure": 5,
-    "viz": 6, "report": 6,
+    "viz": 6, "report": 6, "workshop": 6,
     "cli": 7, "ui": 7,
 }
 

@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import WorkbenchError
 
 #: Subcommand modules, each with ``register(subparsers)``.
-COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "tune", "report", "sweep", "lab", "cache")
+COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "tune", "report", "sweep", "lab", "prepare", "cache")
 EXIT_BAD_INPUT = 2
 
 

@@ -1,0 +1,248 @@
+"""A workshop room prepared in one command: everything the notebooks build, built once into one cache folder.
+
+A facilitator runs :func:`prepare` (``workbench prepare``) on one machine; the folder is then copied to each
+participant's laptop and ``WORKBENCH_CACHE`` pointed at it. What the notebooks would otherwise export and
+fuse on a participant's two cores is read from it instead: the exports of every exporter, attention and opset
+the notebooks open, the fusion timelines (persisted by ``fusion/persist.py``: every snapshot, every single
+toggle the app warms, parity and answers on text), the fused, int8 and fp16 models the benchmarks and the
+ablation time (``variants/``), and the packaged real model's export. Measurements are not prepared: timing
+on the participant's own machine is the point of notebooks 02 and 04.
+
+The calls here are the notebooks' own calls with the same arguments (each stage names its notebook), so the
+cache keys match; ``tests/test_workshop_prepare.py`` opens a prepared folder and checks that no engine
+step runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..config import ExportConfig, FusionPlan
+
+Say = Callable[[str], None]
+
+#: The opsets of notebook 04's matrix per exporter (each exporter's opset 14 and its own default).
+MATRIX_OPSETS = {"torchscript": (14, 17), "dynamo": (14, 18)}
+MANIFEST = "workshop.json"
+
+
+@dataclass
+class Prepared:
+    """What :func:`prepare` built: the folder, the stages with their seconds, the manifest written."""
+
+    folder: Path
+    stages: list[dict] = field(default_factory=list)
+    manifest: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"folder": str(self.folder), "seconds": round(self.seconds, 1), "stages": self.stages,
+                "manifest": self.manifest}
+
+
+def versions() -> dict[str, str]:
+    """What the cache keys depend on: the exporters' and engines' versions, the workbench's, and the hash of
+    its code that makes snapshots (``fusion/persist.py``). A laptop where one differs rebuilds what depends
+    on it instead of reading it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..fusion.persist import versions as timeline_versions
+
+    out = {}
+    for dist in ("torch", "transformers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            continue
+    out.update(timeline_versions())
+    return out
+
+
+def _kw(src) -> dict:
+    return dict(num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
+
+
+def app_timeline(src, say: Say) -> None:
+    """Notebook 01 (and the app, ``Workbench(MODEL)``): the default export, the engine ``auto`` shows first,
+    every single toggle warmed, the other engine compared, parity of every snapshot."""
+    from ..export import export
+    from ..fusion import Timeline
+    from ..fusion.timeline import likely_engine
+
+    cfg = ExportConfig()
+    r = export(src, cfg)
+    tl = Timeline(r.path, FusionPlan(engine=likely_engine(cfg.exporter, src.model_type) or "auto"), **_kw(src))
+    snaps = tl.run()
+    say(f"  warming every single toggle ({len(snaps) - 1} steps)")
+    tl.start_warming()
+    tl.wait_warm()
+    tl.stop_warming()
+    tl.compare_engines()
+    say("  parity of every snapshot")
+    for i in range(1, len(tl.snapshots)):
+        tl.check_parity(i)
+
+
+def ablation_models(src, say: Say) -> None:
+    """Notebook 02: the fused models ``fusion_ablation`` times (the full plan, then each fired step off),
+    built as ``measure/ablation.py`` builds them; the timing itself stays for the participant's machine."""
+    from ..export import export
+    from ..fusion.catalog import BY_NAME
+    from ..fusion.timeline import run_fusion
+    from ..measure.recipes import fuse_bert
+
+    exp = export(src, ExportConfig())
+    heads, hidden = src.num_heads or 0, src.hidden_size or 0
+    tl = run_fusion(exp.path, FusionPlan(), num_heads=heads or None, hidden_size=hidden or None)
+    base = FusionPlan(engine=tl.engine_used or "auto")
+    fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base)
+    fired = [s.step for s in tl.snapshots[1:] if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion"
+             and s.fused_here]
+    for step in fired:
+        say(f"  fused without {step}")
+        fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base.with_step(step, False))
+
+
+def exercises(src, say: Say) -> None:
+    """Notebook 03: every exercise's exports and timelines (the same calls the notebook makes)."""
+    from . import exercises as ex
+
+    ex.fused_counts(src)
+    ex.layer_norm_nodes(src)
+    ex.biggest_drop(src)
+    ex.dynamo_attention(src)
+    ex.prerequisite_off(src)
+
+
+def exporter_matrix(src, say: Say) -> None:
+    """Notebook 04: the matrix's exports and both engines on each, the opset-23 section's exports, timeline
+    and fused models."""
+    from ..export import export
+    from ..fusion import Timeline, exporter_matrix as matrix
+    from ..measure.recipes import fuse_bert
+
+    for exporter, opsets in MATRIX_OPSETS.items():
+        matrix(src, opsets=opsets, exporters=(exporter,),
+               progress=lambda stage, f: say(f"  {stage}") if stage != "done" else None)
+    exp23 = export(src, ExportConfig(exporter="dynamo", attention="sdpa", opset=23))
+    tl = Timeline(exp23.path, FusionPlan(), **_kw(src))
+    tl.run()
+    tl.check_parity(len(tl.snapshots) - 1)
+    exp18 = export(src, ExportConfig(exporter="dynamo", attention="sdpa", opset=18))
+    std = frozenset({"standard_attention"})
+    for exp, plan in ((exp18, FusionPlan()), (exp23, FusionPlan(disabled=std)), (exp23, FusionPlan(opted_in=std))):
+        fuse_bert(exp.path, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=plan)
+
+
+def real_text(name: str, say: Say) -> None:
+    """Notebook 05: the packaged real model's export, its timeline checked on the built-in sentences, and
+    its int8 and fp16 models (``task_answers``, as the notebook calls it)."""
+    from ..measure.answers import task_answers
+    from ..models import resolve
+    from ..text import text_batches
+
+    src = resolve(name)
+    task_answers(src, text=text_batches(src))
+
+
+def modern_encoder(name: str, say: Say) -> None:
+    """Notebook 04's modern-encoder section: the rotary encoder's exports and each engine's timeline."""
+    from . import exercises as ex
+
+    ex.modern_encoder(name)
+
+
+#: (notebook, stage function) for each preset model, in the order they run.
+STAGES: tuple[tuple[str, Callable], ...] = (
+    ("01 app", app_timeline), ("02 ablation models", ablation_models), ("03 exercises", exercises),
+    ("04 exporter matrix", exporter_matrix))
+
+
+def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
+            modern: tuple[str, ...] = ("modernbert-base",), notebooks=("01", "02", "03", "04", "05"), say: Say | None = None) -> Prepared:
+    """Build everything notebooks 01-05 need for ``models`` (and notebook 05's ``real`` models) into the cache.
+
+    ``notebooks`` picks the notebooks to prepare for, by number ("01" ... "05"); ``modern`` are the rotary
+    encoders of notebook 04's last section.
+
+    The cache is ``$WORKBENCH_CACHE`` (set it before calling, as ``workbench prepare --cache DIR`` does).
+    Nothing already there is rebuilt or overwritten: every entry is keyed by content and versions, and
+    written through a temporary name. A real model that is not installed is skipped with its one-line
+    reason in the stage list (notebook 05 needs it: ``pip install "bert-fusion-workbench[real]"``).
+
+    Raises:
+        WorkbenchError: a model that cannot be resolved or exported (before anything long starts for it).
+    """
+    from ..errors import ConfigError, WorkbenchError
+    from ..fusion.persist import enabled as persist_enabled, flush
+    from ..models import resolve
+    from ..paths import atomic_write_text, cache_root
+
+    say = say or (lambda line: None)
+    t0 = time.perf_counter()
+    if not persist_enabled(None):
+        raise WorkbenchError("WORKBENCH_PERSIST_TIMELINE=0 switches the timeline store off: the prepared folder "
+                             "would lack the timelines; unset it and run again")
+    if os.environ.get("WORKBENCH_TIMELINE_CACHE"):
+        raise WorkbenchError("WORKBENCH_TIMELINE_CACHE puts the timelines outside the prepared folder; unset it "
+                             "and run again")
+    unknown = sorted(set(notebooks) - {"01", "02", "03", "04", "05"})
+    if unknown:
+        raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are 01, 02, 03, 04 and 05")
+    sources = [resolve(m) for m in models]  # a bad name fails here, before anything is written or long starts
+    out = Prepared(cache_root())
+    for src in sources:
+        for title, fn in STAGES:
+            if title[:2] not in notebooks:
+                continue
+            t = time.perf_counter()
+            say(f"{src.name}: {title}")
+            fn(src, say)
+            out.stages.append({"model": src.name, "stage": title, "seconds": round(time.perf_counter() - t, 1)})
+    for name in modern if "04" in notebooks else ():
+        t = time.perf_counter()
+        say(f"{name}: 04 modern encoder")
+        modern_encoder(name, say)
+        out.stages.append({"model": name, "stage": "04 modern encoder", "seconds": round(time.perf_counter() - t, 1)})
+    for name in real if "05" in notebooks else ():
+        t = time.perf_counter()
+        say(f"{name}: 05 real text")
+        try:
+            real_text(name, say)
+        except WorkbenchError as e:
+            say(f"  skipped: {e}")
+            out.stages.append({"model": name, "stage": "05 real text", "skipped": str(e)})
+            continue
+        out.stages.append({"model": name, "stage": "05 real text", "seconds": round(time.perf_counter() - t, 1)})
+    say("writing the timelines to disk")
+    flush()  # the timeline store writes on a background thread: all of it is in the folder before it is copied
+    out.seconds = time.perf_counter() - t0
+    done = [s["model"] for s in out.stages if s["stage"] == "05 real text" and "skipped" not in s]
+    out.manifest = {"models": [s.name for s in sources], "notebooks": list(notebooks), "real": done,
+                    "modern": list(modern) if "04" in notebooks else [], "versions": versions(),
+                    "prepared": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": round(out.seconds, 1)}
+    atomic_write_text(out.folder / MANIFEST, json.dumps(out.manifest, indent=1))
+    return out
+
+
+def check_prepared(folder: Path | str) -> list[str]:
+    """Why a prepared folder would not be read as it is on this machine (empty: it will be).
+
+    Exports and timelines are keyed by package versions: a laptop with other versions rebuilds them
+    (the notebooks still run, only slower).
+    """
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return [f"{folder} was not prepared with `workbench prepare` (no {MANIFEST})"]
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return [f"{path} cannot be read: {e}"]
+    here = versions()
+    return [f"{dist}: prepared with {v}, this machine has {here.get(dist, 'none')}: what depends on it is rebuilt"
+            for dist, v in sorted(manifest.get("versions", {}).items()) if here.get(dist) != v]
