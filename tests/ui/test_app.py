@@ -58,7 +58,7 @@ def test_loads_and_draws_the_default_step(app):
     # steps the engine in use does not run have no row (onnxscript's steps under ort)
     assert app.timeline.engine_used == "ort" and "pre_optimize" not in app._rows
     # the model bar says which engine auto chose, and why
-    assert app.w_engine_note.value and "auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 0)" \
+    assert app.w_engine_note.value and "auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 2)" \
         in app.w_engine_note.value
     assert "after fusion" in app.status.value
 

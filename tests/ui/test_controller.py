@@ -224,7 +224,7 @@ def test_auto_shows_the_likely_engine_first_then_compares_in_the_background(tiny
         s = c.state
         assert s.error is None, s.error
         assert shown and shown[0][0].startswith("auto → ORT transformers optimizer (comparing")
-        assert s.engine_line.startswith("auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 0)")
+        assert s.engine_line.startswith("auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 2)")
         assert c.timeline.plan.engine == "ort"
         # the same choice and reasons as running both engines at once
         src = resolve("bert-tiny")
