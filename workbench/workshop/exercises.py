@@ -81,8 +81,12 @@ def fusion_run(model, *, exporter: str = "torchscript", attention: str = "eager"
     from ..export import export
     from ..fusion import Timeline
 
+    from ..paths import cache_root
+
     src = source_of(model)
-    key = (src.identity, exporter, attention, opset, engine, frozenset(disabled))
+    # Keyed by the cache too: a run made for another cache folder (an earlier prepare, a test) must not
+    # stand in for this one, or `workbench prepare` would leave its folder without these timelines.
+    key = (str(cache_root()), src.identity, exporter, attention, opset, engine, frozenset(disabled))
     if key not in _RUNS:
         r = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
         tl = Timeline(r.path, FusionPlan(engine=engine, disabled=frozenset(disabled)), num_heads=src.num_heads,
