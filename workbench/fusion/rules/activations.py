@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .graph_utils import inherit_scope, remove_unused
+from .graph_utils import inherit_scope, finish
 
 
 def fuse_silu(model: ir.Model) -> tuple[int, list[str]]:
@@ -29,8 +29,5 @@ def fuse_silu(model: ir.Model) -> tuple[int, list[str]]:
         node.outputs[0].shape, node.outputs[0].type = mul.outputs[0].shape, mul.outputs[0].type
         ir.convenience.replace_all_uses_with(mul.outputs[0], node.outputs[0], replace_graph_outputs=True)
         count += 1
-    if count:
-        remove_unused(model)
-        if "com.microsoft" not in model.opset_imports:
-            model.opset_imports["com.microsoft"] = 1
+    finish(model, count)
     return count, []

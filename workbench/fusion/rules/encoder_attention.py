@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused, same_dim, scalar
+from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, finish, same_dim, scalar
 from .score_terms import build_bias, eval_scalar, head_size, heads4, scores_and_terms, term_dims_ok
 
 _SCALE_OPS = ("Mul", "Div")
@@ -284,8 +284,5 @@ def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tup
         mha.outputs[0].shape, mha.outputs[0].type = out.outputs[0].shape, out.outputs[0].type
         ir.convenience.replace_all_uses_with(out.outputs[0], mha.outputs[0], replace_graph_outputs=True)
         count += 1
-    if count:
-        remove_unused(model)
-        if "com.microsoft" not in model.opset_imports:
-            model.opset_imports["com.microsoft"] = 1
+    finish(model, count)
     return count, reasons

@@ -98,6 +98,15 @@ def remove_unused(model: ir.Model) -> None:
     common_passes.RemoveUnusedNodesPass()(model)
 
 
+def finish(model: ir.Model, count: int, *, contrib: bool = True) -> None:
+    """After ``count`` rewrites: drop the nodes nothing reads any more and declare ``com.microsoft`` if used."""
+    if not count:
+        return
+    remove_unused(model)
+    if contrib and "com.microsoft" not in model.opset_imports:
+        model.opset_imports["com.microsoft"] = 1
+
+
 def fold_ints(value: ir.Value | None, depth: int = 0) -> np.ndarray | None:
     """Integer shape arithmetic the exporter left unfolded (``Div(Gather(Shape(x), -1), 2)``), evaluated.
 

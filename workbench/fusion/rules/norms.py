@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .graph_utils import const, dims, inherit_scope, node_label, remove_unused, scalar
+from .graph_utils import const, dims, inherit_scope, node_label, finish, scalar
 
 _PASS = ("Cast",)
 
@@ -109,8 +109,7 @@ def fuse_rms_norm(model: ir.Model) -> tuple[int, list[str]]:
             continue  # a mixed-precision norm: leave it as written
         ir.convenience.replace_all_uses_with(out, new.outputs[0], replace_graph_outputs=True)
         count += 1
-    if count:
-        remove_unused(model)
+    finish(model, count, contrib=False)
     return count, reasons
 
 
@@ -166,8 +165,5 @@ def fuse_skip_norms(model: ir.Model) -> tuple[int, list[str]]:
         ir.convenience.replace_all_uses_with(ln.outputs[0], new.outputs[0], replace_graph_outputs=True)
         ir.convenience.replace_all_uses_with(add.outputs[0], new.outputs[3], replace_graph_outputs=True)
         count += 1
-    if count:
-        remove_unused(model)
-        if "com.microsoft" not in model.opset_imports:
-            model.opset_imports["com.microsoft"] = 1
+    finish(model, count)
     return count, reasons

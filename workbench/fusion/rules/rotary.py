@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, remove_unused
+from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, finish
 
 #: Positions the cos/sin tables cover: the longest ``max_position_embeddings`` of the rotary families.
 CACHE_LENGTH = 8192
@@ -223,8 +223,5 @@ def fuse_rotary(model: ir.Model, length: int = CACHE_LENGTH) -> tuple[int, list[
         node.outputs[0].shape, node.outputs[0].type = parts["x"].shape, parts["x"].type
         ir.convenience.replace_all_uses_with(add.outputs[0], node.outputs[0], replace_graph_outputs=True)
         count += 1
-    if count:
-        remove_unused(model)
-        if "com.microsoft" not in model.opset_imports:
-            model.opset_imports["com.microsoft"] = 1
+    finish(model, count)
     return count, reasons

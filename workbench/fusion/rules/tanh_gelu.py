@@ -17,7 +17,7 @@ import math
 
 import onnx_ir as ir
 
-from .graph_utils import const, node_label, remove_unused, scalar
+from .graph_utils import const, node_label, finish, scalar
 
 _C1 = math.sqrt(2.0 / math.pi)
 _C2 = 0.044715
@@ -99,8 +99,5 @@ def fuse_tanh_gelu(model: ir.Model) -> tuple[int, list[str]]:
         node.outputs[0].shape, node.outputs[0].type = out.shape, out.type
         ir.convenience.replace_all_uses_with(out, node.outputs[0], replace_graph_outputs=True)
         count += 1
-    if count:
-        remove_unused(model)
-        if "com.microsoft" not in model.opset_imports:
-            model.opset_imports["com.microsoft"] = 1
+    finish(model, count)
     return count, reasons
