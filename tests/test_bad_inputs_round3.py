@@ -1,8 +1,9 @@
 """The third round of bad input (issue 26): output paths that cannot be written, sweep specs that explode,
 a sweep of a model that does not exist, ONNX models that are not BERT-shaped and cannot be fed, bad cache
 commands, a cache folder that is a file. Each through the CLI as a user types it: exit status 2, at most
-three lines on stderr naming the user's file or argument, no traceback, within 10 s, nothing of the
-user's changed and nothing written. Every example file is made here, in the test.
+three lines on stderr naming the user's file or argument, no traceback, nothing of the user's changed and
+nothing written. Every example file is made here, in the test. How long each takes is measured by
+``benchmarks/bad_input_speed.py``, not asserted here.
 """
 from __future__ import annotations
 
@@ -134,8 +135,6 @@ def test_every_round3_case_is_one_line_exit_2_and_changes_nothing(tmp_path):
             why.append(f"{len(lines)} lines")
         if "Traceback" in r["stderr"]:
             why.append("traceback")
-        if r["seconds"] > 10:
-            why.append(f"{r['seconds']:.1f} s")
         if r["case"] in MESSAGES and MESSAGES[r["case"]] not in r["stderr"]:
             why.append(f"does not say {MESSAGES[r['case']]!r}")
         if why:
@@ -170,16 +169,12 @@ def test_any_onnx_model_with_numeric_inputs_is_timed_with_generated_inputs(tmp_p
 
 
 def test_a_huge_text_file_is_capped_with_one_note(tmp_path, monkeypatch):
-    import time
-
     from workbench.text import MAX_SENTENCES_ENV, read_sentences
 
     big = tmp_path / "big.txt"
     big.write_text("".join(f"s {i}\n" for i in range(300_000)))
     notes: list[str] = []
-    t = time.perf_counter()
     lines = read_sentences(big, notes=notes)
-    assert time.perf_counter() - t < 5
     assert len(lines) == 1000 and lines[0] == "s 0"
     assert notes == [f"{big}: used the first 1,000 of 300,000 sentences (set {MAX_SENTENCES_ENV} to use more; "
                      "every sentence costs a run per step and variant)"]

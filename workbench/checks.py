@@ -7,6 +7,9 @@
   hidden size) are named.
 - A ``.safetensors`` file's header is read and checked against the file's size before any tensor is
   loaded (truncated files, headers that lie about sizes, unknown dtypes).
+- Every file a model folder names stays inside it: the shards a ``model.safetensors.index.json`` lists
+  (no absolute paths, no ``..``, no symlink leading out) and the files the loaders read (weights, JSON,
+  tokenizer files) when they are symlinks.
 
 Every message is one line and names the user's file.
 """
@@ -20,6 +23,7 @@ import struct
 from pathlib import Path
 
 from .errors import ModelSourceError
+from .families import POSITION_KEYS, ROTARY_BASE_KEYS
 
 #: Limit for the fp32 memory a model may need, in GB (raise it with this environment variable).
 MAX_MODEL_GB_ENV = "WORKBENCH_MAX_MODEL_GB"
@@ -52,7 +56,11 @@ def require_regular_file(path: str | os.PathLike, error=ModelSourceError) -> Pat
 
 # ── configs ──────────────────────────────────────────────────────────────────────────────────────
 _POSITIVE = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
-             "max_position_embeddings")
+             *POSITION_KEYS)
+#: Of those, keys some configs leave null (read as absent).
+_NULLABLE = POSITION_KEYS[1:]
+#: Sizes of relative-position tables (DeBERTa, MPNet): whole numbers; DeBERTa's -1 means "none".
+_RELATIVE = ("max_relative_positions", "position_buckets", "relative_attention_num_buckets")
 _ALIASES = {"n_layers": "num_hidden_layers", "dim": "hidden_size", "n_heads": "num_attention_heads",
             "hidden_dim": "intermediate_size"}  # DistilBERT's names
 
@@ -69,9 +77,27 @@ def estimate_params(config: dict) -> int:
     """Parameters of a BERT-family encoder described by ``config`` (embeddings + layers; heads ignored)."""
     c = _normalized(config)
     h, layers, inter = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c.get("intermediate_size", 4 * c["hidden_size"]))
-    emb = (int(c["vocab_size"]) + int(c.get("max_position_embeddings", 512)) + int(c.get("type_vocab_size", 2) or 0)) * h + 2 * h
+    emb = (int(c["vocab_size"]) + _positions(c) + int(c.get("type_vocab_size", 2) or 0)) * h + 2 * h
     layer = 4 * (h * h + h) + 2 * h + (h * inter + inter) + (inter * h + h) + 2 * h
-    return emb + layers * layer
+    return emb + layers * layer + _relative_params(c, h)
+
+
+def _positions(c: dict) -> int:
+    """The longest sequence the config allows, under whichever name it gives it (512 when none)."""
+    return next((int(c[k]) for k in POSITION_KEYS if isinstance(c.get(k), int)), 512)
+
+
+def _relative_params(c: dict, h: int) -> int:
+    """Parameters of relative-position tables: DeBERTa's 2 × (buckets, or max relative positions, or
+    positions) rows of the hidden size; MPNet's (and T5's) buckets × heads."""
+    n = 0
+    if c.get("relative_attention"):
+        buckets, most = int(c.get("position_buckets", -1) or -1), int(c.get("max_relative_positions", -1) or -1)
+        n += 2 * (buckets if buckets > 0 else most if most > 0 else _positions(c)) * h
+    buckets = c.get("relative_attention_num_buckets")
+    if isinstance(buckets, int) and buckets > 0:
+        n += buckets * int(c.get("num_attention_heads", 1) or 1)
+    return n
 
 
 def _available_gb() -> float | None:
@@ -89,11 +115,19 @@ def check_config(config: dict, where: str) -> None:
     """Refuse impossible values and models too large to build here, before anything is allocated."""
     c = _normalized(config)
     for key in _POSITIVE:
-        if key not in c:
+        if key not in c or c[key] is None and key in _NULLABLE:
             continue
         v = c[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ModelSourceError(f"{where}: {key} is {v!r}; it must be a whole number of at least 1")
+    for key in _RELATIVE:
+        v = c.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ModelSourceError(f"{where}: {key} is {v!r}; it must be a whole number")
+    for key, v in _rotary_bases(c):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0):
+            raise ModelSourceError(f"{where}: {key} is {v!r}; a rotary base must be a positive number "
+                                   f"(zero or below gives outputs that are not numbers)")
     h, heads = c.get("hidden_size"), c.get("num_attention_heads")
     if isinstance(h, int) and isinstance(heads, int) and h % heads:
         raise ModelSourceError(f"{where}: hidden_size {h} is not divisible by num_attention_heads {heads}")
@@ -110,8 +144,38 @@ def check_config(config: dict, where: str) -> None:
         source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap:.1f} GB of free memory"
         raise ModelSourceError(
             f"{where} describes a model of {_human(params)} parameters ({c['num_hidden_layers']:,} layers, hidden "
-            f"{c['hidden_size']:,}): about {need_gb:,.1f} GB to export and run, more than {source}; "
+            f"{c['hidden_size']:,}{_largest_table(c, params)}): about {need_gb:,.1f} GB to export and run, more "
+            f"than {source}; "
             f"set {MAX_MODEL_GB_ENV} to raise the limit")
+
+
+def _largest_table(c: dict, params: int) -> str:
+    """", of which N in its <table> (<key> <value>)" when one table holds most of the parameters, else ""."""
+    h = int(c["hidden_size"])
+    tables = [(_relative_params(c, h), "relative-position table", [k for k in _RELATIVE if k in c]),
+              (_positions(c) * h, "position table", [k for k in POSITION_KEYS if k in c][:1]),
+              (int(c["vocab_size"]) * h, "vocabulary table", ["vocab_size"])]
+    n, what, keys = max(tables, key=lambda t: t[0])
+    if n * 2 < params:
+        return ""
+    named = ", ".join(f"{k} {c[k]:,}" if isinstance(c[k], int) else f"{k} {c[k]!r}" for k in keys)
+    return f", of which {_human(n)} in its {what}" + (f": {named}" if named else "")
+
+
+def _rotary_bases(c: dict) -> list[tuple[str, object]]:
+    """``(key, value)`` of every rotary base the config gives: the families' names for it, and ``rope_theta``
+    inside ``rope_parameters`` (transformers 5; per attention kind for ModernBERT)."""
+    out = [(k, c[k]) for k in ROTARY_BASE_KEYS if k in c]
+    stack = [("rope_parameters", c.get("rope_parameters"))]
+    while stack:
+        name, d = stack.pop()
+        if isinstance(d, dict):
+            for k, v in d.items():
+                if k == "rope_theta":
+                    out.append((f"{name}.{k}", v))
+                elif isinstance(v, dict):
+                    stack.append((f"{name}.{k}", v))
+    return out
 
 
 def _human(n: int) -> str:
@@ -190,5 +254,71 @@ def check_float_weights(tensors: dict, path: str | os.PathLike) -> None:
                                f"type (wrong dtype for model weights)")
 
 
+# ── files a model folder names ───────────────────────────────────────────────────────────────────
+#: The safetensors index transformers follows to a sharded checkpoint's files.
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+#: Suffixes of the files the loaders read from a model folder (weights, configs, tokenizers).
+_READ_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".jinja")
+
+
+def inside_folder(folder: Path, target: Path) -> bool:
+    """True when ``target``, symlinks followed, lies inside ``folder`` (or, for a Hugging Face hub snapshot
+    folder ``…/snapshots/<rev>``, in that repository's own ``blobs/``, where the hub's links point)."""
+    root = folder.resolve()
+    roots = [root] + ([root.parent.parent / "blobs"] if root.parent.name == "snapshots" else [])
+    real = target.resolve()
+    return any(real == r or r in real.parents for r in roots)
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The weight files a Hugging Face folder's checkpoint consists of, each checked to lie inside the folder.
+
+    The ``*.safetensors`` files at its top and every shard ``model.safetensors.index.json`` lists; any file
+    the loaders read (weights, JSON, tokenizer files) that is a symlink must resolve inside the folder too.
+
+    Raises:
+        ModelSourceError: an index that is not a JSON object with a ``weight_map``, a shard named by an
+            absolute path or through ``..``, a missing shard, a symlink that leads out of the folder.
+    """
+    files = sorted(folder.glob("*.safetensors"))
+    index = folder / SAFETENSORS_INDEX
+    if index.exists() or index.is_symlink():
+        files += [s for s in _index_shards(folder, index) if s not in files]
+    for p in [*files, *sorted(folder.iterdir())]:
+        if p.suffix in _READ_SUFFIXES and (p.is_symlink() or p.parent != folder) and not inside_folder(folder, p):
+            raise ModelSourceError(f"{p} leads to {p.resolve()}, outside the model's folder {folder}; refused "
+                                   f"(a model may only name files inside its own folder)")
+    return files
+
+
+def _index_shards(folder: Path, index: Path) -> list[Path]:
+    require_regular_file(index)
+    if not inside_folder(folder, index):
+        raise ModelSourceError(f"{index} leads to {index.resolve()}, outside the model's folder; refused")
+    if index.stat().st_size > _MAX_HEADER:
+        raise ModelSourceError(f"{index} is {index.stat().st_size:,} bytes: too large for a shard index")
+    try:
+        doc = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ModelSourceError(f"{index} is not readable JSON ({type(e).__name__})") from None
+    wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wmap, dict) or not all(isinstance(v, str) and v for v in wmap.values()):
+        raise ModelSourceError(f"{index} is not a shard index: it needs a \"weight_map\" of tensor names to file "
+                               f"names")
+    shards = []
+    for name in dict.fromkeys(wmap.values()):
+        if os.path.isabs(name) or ".." in Path(name).parts or "\\" in name:
+            raise ModelSourceError(f"{index} names the shard {name!r}, outside the model's folder; refused "
+                                   f"(a model may only name files inside its own folder)")
+        shard = folder / name
+        if not inside_folder(folder, shard):
+            raise ModelSourceError(f"{index} names the shard {name!r}, which leads to {shard.resolve()}, outside "
+                                   f"the model's folder; refused")
+        if not shard.is_file():
+            raise ModelSourceError(f"{index} names the shard {name!r}, which is not in {folder}")
+        shards.append(shard)
+    return shards
+
+
 __all__ = ["special_kind", "require_regular_file", "estimate_params", "check_config", "check_safetensors",
-           "check_float_weights", "MAX_MODEL_GB_ENV"]
+           "check_float_weights", "MAX_MODEL_GB_ENV", "inside_folder", "model_files", "SAFETENSORS_INDEX"]

@@ -31,6 +31,11 @@ class ExportError(WorkbenchError):
     """torch.onnx could not export the model with the asked settings."""
 
 
+class BrokenModelError(ExportError):
+    """A model whose exported outputs are not finite, or differ from PyTorch's beyond tolerance: never fused,
+    measured or reported as fine."""
+
+
 class ModelIOError(WorkbenchError):
     """An ONNX file cannot be read or written safely."""
 

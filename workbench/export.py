@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import ExportConfig
-from .errors import ExportError, WorkbenchError
+from .errors import BrokenModelError, ExportError, WorkbenchError
 from .models import ModelSource, resolve
 from .paths import atomic_write_text, cache_entry, cache_root
 
@@ -131,7 +132,7 @@ def _example_inputs(source: ModelSource, batch: int = 2, seq: int = 16, seed: in
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
                      max_positions=source.max_positions)
-    feeds = make_inputs(spec, batch, seq, seed=seed, padded=True)
+    feeds = make_inputs(spec, batch, min(seq, spec.max_positions), seed=seed, padded=True)
     return tuple(torch.from_numpy(feeds[n]) for n in source.input_names)
 
 
@@ -195,83 +196,27 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
 
     Raises:
         ExportError: the exporter failed or could not honour the settings.
+        BrokenModelError: the export's outputs are not finite, or differ from PyTorch's beyond tolerance
+            (at real tokens): such a model is never stored, fused or measured.
     """
     src = source if isinstance(source, ModelSource) else resolve(source)
     cfg = cfg or ExportConfig()
     progress = progress or _noop
     if src.kind == "onnx":
-        from .modelio import load_model
-        m = load_model(src.path, load_external_data=False)
-        opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
-        return ExportResult(src.path, src, cfg, cached=True, export_s=0.0, nodes=len(m.graph.node),
-                            opset=opset, meta={"source": "onnx file"})
+        return _onnx_file(src, cfg)
     key = cache_key(src, cfg)
     final = cache_entry("exports", key)  # leased: `workbench cache` leaves it alone while this process runs
-    meta_file = final / "meta.json"
-    if use_cache and meta_file.is_file():
-        try:
-            meta = json.loads(meta_file.read_text())
-            if (final / "model.onnx").is_file() and (meta.get("parity") or not check_parity):
-                progress("cached", 1.0)
-                return ExportResult(final / "model.onnx", src, cfg, cached=True, export_s=0.0,
-                                    nodes=meta["nodes"], opset=meta["opset"], meta=meta)
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged entry is rebuilt below
+    if use_cache:
+        hit = _cached(final, src, cfg, check_parity)
+        if hit is not None:
+            progress("cached", 1.0)
+            return hit
     progress("building model", 0.05)
     model = src.build(cfg.attention)
     (cache_root() / "exports").mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=cache_root() / "exports", prefix=f".{key}.tmp-"))
     try:
-        progress(f"exporting with {cfg.exporter}", 0.15)
-        t0 = time.perf_counter()
-        try:
-            refs = _ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
-            torch_export(model, src, cfg, tmp / "model.onnx")
-        except Exception as e:
-            msg = _root_cause(e)
-            raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
-        export_s = time.perf_counter() - t0
-        progress("checking and parity against PyTorch", 0.7)
-        import threading
-
-        from .modelio import load_model
-
-        # Parity opens an onnxruntime session, which validates the graph fully, so onnx.checker
-        # would add a second on bert-base for nothing more; the session starts in a thread
-        # while this one reads the file.
-        parity: dict = {}
-
-        def run_parity():
-            try:
-                parity["result"] = export_parity(model, src, tmp / "model.onnx", refs=refs.get())
-            except BaseException as e:  # re-raised below, in the caller's thread
-                parity["error"] = e
-
-        checker = threading.Thread(target=run_parity, name="export-parity") if check_parity else None
-        if checker:
-            checker.start()
-        try:
-            m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
-                           full_check=not check_parity)
-        finally:
-            if checker:
-                checker.join()
-        opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
-        if opset != cfg.resolved_opset:
-            raise ExportError(
-                f"the {cfg.exporter} exporter could not produce opset {cfg.resolved_opset} (it emitted opset {opset}; "
-                f"it writes LayerNormalization, which needs opset 17 or newer): choose opset 17 or 18, "
-                f"or the torchscript exporter")
-        meta = {"key": key, "model": src.describe(), "export": cfg.to_dict(), "nodes": len(m.graph.node),
-                "opset": opset, "ir_version": m.ir_version, "export_s": export_s,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "versions": {p: _version(p) for p in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime-gpu")}}
-        del m
-        if check_parity:
-            if "error" in parity:
-                raise parity["error"]
-            meta["parity"] = parity["result"].to_dict()
-        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
+        meta = _export_into(tmp, model, src, cfg, key, check_parity=check_parity, progress=progress)
         # Always store: use_cache=False means "export again", and the fresh export replaces the old one.
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
@@ -279,22 +224,124 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
             os.replace(tmp, final)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
-        path = final / "model.onnx"
         progress("done", 1.0)
-        return ExportResult(path, src, cfg, cached=False, export_s=export_s, nodes=meta["nodes"],
-                            opset=opset, meta=meta)
+        return ExportResult(final / "model.onnx", src, cfg, cached=False, export_s=meta["export_s"],
+                            nodes=meta["nodes"], opset=meta["opset"], meta=meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
+def _onnx_file(src: ModelSource, cfg: ExportConfig) -> ExportResult:
+    """An ``.onnx`` file needs no export: its own path, node count and opset."""
+    from .modelio import load_model
+
+    m = load_model(src.path, load_external_data=False)
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return ExportResult(src.path, src, cfg, cached=True, export_s=0.0, nodes=len(m.graph.node),
+                        opset=opset, meta={"source": "onnx file"})
+
+
+def _cached(final: Path, src: ModelSource, cfg: ExportConfig, check_parity: bool) -> ExportResult | None:
+    """The stored export in ``final`` (None when absent or damaged: it is rebuilt); a stored export whose
+    parity failed (written before exports were refused for it) is refused as a fresh one would be."""
+    try:
+        meta = json.loads((final / "meta.json").read_text())
+        if not (final / "model.onnx").is_file() or not (meta.get("parity") or not check_parity):
+            return None
+        result = ExportResult(final / "model.onnx", src, cfg, cached=True, export_s=0.0,
+                              nodes=meta["nodes"], opset=meta["opset"], meta=meta)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a damaged entry is rebuilt
+    parity = meta.get("parity")
+    if check_parity and isinstance(parity, dict) and parity.get("ok") is False:
+        finite = parity.get("finite", math.isfinite(parity.get("max_abs_diff") or 0.0))
+        raise BrokenModelError(broken_line(src.label, cfg, parity, finite_onnx=finite))
+    return result
+
+
+def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str, *, check_parity: bool,
+                 progress: Progress) -> dict:
+    """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch) and write ``tmp/meta.json``."""
+    import threading
+
+    from .modelio import load_model
+
+    progress(f"exporting with {cfg.exporter}", 0.15)
+    t0 = time.perf_counter()
+    try:
+        refs = _ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
+        torch_export(model, src, cfg, tmp / "model.onnx")
+    except Exception as e:
+        msg = _root_cause(e)
+        raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
+    export_s = time.perf_counter() - t0
+    progress("checking and parity against PyTorch", 0.7)
+    # Parity opens an onnxruntime session, which validates the graph fully, so onnx.checker
+    # would add a second on bert-base for nothing more; the session starts in a thread
+    # while this one reads the file.
+    parity: dict = {}
+
+    def run_parity():
+        try:
+            parity["result"] = _checked_parity(model, src, tmp / "model.onnx", refs=refs.get())
+        except BaseException as e:  # re-raised below, in the caller's thread
+            parity["error"] = e
+
+    checker = threading.Thread(target=run_parity, name="export-parity") if check_parity else None
+    if checker:
+        checker.start()
+    try:
+        m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
+                       full_check=not check_parity)
+    finally:
+        if checker:
+            checker.join()
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset != cfg.resolved_opset:
+        raise ExportError(
+            f"the {cfg.exporter} exporter could not produce opset {cfg.resolved_opset} (it emitted opset {opset}; "
+            f"it writes LayerNormalization, which needs opset 17 or newer): choose opset 17 or 18, "
+            f"or the torchscript exporter")
+    meta = {"key": key, "model": src.describe(), "export": cfg.to_dict(), "nodes": len(m.graph.node),
+            "opset": opset, "ir_version": m.ir_version, "export_s": export_s,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "versions": {p: _version(p) for p in ("torch", "transformers", "onnx", "onnxscript", "onnxruntime-gpu")}}
+    del m
+    if check_parity:
+        if "error" in parity:
+            raise parity["error"]
+        result, finite_onnx, finite_torch = parity["result"]
+        meta["parity"] = {**result.to_dict(), "finite": finite_onnx}
+        if not result.ok:  # never stored: a broken model must not be fused, measured or called good
+            raise BrokenModelError(broken_line(src.label, cfg, meta["parity"], finite_onnx=finite_onnx,
+                                               finite_torch=finite_torch))
+    atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
+    return meta
+
+
+def broken_line(label: str, cfg: ExportConfig, parity: dict, *, finite_onnx: bool,
+                finite_torch: bool | None = None) -> str:
+    """One line for an export whose parity against PyTorch failed: not finite, or beyond tolerance."""
+    from .ort.parity import ATOL, RTOL
+
+    how = f"the {cfg.exporter} export of {label}"
+    if not finite_onnx:
+        also = " (PyTorch's are too)" if finite_torch is False else ""
+        return (f"{how} gives outputs that are not finite (NaN or infinity) at real tokens{also}: the model is "
+                f"broken (check its config and weights); refused, nothing was fused or measured")
+    return (f"{how} differs from PyTorch by {parity.get('max_abs_diff', float('nan')):.1e} (cosine "
+            f"{parity.get('cosine', float('nan')):.6f}) at real tokens, beyond the tolerance ({ATOL:g} + {RTOL:g} x "
+            f"|value|): the exported model is wrong; refused (try the other exporter or --attention eager)")
+
+
 def _parity_feeds(source: ModelSource) -> list[dict]:
-    from .ort.inputs import InputSpec, make_inputs
+    from .ort.inputs import InputSpec, make_inputs, parity_cases
 
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
                      max_positions=source.max_positions)
-    cases = [(b, s, p) for b, s, p in EXPORT_PARITY_CASES if s <= spec.max_positions]
+    cases = parity_cases(spec.max_positions, EXPORT_PARITY_CASES)
     return [make_inputs(spec, b, s, seed=100 + i, padded=p) for i, (b, s, p) in enumerate(cases)]
 
 
@@ -337,9 +384,8 @@ class _ReferenceOutputs:
         return self.result
 
 
-def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
-    """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
-    from .ort.parity import compare, merge
+def _parity_outputs(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
+    """``(feeds, PyTorch's outputs, ONNX Runtime's outputs, no graph optimizations)`` on the parity cases."""
     from .ort.session import create_session, run_session
 
     feeds = _parity_feeds(source)
@@ -366,8 +412,24 @@ def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None
         if isinstance(err, WorkbenchError):
             raise err
         raise ExportError(f"onnxruntime cannot run the export of {source.label}: {_root_cause(err)}") from err
-    results = [compare(r, g, mask=f.get("attention_mask")) for r, g, f in zip(refs, got["outs"], feeds)]
-    return merge(results)
+    return feeds, refs, got["outs"]
+
+
+def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
+    """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
+    return _checked_parity(model, source, onnx_path, refs)[0]
+
+
+def _checked_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
+    """``(Parity, ONNX outputs finite, PyTorch outputs finite)``, both at real tokens."""
+    import numpy as np
+
+    from .ort.parity import compare, merge, real_tokens
+
+    feeds, refs, outs = _parity_outputs(model, source, onnx_path, refs)
+    masks = [f.get("attention_mask") for f in feeds]
+    finite = [all(bool(np.isfinite(real_tokens(o, m)).all()) for o, m in zip(arrays, masks)) for arrays in (outs, refs)]
+    return merge([compare(r, g, mask=m) for r, g, m in zip(refs, outs, masks)]), finite[0], finite[1]
 
 
 def copy_export(result: ExportResult, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:

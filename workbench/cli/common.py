@@ -9,11 +9,12 @@ from ..config import ATTENTIONS, ENGINES, EXPORTERS, ExportConfig
 
 
 def add_model_arg(p: argparse.ArgumentParser) -> None:
+    from ..families import preset_names
+
     p.add_argument("model", nargs="?", default="bert-base",
-                   help="preset (bert-base, bert-tiny, bert-3layer, bert-large; the rotary encoders modernbert-base, "
-                        "nomic-embed, gte-base, eurobert-210m; mpnet-base, deberta-v3-base, electra-base, albert-base: "
-                        "published base sizes, random weights), minilm (real weights: all-MiniLM-L6-v2, "
-                        "the [real] extra), model folder, hub id or .onnx file (default: bert-base, random weights)")
+                   help=f"preset ({', '.join(preset_names())}: published architectures, random weights), minilm "
+                        f"(real weights: all-MiniLM-L6-v2, the [real] extra), model folder, hub id or .onnx file "
+                        f"(default: bert-base, random weights)")
 
 
 def add_export_args(p: argparse.ArgumentParser) -> None:

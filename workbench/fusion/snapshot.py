@@ -157,12 +157,12 @@ class ParityReference:
     """Outputs of the unfused model on the parity cases, computed once."""
 
     def __init__(self, model: "Snapshot | onnx.ModelProto"):
-        from ..ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
+        from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
         from ..ort.session import run_session
 
         self.spec = spec_from_onnx(model.skeleton if isinstance(model, Snapshot) else model)
         self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
-                      for i, (b, s, p) in enumerate(PARITY_CASES) if s <= self.spec.max_positions]
+                      for i, (b, s, p) in enumerate(parity_cases(self.spec.max_positions))]
         sess = open_session(model)
         self.outputs = [run_session(sess, f) for f in self.feeds]
 

@@ -100,16 +100,13 @@ def auto_choice(runs: dict[str, list[Snapshot]]) -> tuple[str, str]:
 #: The engine that fuses an exporter's graphs best (measured on bert-tiny and bert-base, every attention
 #: implementation: tests/fusion/test_cells.py); ``auto`` shows it first and checks the other afterwards.
 LIKELY_ENGINE = {"torchscript": "ort", "dynamo": "onnxscript"}
-#: Families whose graphs ONNX Runtime's BERT optimizer was written for; the others' fusions are the
-#: workbench's own rules, which run in the onnxscript chain.
-ORT_FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert")
 
 
 def likely_engine(exporter: str, model_type: str | None = None) -> str | None:
-    """The engine likely to fuse this export best (shown first under auto)."""
-    if model_type and model_type not in ORT_FAMILIES:
-        return "onnxscript"
-    return LIKELY_ENGINE.get(exporter)
+    """The engine likely to fuse this export best (shown first under auto): the family's, else the exporter's."""
+    from ..families import likely_engine as family_engine
+
+    return family_engine(model_type) or LIKELY_ENGINE.get(exporter)
 
 
 class Timeline(WarmingMixin):

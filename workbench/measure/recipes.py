@@ -241,8 +241,8 @@ def standard_variants(model="bert-base", names=("torch", "unfused", "fused", "in
             out.append(Variant("int8", int8_of(fused), provider="cpu", level="all", disabled_optimizers=keep_off))
         elif n == "fp16":
             progress("fp16 conversion", 0.85)
-            from ..fusion.timeline import ORT_FAMILIES
-            if src.model_type and src.model_type not in ORT_FAMILIES:
+            from ..families import ort_optimizes
+            if src.model_type and not ort_optimizes(src.model_type):
                 # ONNX Runtime's GPU optimizer has no rules for these families (and crashes on a bias-free
                 # LayerNorm): the workbench's own fused graph is converted instead.
                 gpu_fused = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=plan)

@@ -29,6 +29,13 @@ _TYPE_NAMES = {0: "undefined", 8: "string", 14: "complex64", 15: "complex128", 1
 PARITY_CASES: tuple[tuple[int, int, bool], ...] = ((1, 8, False), (2, 8, True), (1, 128, False), (2, 128, True))
 
 
+def parity_cases(max_positions: int, cases=PARITY_CASES) -> tuple[tuple[int, int, bool], ...]:
+    """``cases`` with each sequence cut to the model's ``max_positions`` (never longer, never none left):
+    a model with few positions is still checked, at the longest sequence it takes."""
+    most = max(1, int(max_positions))
+    return tuple(dict.fromkeys((b, min(s, most), p) for b, s, p in cases))
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """What a BERT-family graph takes: input names and the vocabulary size."""

@@ -194,7 +194,9 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     unknown = sorted(set(notebooks) - {"01", "02", "03", "04", "05"})
     if unknown:
         raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are 01, 02, 03, 04 and 05")
-    sources = [resolve(m) for m in models]  # a bad name fails here, before anything is written or long starts
+    _check_names(real, modern)
+    # A bad name fails here, before anything is written or long starts, and never reaches for the network.
+    sources = [resolve(m, hub=False) for m in models]
     out = Prepared(cache_root())
     for src in sources:
         for title, fn in STAGES:
@@ -230,19 +232,46 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     return out
 
 
+def _check_names(real, modern) -> None:
+    """Refuse, in one line naming the value, a real model that is not packaged or a rotary encoder that is not
+    a preset or folder: before anything is built, and without asking the model hub."""
+    from ..errors import ConfigError
+    from ..models import REAL_MODELS, resolve
+
+    for name in real:
+        if name not in REAL_MODELS:
+            raise ConfigError(f"--real {name!r} is not a real model the workbench packages "
+                              f"({', '.join(REAL_MODELS)}; 'none' skips notebook 05)")
+    for name in modern:
+        resolve(name, hub=False)
+
+
 def check_prepared(folder: Path | str) -> list[str]:
     """Why a prepared folder would not be read as it is on this machine (empty: it will be).
 
     Exports and timelines are keyed by package versions: a laptop with other versions rebuilds them
     (the notebooks still run, only slower).
+
+    Raises:
+        WorkbenchError: the folder does not exist or is not a folder; its manifest is not a JSON object
+            with a ``versions`` object (one line naming the file).
     """
+    from ..errors import WorkbenchError
+
+    if not Path(folder).exists():
+        raise WorkbenchError(f"{folder} does not exist")
+    if not Path(folder).is_dir():
+        raise WorkbenchError(f"{folder} is not a folder")
     path = Path(folder) / MANIFEST
     if not path.is_file():
         return [f"{folder} was not prepared with `workbench prepare` (no {MANIFEST})"]
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        return [f"{path} cannot be read: {e}"]
+        raise WorkbenchError(f"{path} cannot be read as JSON: {type(e).__name__}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("versions"), dict):
+        raise WorkbenchError(f"{path} is not a manifest of `workbench prepare`: it needs a JSON object with a "
+                             f"\"versions\" object")
     here = versions()
     return [f"{dist}: prepared with {v}, this machine has {here.get(dist, 'none')}: what depends on it is rebuilt"
-            for dist, v in sorted(manifest.get("versions", {}).items()) if here.get(dist) != v]
+            for dist, v in sorted(manifest["versions"].items()) if here.get(dist) != v]
