@@ -27,7 +27,7 @@ from typing import Callable
 from .config import ExportConfig
 from .errors import ExportError, WorkbenchError
 from .models import ModelSource, resolve
-from .paths import atomic_write_text, cache_entry, cache_root
+from .paths import publish_entry, atomic_write_text, cache_entry, cache_root
 
 #: Bump when the export recipe changes in a way the key would not see.
 RECIPE_VERSION = 4
@@ -272,12 +272,13 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
                 raise parity["error"]
             meta["parity"] = parity["result"].to_dict()
         atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
-        # Always store: use_cache=False means "export again", and the fresh export replaces the old one.
+        # Always store: use_cache=False means "export again", and the fresh export replaces what the workbench
+        # wrote there before (only that: see paths.publish_entry).
         if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.replace(tmp, final)
-        except OSError:
+            from .cache_kinds import BY_NAME, manifest_files, remove_owned
+
+            remove_owned(final, BY_NAME["exports"], "", manifest_files(final))
+        if not publish_entry(tmp, final, "exports"):
             shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
         path = final / "model.onnx"
         progress("done", 1.0)

@@ -69,10 +69,9 @@ def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Pa
         build(tmp / "model.onnx")
         # What it was built from, for `workbench cache` (which model, which recipe).
         (tmp / "origin.json").write_text(json.dumps({"export": str(export_path), "recipe": recipe}))
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)  # another process built it first
+        from ..paths import publish_entry
+
+        publish_entry(tmp, final, "variants")  # False: another process built it first (tmp goes below)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / "model.onnx"
