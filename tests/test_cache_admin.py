@@ -13,22 +13,27 @@ import time
 
 import pytest
 
-# A writer as the workbench's own writers work: lease the entry, then make the temporary folder, then (on a
-# line on stdin) publish it. Prints the temporary folder once it holds a file.
+# A writer as the workbench's own writers work (``workbench.modelstore``): lease the model folder, stage a model
+# in a temporary folder, then (on a line on stdin) publish it. Prints the temporary folder, then the graph.
 WRITER = """
-import sys, tempfile
-from pathlib import Path
-from workbench.paths import cache_entry, cache_root, publish_entry
-kind, key = sys.argv[1], sys.argv[2]
-final = cache_entry(kind, key)
-final.parent.mkdir(parents=True, exist_ok=True)
-tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}.tmp-"))
-(tmp / "model.onnx").write_bytes(b"onnx" * 1000)
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper as h, numpy_helper
+from workbench import modelstore
+group, key = sys.argv[1], sys.argv[2]
+tmp = modelstore.staging(group)
+w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((128, 256)).astype("float32"), "w")
+g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                 [h.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
+                 [h.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])], [w])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+m.ir_version = 8
+onnx.save(m, str(tmp / "model.onnx"))
 print(tmp, flush=True)
 sys.stdin.readline()
-(tmp / "meta.json").write_text('{"model": {"name": "written"}}')
-publish_entry(tmp, final, kind)
-print("published", flush=True)
+print(modelstore.publish(tmp / "model.onnx", kind="exports", key=key, group=group,
+                         meta={"model": {"name": "written"}, "nodes": 1, "opset": 17}), flush=True)
 sys.stdin.readline()
 """
 HOLD = ("import sys, time; from workbench.paths import cache_entry; cache_entry(sys.argv[1], sys.argv[2]); "
@@ -90,6 +95,9 @@ def _plant(cache) -> dict:
     for kind, name in (("exports", "e"), ("variants", "v"), ("timelines", "t")):
         planted[f"{kind}/{key(name)}/my-notes.txt"] = b"inside an entry"
     planted[f"timelines/{key('t')}/graphs/user.onnx"] = b"inside a sub-folder"
+    planted[f"models/{key('g')}/notes.md"] = b"beside the shared weights"
+    planted[f"models/{key('g')}/weights/mine.bin"] = b"a weight file of mine"
+    planted["models/README"] = b"readme"
     planted[f"timelines/{key('t')}/steps/{'0' * 32}/notes.json"] = b"{}"
     for rel, data in planted.items():
         p = cache / rel
@@ -102,6 +110,9 @@ def _plant(cache) -> dict:
 
 def _workbench_entries(cache):
     """Entries of every kind, as the workbench writes them, two days old."""
+    w = subprocess.run([sys.executable, "-c", WRITER, key("g"), key("m")], input="\n\n", capture_output=True,
+                       text=True, env={**os.environ, "WORKBENCH_CACHE": str(cache)}, timeout=120)
+    assert w.returncode == 0, w.stderr
     e = _entry(cache, "exports", "e", 3000, files=("model.onnx", "meta.json"), age_days=2)
     (e / "meta.json").write_text(json.dumps({"model": {"name": "my-model"}}))
     _entry(cache, "variants", "v", 2000, files=("model.onnx", "origin.json"), age_days=2)
@@ -148,11 +159,16 @@ def test_prune_never_touches_an_entry_a_running_process_uses(tmp_path):
     assert out.returncode == 0 and not (cache / "exports" / key("busy")).exists()
 
 
+def _writer(cache, group, name):
+    return subprocess.Popen([sys.executable, "-c", WRITER, group, key(name)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "WORKBENCH_CACHE": str(cache)})
+
+
 def test_a_writer_in_progress_survives_prune_and_publishes(tmp_path):
-    """The writer leased its entry before making its temporary folder: prune leaves both alone."""
-    cache = tmp_path / "cache"
-    w = subprocess.Popen([sys.executable, "-c", WRITER, "exports", key("w")], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env={**os.environ, "WORKBENCH_CACHE": str(cache)})
+    """The writer leased its model folder before staging: prune leaves the staging folder and, once published,
+    the graph and its weights alone while the writer lives; after it, --all removes both."""
+    cache, group = tmp_path / "cache", key("group")
+    w = _writer(cache, group, "w")
     try:
         tmp = w.stdout.readline().strip()
         assert tmp and os.path.isdir(tmp)
@@ -161,14 +177,16 @@ def test_a_writer_in_progress_survives_prune_and_publishes(tmp_path):
             assert os.path.isfile(os.path.join(tmp, "model.onnx")), f"prune {criterion} removed a live writer's files"
         w.stdin.write("\n")
         w.stdin.flush()
-        assert w.stdout.readline().strip() == "published"
+        graph = w.stdout.readline().strip()
         assert wb(cache, "cache", "prune", "--all").returncode == 0
-        final = cache / "exports" / key("w")
-        assert (final / "model.onnx").is_file() and (final / "meta.json").is_file()
-        assert json.loads((final / ".workbench-entry.json").read_text())["files"] == ["meta.json", "model.onnx"]
+        import onnx
+
+        assert onnx.load(graph).graph.initializer[0].dims == [128, 256], "the graph or its weights went"
     finally:
         w.kill()
         w.wait()
+    assert wb(cache, "cache", "prune", "--all").returncode == 0
+    assert not (cache / "models" / group).exists()
 
 
 EXPORTER = """
@@ -207,19 +225,19 @@ def test_a_real_export_survives_prunes_running_beside_it(tmp_path):
 
 def test_debris_of_a_killed_writer_goes_at_the_next_start_not_on_list(tmp_path):
     cache = tmp_path / "cache"
-    w = subprocess.Popen([sys.executable, "-c", WRITER, "variants", key("killed")], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env={**os.environ, "WORKBENCH_CACHE": str(cache)})
+    w = _writer(cache, key("group"), "killed")
     tmp = w.stdout.readline().strip()
     w.send_signal(signal.SIGKILL)
     w.wait()
-    user_tmp = cache / "variants" / "my.tmp"
+    user_tmp = cache / "models" / "my.tmp"
     user_tmp.write_text("mine")
     assert wb(cache, "cache").returncode == 0
     assert os.path.isdir(tmp), "`workbench cache list` removed something"
     # A temporary entry a live process made after it started is left alone: it may be that process's.
     holder = _holder(cache, "exports", key("other"))
-    young = cache / "variants" / f".{key('young')}.tmp-abcd1234"
+    young = cache / "models" / f".{key('young')}.tmp-abcd1234"
     young.mkdir(parents=True)
+    (young / "model.onnx").write_bytes(b"partial")
     try:
         assert wb(cache, "cache", "prune", "--older-than", "365").returncode == 0
         assert not os.path.exists(tmp) and young.exists() and user_tmp.exists()
@@ -228,6 +246,44 @@ def test_debris_of_a_killed_writer_goes_at_the_next_start_not_on_list(tmp_path):
         holder.wait()
     assert wb(cache, "cache", "prune", "--older-than", "365").returncode == 0
     assert not young.exists() and user_tmp.read_text() == "mine"  # no live process can be writing it now
+
+
+def test_each_weight_is_stored_once_and_every_model_still_loads(tmp_path):
+    """Both exporters and a fused variant of one model share their weights in one folder; each graph loads
+    with onnx and runs in ONNX Runtime; removing one keeps the others whole; --all removes the rest."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    cache = tmp_path / "cache"
+    env = {"WORKBENCH_CACHE": str(cache)}
+    for exporter in ("torchscript", "dynamo"):
+        assert wb(cache, "export", "bert-tiny", "--exporter", exporter, env=env).returncode == 0
+    assert wb(cache, "fuse", "bert-tiny", env=env).returncode == 0
+    assert wb(cache, "bench", "bert-tiny", "--variants", "fused", "--runs", "2", "--warmup", "1", env=env).returncode == 0
+    listed = json.loads(wb(cache, "cache", "--json", "--entries").stdout)
+    models = [e for e in listed["entries"] if e["kind"] in ("exports", "variants")]
+    assert len(models) == 3 and len({os.path.dirname(e["path"]) for e in models}) == 1
+    one = max(e["bytes"] for e in models)
+    assert listed["total_bytes"] < 1.5 * one, "the three models do not share their weights"
+    feeds = {"input_ids": np.ones((1, 8), np.int64), "attention_mask": np.ones((1, 8), np.int64),
+             "token_type_ids": np.zeros((1, 8), np.int64)}
+
+    def runs(path):
+        onnx.checker.check_model(path)  # onnx refuses hard-linked external data: these are ordinary files
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        return sess.run(None, {i.name: feeds[i.name] for i in sess.get_inputs()})[0]
+
+    first = runs(models[0]["path"])
+    doomed = next(e for e in models if e["kind"] == "exports")
+    os.utime(doomed["path"].replace(".onnx", ".json"), (0, 0))  # the least recently used: --max-gb takes it
+    assert wb(cache, "cache", "prune", "--max-gb", str((listed["total_bytes"] - 1) / 1e9)).returncode == 0
+    left = [e for e in models if os.path.exists(e["path"])]
+    assert doomed not in left and len(left) == 2
+    for e in left:
+        assert np.allclose(runs(e["path"]), first, atol=1e-4)
+    assert wb(cache, "cache", "prune", "--all").returncode == 0
+    assert not any((cache / "models").iterdir())
 
 
 def test_prune_by_age_and_by_size_least_recently_used_first(tmp_path):

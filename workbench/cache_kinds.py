@@ -3,13 +3,13 @@
 Every reader of the cache's layout (``workbench cache list`` / ``prune``, the size limit, the clean-up of a
 killed writer's temporary files) goes through these records. A name that fits no record, or a file inside an
 entry that its record does not name, was not written by the workbench: it is never removed, whatever it is
-called and wherever it lies in the cache folder.
+called and wherever it lies in the cache folder. A temporary file or folder of the exact shape the
+workbench's writers use (``.<name>.tmp-XXXXXXXX``, ``.<name>.XXXXXXXX.tmp``), standing for a name the
+workbench writes there, is the workbench's, whole.
 
 An entry is a folder (``files`` names what the workbench writes inside it, as paths relative to the entry) or
-a single file (``files`` empty). Entries written once (exports, variants) also carry a manifest
-(:data:`MANIFEST`) listing their files, written before the folder is renamed into place
-(:func:`workbench.paths.publish_entry`): what it lists is the workbench's too. Entries written by earlier
-versions, without a manifest, are known by ``files`` alone.
+a single file (``files`` empty). The ``models`` folders hold several entries each (exports and the models
+built from them, sharing their weights): :mod:`workbench.modelstore`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-#: The manifest an entry folder carries: ``{"kind", "files": [relative paths], "created"}``.
-MANIFEST = ".workbench-entry.json"
-#: The weight files models share (see :mod:`workbench.blobs`): ``weights/<sha256>.bin`` inside a model's folder.
-WEIGHT_FILE = r"weights/[0-9a-f]{64}\.bin"
 
 
 @dataclass(frozen=True)
@@ -51,7 +46,7 @@ class CacheKind:
 
     def owns_file(self, rel: str) -> bool:
         """Whether ``rel`` (inside an entry of this kind) is a file the workbench writes there."""
-        return rel == MANIFEST or any(re.fullmatch(p, rel) for p in self.files)
+        return any(re.fullmatch(p, rel) for p in self.files)
 
     def owns_dir(self, rel: str) -> bool:
         """Whether ``rel`` (inside an entry of this kind) is a folder the workbench makes there."""
@@ -67,13 +62,12 @@ class CacheKind:
 
 
 _HEX24 = r"[0-9a-f]{24}"
-_MODEL_FILES = (r"model\.onnx", r"model\.onnx\.data", WEIGHT_FILE)
+_STEM = r"(export|variant)-[0-9a-f]{24}"
 
 KINDS: tuple[CacheKind, ...] = (
-    CacheKind("exports", "torch.onnx exports with their settings and parity against PyTorch", _HEX24,
-              _MODEL_FILES + (r"meta\.json",)),
-    CacheKind("variants", "models built from an export for benchmarks (fused, int8, fp16, guarded, peers' files)",
-              _HEX24, _MODEL_FILES + (r"origin\.json", r"search\.json", r"openvino_model\.(xml|bin)")),
+    CacheKind("models", "exports and the models built from them (fused, int8, ...), one folder per source "
+              "model, each weight stored once in it", _HEX24,
+              (r"weights/[0-9a-f]{64}\.bin", _STEM + r"\.(onnx|json)", _STEM + r"\.[\w-]+(\.[\w-]+)*")),
     CacheKind("timelines", "fusion timelines: weight-free snapshots of every step, their parity",
               r"[0-9a-f]{24}", (r"key\.json", r"input\.json", r"graphs/[0-9a-f]{40}\.onnx", r"weights/[0-9a-f]{32}\.pb",
                                r"steps/[0-9a-f]{32}/(meta|parity|task_parity)\.json"),
@@ -81,8 +75,11 @@ KINDS: tuple[CacheKind, ...] = (
     CacheKind("plans", "this machine's fusion plans (a cached ablation, for tune)", _HEX24 + r"\.json"),
     CacheKind("floor", "this machine's measured MatMul rates", r"matmul-[A-Za-z0-9-]+-[0-9a-f]{16}\.json"),
     CacheKind("hashes", "content hashes of files, memoised on size and modification time", r"[0-9a-f]{64}"),
-    CacheKind("blobs", "weights stored once and shared by every model that holds them (hard links)",
-              r"[0-9a-f]{64}\.bin"),
+    # Earlier versions kept each export and variant in a folder of its own, with its own copy of the weights.
+    CacheKind("exports", "exports written by earlier versions", _HEX24,
+              (r"model\.onnx", r"model\.onnx\.data", r"meta\.json")),
+    CacheKind("variants", "models built by earlier versions", _HEX24,
+              (r"model\.onnx", r"model\.onnx\.data", r"origin\.json", r"search\.json")),
 )
 BY_NAME = {k.name: k for k in KINDS}
 #: Files the workbench writes at the top of the cache folder.
@@ -105,70 +102,47 @@ def is_temp_name(name: str) -> bool:
     return temp_target(name) is not None
 
 
-def manifest_files(entry: Path) -> set[str]:
-    """The files an entry's manifest lists (none when it has no readable manifest)."""
-    import json
+def remove_owned(folder: Path, kind: CacheKind) -> list[Path]:
+    """Delete what the workbench wrote in the entry ``folder`` of ``kind``, then the folders left empty; return
+    the files it did not write, which stay where they are (with the folders that hold them).
 
-    try:
-        files = json.loads((entry / MANIFEST).read_text()).get("files")
-    except (OSError, ValueError, AttributeError):
-        return set()
-    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
-
-
-def remove_owned(folder: Path, kind: CacheKind | None, prefix: str = "", listed: set[str] = frozenset()) -> list[Path]:
-    """Delete what the workbench wrote under ``folder`` (an entry of ``kind``, or a writer's temporary folder
-    standing for ``prefix`` inside one), then the folders left empty; return the files it did not write, which
-    stay where they are (with the folders that hold them).
-
-    Owned: the files ``kind`` names, those ``listed`` (the entry's manifest), and temporary names of the
-    workbench's writers standing for owned paths. A symbolic link is removed as a link, never followed.
+    Owned: the files ``kind`` names, and temporary names of the workbench's writers standing for them (a
+    temporary folder of that shape goes whole). A symbolic link is removed as a link, never followed.
     """
+    import shutil
+
     kept: list[Path] = []
     for sub, dirs, names in os.walk(folder, topdown=False):
         rel = os.path.relpath(sub, folder).replace(os.sep, "/")
-        for name in names:
+        if any(temp_target(part) for part in rel.split("/")):
+            continue  # inside a writer's temporary folder: removed whole below
+        for name in names + [d for d in dirs if Path(sub, d).is_symlink()]:
             path = Path(sub) / name
-            if _owned(kind, _join(prefix, _join(rel, name)), listed, _join(rel, name)):
+            if _owned(kind, _join(rel, name)):
                 try:
                     path.unlink()
+                    continue
                 except OSError:
-                    kept.append(path)
-            else:
-                kept.append(path)
+                    pass
+            kept.append(path)
         for name in dirs:
             d = Path(sub) / name
             if d.is_symlink():
-                if _owned(kind, _join(prefix, _join(rel, name)), listed, _join(rel, name)):
-                    d.unlink(missing_ok=True)
-                else:
-                    kept.append(d)
+                continue
+            if temp_target(name) is not None and kind.owns_path(_join(rel, temp_target(name))):
+                shutil.rmtree(d, ignore_errors=True)
             else:
                 _rmdir(d)
     _rmdir(folder)
     return kept
 
 
-def _owned(kind: CacheKind | None, rel: str, listed: set[str], local: str) -> bool:
-    if local in listed:
-        return True
-    if kind is None:
-        return False
+def _owned(kind: CacheKind, rel: str) -> bool:
     if kind.owns_file(rel):
         return True
-    # a writer's staging name: .<file>.XXXX.tmp, or a file inside .<file-or-folder>.tmp-XXXX
-    parts = rel.split("/")
-    for i, part in enumerate(parts):
-        target = temp_target(part)
-        if target is None:
-            continue
-        head = "/".join(parts[:i] + [target])
-        if i == len(parts) - 1:
-            return kind.owns_path(head)
-        inner = "/".join(parts[i + 1:])
-        base = "/".join(parts[:i]) if kind.owns_file(head) else head  # a file's staging folder holds its siblings
-        return _owned(kind, _join(base, inner), listed, "")
-    return False
+    head, _, name = rel.rpartition("/")
+    target = temp_target(name)  # a writer's .<file>.XXXXXXXX.tmp
+    return target is not None and kind.owns_file(_join(head, target))
 
 
 def _join(a: str, b: str) -> str:
@@ -193,5 +167,5 @@ def entry_kind(root: Path, path: Path) -> CacheKind | None:
     return None
 
 
-__all__ = ["manifest_files", "remove_owned", "MANIFEST", "WEIGHT_FILE", "CacheKind", "KINDS", "BY_NAME", "ROOT_FILES", "temp_target", "is_temp_name",
+__all__ = ["remove_owned", "CacheKind", "KINDS", "BY_NAME", "ROOT_FILES", "temp_target", "is_temp_name",
            "entry_kind"]

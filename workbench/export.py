@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -27,7 +26,6 @@ from typing import Callable
 from .config import ExportConfig
 from .errors import ExportError, WorkbenchError
 from .models import ModelSource, resolve
-from .paths import publish_entry, atomic_write_text, cache_entry, cache_root
 
 #: Bump when the export recipe changes in a way the key would not see.
 RECIPE_VERSION = 4
@@ -205,22 +203,20 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
         opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
         return ExportResult(src.path, src, cfg, cached=True, export_s=0.0, nodes=len(m.graph.node),
                             opset=opset, meta={"source": "onnx file"})
+    from . import modelstore
+
     key = cache_key(src, cfg)
-    final = cache_entry("exports", key)  # leased: `workbench cache` leaves it alone while this process runs
-    meta_file = final / "meta.json"
-    if use_cache and meta_file.is_file():
-        try:
-            meta = json.loads(meta_file.read_text())
-            if (final / "model.onnx").is_file() and (meta.get("parity") or not check_parity):
-                progress("cached", 1.0)
-                return ExportResult(final / "model.onnx", src, cfg, cached=True, export_s=0.0,
-                                    nodes=meta["nodes"], opset=meta["opset"], meta=meta)
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged entry is rebuilt below
+    group = modelstore.group_of(src.identity)  # every export of this model shares its weights (modelstore)
+    hit = modelstore.find("exports", key, group) if use_cache else None  # leased: `workbench cache` leaves it
+    if hit is not None:
+        path, meta = hit
+        if (meta.get("parity") or not check_parity) and "nodes" in meta and "opset" in meta:
+            progress("cached", 1.0)
+            return ExportResult(path, src, cfg, cached=True, export_s=0.0, nodes=meta["nodes"],
+                                opset=meta["opset"], meta=meta)
     progress("building model", 0.05)
     model = src.build(cfg.attention)
-    (cache_root() / "exports").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_root() / "exports", prefix=f".{key}.tmp-"))
+    tmp = modelstore.staging(group)
     try:
         progress(f"exporting with {cfg.exporter}", 0.15)
         t0 = time.perf_counter()
@@ -271,16 +267,9 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
             if "error" in parity:
                 raise parity["error"]
             meta["parity"] = parity["result"].to_dict()
-        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
-        # Always store: use_cache=False means "export again", and the fresh export replaces what the workbench
-        # wrote there before (only that: see paths.publish_entry).
-        if final.exists():
-            from .cache_kinds import BY_NAME, manifest_files, remove_owned
-
-            remove_owned(final, BY_NAME["exports"], "", manifest_files(final))
-        if not publish_entry(tmp, final, "exports"):
-            shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
-        path = final / "model.onnx"
+        # Stored, always: use_cache=False means "export again", and the fresh export replaces the old one.
+        path = modelstore.publish(tmp / "model.onnx", kind="exports", key=key, group=group, meta=meta)
+        shutil.rmtree(tmp, ignore_errors=True)
         progress("done", 1.0)
         return ExportResult(path, src, cfg, cached=False, export_s=export_s, nodes=meta["nodes"],
                             opset=opset, meta=meta)

@@ -272,7 +272,7 @@ def remove_stale_temps(root: Path) -> list[Path]:
     opened = [float(lease.get("opened") or lease.get("started") or 0) for lease in leases.values()]
     before = min(opened) if opened else time.time()
     removed = []
-    for path, owner, prefix in candidates:
+    for path, owner in candidates:
         if owner in leased:
             continue
         try:
@@ -281,24 +281,15 @@ def remove_stale_temps(root: Path) -> list[Path]:
             continue
         if not (st.st_mtime < before - 0.01 or time.time() - st.st_mtime > STALE_TEMP_S):
             continue
-        if path.is_dir() and not path.is_symlink():
-            from .cache_kinds import remove_owned
-
-            if not remove_owned(path, kind_of_temp(owner), prefix):
-                removed.append(path)
+        if path.is_dir() and not path.is_symlink():  # a writer's folder of the exact shape: wholly the workbench's
+            shutil.rmtree(path, ignore_errors=True)
         else:
             try:
                 path.unlink()
-                removed.append(path)
             except OSError:
                 continue
+        removed.append(path)
     return removed
-
-
-def kind_of_temp(owner: str):
-    from .cache_kinds import BY_NAME
-
-    return BY_NAME.get(owner.split("/")[0]) if owner else None
 
 
 def _temp_candidates(root: Path):
@@ -316,16 +307,16 @@ def _temp_candidates(root: Path):
 
     for e in scan(root):
         if temp_target(e.name) in ROOT_FILES and not e.is_dir(follow_symlinks=False):
-            yield Path(e.path), "", ""
+            yield Path(e.path), ""
     for e in scan(root / LEASES):
         if re.fullmatch(r"\d+\.json", temp_target(e.name) or "") and not e.is_dir(follow_symlinks=False):
-            yield Path(e.path), "", ""
+            yield Path(e.path), ""
     for kind in KINDS:
         folder = kind.folder(root)
         for e in scan(folder):
             target = temp_target(e.name)
             if kind.owns_entry(target):
-                yield Path(e.path), f"{kind.name}/{target}", ""
+                yield Path(e.path), f"{kind.name}/{target}"
         if not kind.files:
             continue
         try:
@@ -338,47 +329,9 @@ def _temp_candidates(root: Path):
                 temps = [n for n in names + dirs if temp_target(n) is not None]
                 dirs[:] = [d for d in dirs if temp_target(d) is None and kind.owns_dir(_join(rel, d))]
                 for name in temps:
-                    target = _join(rel, temp_target(name))
-                    if kind.owns_path(target):
-                        prefix = (rel if rel != "." else "") if kind.owns_file(target) else target
-                        yield Path(sub) / name, f"{kind.name}/{entry.name}", prefix
+                    if kind.owns_path(_join(rel, temp_target(name))):
+                        yield Path(sub) / name, f"{kind.name}/{entry.name}"
 
 
 def _join(rel: str, name: str) -> str:
     return name if rel in ("", ".") else f"{rel}/{name}"
-
-
-def publish_entry(tmp: Path, final: Path, kind: str) -> bool:
-    """Put a finished entry in place: its manifest (every file the writer made in ``tmp``), then one rename.
-
-    An entry already at ``final`` is replaced only where it is the workbench's: what it wrote there goes
-    first, and a file of someone else's stays (the new files are then moved in beside it).
-
-    Returns:
-        False when another process published the same entry first (``tmp`` is left to the caller, which
-        removes it).
-    """
-    import json
-    import shutil
-    import time
-
-    from .cache_kinds import BY_NAME, MANIFEST, manifest_files, remove_owned
-
-    files = sorted(os.path.relpath(os.path.join(d, n), tmp).replace(os.sep, "/")
-                   for d, _, names in os.walk(tmp) for n in names)
-    (tmp / MANIFEST).write_text(json.dumps({"kind": kind, "files": files, "created": time.time()}))
-    for attempt in range(2):
-        try:
-            os.replace(tmp, final)
-            return True
-        except OSError:
-            if not final.is_dir() or attempt:
-                break
-            remove_owned(final, BY_NAME[kind], "", manifest_files(final))
-    if not final.is_dir() or (final / MANIFEST).exists():
-        return False
-    for rel in files + [MANIFEST]:  # someone else's files are in the way: ours go in beside them
-        (final / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / rel, final / rel)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return True

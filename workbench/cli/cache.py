@@ -76,7 +76,8 @@ def _list(args, root, items, strangers) -> int:
         return 0
     shared = sum(e.bytes for e in items) - disk
     print(f"{root}: {human(disk)} on disk in {len(items)} entries"
-          + (f" ({human(shared)} more if the weights they share were not stored once)" if shared > 1e6 else ""))
+          + (f" (each weight stored once: {human(shared)} more if every model kept its own copy)"
+             if shared > 1e6 else ""))
     if strangers:
         print(f"  {len(strangers)} files or folders the workbench did not write are left alone, e.g. {strangers[0]}")
     if not items:
