@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -28,7 +27,6 @@ from typing import Callable
 from .config import ExportConfig
 from .errors import BrokenModelError, ExportError, WorkbenchError
 from .models import ModelSource, resolve
-from .paths import atomic_write_text, cache_entry, cache_root
 
 #: Bump when the export recipe changes in a way the key would not see.
 RECIPE_VERSION = 4
@@ -204,32 +202,27 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     progress = progress or _noop
     if src.kind == "onnx":
         return _onnx_file(src, cfg)
+    from . import modelstore
+
     key = cache_key(src, cfg)
-    final = cache_entry("exports", key)  # leased: `workbench cache` leaves it alone while this process runs
+    group = modelstore.group_of(src.identity)  # every export of this model shares its weights (modelstore)
     if use_cache:
-        hit = _cached(final, src, cfg, check_parity)
+        hit = _cached(key, group, src, cfg, check_parity)
         if hit is not None:
             progress("cached", 1.0)
             return hit
     progress("building model", 0.05)
     model = src.build(cfg.attention)
-    (cache_root() / "exports").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_root() / "exports", prefix=f".{key}.tmp-"))
+    tmp = modelstore.staging(group)
     try:
         meta = _export_into(tmp, model, src, cfg, key, check_parity=check_parity, progress=progress)
-        # Always store: use_cache=False means "export again", and the fresh export replaces the old one.
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: use its copy
+        # Stored, always: use_cache=False means "export again", and the fresh export replaces the old one.
+        path = modelstore.publish(tmp / "model.onnx", kind="exports", key=key, group=group, meta=meta)
         progress("done", 1.0)
-        return ExportResult(final / "model.onnx", src, cfg, cached=False, export_s=meta["export_s"],
-                            nodes=meta["nodes"], opset=meta["opset"], meta=meta)
-    except BaseException:
+        return ExportResult(path, src, cfg, cached=False, export_s=meta["export_s"], nodes=meta["nodes"],
+                            opset=meta["opset"], meta=meta)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _onnx_file(src: ModelSource, cfg: ExportConfig) -> ExportResult:
@@ -242,16 +235,22 @@ def _onnx_file(src: ModelSource, cfg: ExportConfig) -> ExportResult:
                         opset=opset, meta={"source": "onnx file"})
 
 
-def _cached(final: Path, src: ModelSource, cfg: ExportConfig, check_parity: bool) -> ExportResult | None:
-    """The stored export in ``final`` (None when absent or damaged: it is rebuilt); a stored export whose
-    parity failed (written before exports were refused for it) is refused as a fresh one would be."""
+def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_parity: bool) -> ExportResult | None:
+    """The stored export (leased: ``workbench cache`` leaves it alone; None when absent or damaged: it is
+    rebuilt); a stored export whose parity failed (written before exports were refused for it) is refused as
+    a fresh one would be."""
+    from . import modelstore
+
+    hit = modelstore.find("exports", key, group)
+    if hit is None:
+        return None
+    path, meta = hit
     try:
-        meta = json.loads((final / "meta.json").read_text())
-        if not (final / "model.onnx").is_file() or not (meta.get("parity") or not check_parity):
+        if not (meta.get("parity") or not check_parity):
             return None
-        result = ExportResult(final / "model.onnx", src, cfg, cached=True, export_s=0.0,
-                              nodes=meta["nodes"], opset=meta["opset"], meta=meta)
-    except (OSError, ValueError, KeyError, TypeError):
+        result = ExportResult(path, src, cfg, cached=True, export_s=0.0, nodes=meta["nodes"], opset=meta["opset"],
+                              meta=meta)
+    except (KeyError, TypeError):
         return None  # a damaged entry is rebuilt
     parity = meta.get("parity")
     if check_parity and isinstance(parity, dict) and parity.get("ok") is False:
@@ -262,7 +261,7 @@ def _cached(final: Path, src: ModelSource, cfg: ExportConfig, check_parity: bool
 
 def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str, *, check_parity: bool,
                  progress: Progress) -> dict:
-    """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch) and write ``tmp/meta.json``."""
+    """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch); return its meta."""
     import threading
 
     from .modelio import load_model
@@ -316,7 +315,6 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
         if not result.ok:  # never stored: a broken model must not be fused, measured or called good
             raise BrokenModelError(broken_line(src.label, cfg, meta["parity"], finite_onnx=finite_onnx,
                                                finite_torch=finite_torch))
-    atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=1))
     return meta
 
 

@@ -310,5 +310,21 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
     return dest
 
 
+def model_bytes(path: Path) -> int:
+    """The model file plus the external data files it reads, each once (no weights are read)."""
+    path = Path(path)
+    total = path.stat().st_size
+    seen = set()
+    for t in external_tensors(onnx.load(str(path), load_external_data=False)):
+        loc = {e.key: e.value for e in t.external_data}.get("location")
+        if loc and loc not in seen:
+            seen.add(loc)
+            try:
+                total += (path.parent / loc).stat().st_size
+            except OSError:
+                pass
+    return total
+
+
 def node_count(model: onnx.ModelProto) -> int:
     return len(model.graph.node)

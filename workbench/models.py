@@ -283,18 +283,21 @@ def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def file_identity(path: Path) -> str:
-    """Content hash of a file, memoised on (path, size, mtime) in the cache."""
+def file_identity(path: Path, *, write: bool = True) -> str:
+    """Content hash of a file, memoised on (path, size, mtime) in the cache (``write=False``: read the memo,
+    never write it: ``workbench cache list`` changes nothing)."""
     from .paths import cache_root
 
     st = path.stat()
-    memo = cache_root() / "hashes" / hashlib.sha256(
+    memo = cache_root(write=write) / "hashes" / hashlib.sha256(
         f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
     try:
         return memo.read_text().strip()
     except OSError:
         pass
     digest = _sha256_file(path)
+    if not write:
+        return digest
     try:
         from .paths import atomic_write_text
         atomic_write_text(memo, digest)

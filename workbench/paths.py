@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from .errors import OutputPathError
 
 
-def cache_root() -> Path:
+def cache_root(*, write: bool = True) -> Path:
     """The cache folder: $WORKBENCH_CACHE, else ~/.cache/bert-fusion-workbench.
+
+    Args:
+        write: this process may write in the cache: the folder is made, this process's lease is written and
+            dead writers' debris goes (once per process). ``False`` (``workbench cache list``) changes nothing
+            and does not even make the folder.
 
     Raises:
         OutputPathError: the folder cannot be made or written (one line naming it and the setting).
@@ -18,6 +24,8 @@ def cache_root() -> Path:
     env = os.environ.get("WORKBENCH_CACHE")
     root = Path(env).expanduser() if env else (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                                                / "bert-fusion-workbench")
+    if not write:
+        return root
     setting = "WORKBENCH_CACHE" if env else "WORKBENCH_CACHE (or XDG_CACHE_HOME)"
     if not root.is_dir():
         problem = _unwritable(root, folder=True)
@@ -199,8 +207,9 @@ def cache_entry(kind: str, key: str) -> Path:
     return path
 
 
-def live_leases(root: Path) -> dict[int, dict]:
-    """The leases of workbench processes still running (pid alive and started when its lease says)."""
+def live_leases(root: Path, *, clean: bool = False) -> dict[int, dict]:
+    """The leases of workbench processes still running (pid alive and started when its lease says);
+    ``clean`` removes the leases of processes that are gone."""
     import json
 
     out = {}
@@ -215,75 +224,114 @@ def live_leases(root: Path) -> dict[int, dict]:
             continue
         started = _process_start(pid)
         if started is None or (lease.get("started") and abs(started - float(lease["started"])) > 1.0):
-            try:  # that process is gone (or its pid now belongs to another): its lease means nothing
-                f.unlink()
-            except OSError:
-                pass
+            if clean:  # that process is gone (or its pid now belongs to another): its lease means nothing
+                try:
+                    f.unlink()
+                except OSError:
+                    pass
             continue
         out[pid] = lease
     return out
 
 
-#: Temporary names the workbench's own writers use: folders ``.<name>.tmp-XXXX`` (exports, variants,
-#: timelines, saved models) and files ``.<name>.XXXX.tmp`` (atomic writes).
 def is_temp_name(name: str) -> bool:
-    return name.startswith(".") and (".tmp-" in name or name.endswith(".tmp"))
+    """Whether ``name`` has the exact shape of a workbench writer's temporary file or folder
+    (:func:`workbench.cache_kinds.temp_target`)."""
+    from .cache_kinds import is_temp_name as shaped
+
+    return shaped(name)
 
 
 #: A temporary entry untouched this long is debris whoever made it (no writer pauses a day).
 STALE_TEMP_S = 24 * 3600.0
 
 
+def _leased_names(leases: dict) -> set[str]:
+    return {e for lease in leases.values() for e in lease.get("entries", ())}
+
+
 def remove_stale_temps(root: Path) -> list[Path]:
-    """Remove the cache's temporary entries that no running process can still be writing.
+    """Remove the temporary files and folders of workbench writers that no running process can still be writing.
 
-    Only names of the workbench's own writers (:func:`is_temp_name`), only inside the cache, and only
-    those last changed before every live workbench process started (so none of them made it), or
-    untouched for :data:`STALE_TEMP_S`. Returns what was removed.
+    Only where the workbench's writers put them (the cache folder, each kind's folder, inside entry folders),
+    only names of the exact shape those writers use, standing for a name the workbench writes there
+    (:mod:`workbench.cache_kinds`), never one whose entry a live process leased, and only those last changed
+    before every live workbench process opened the cache (so none of them made it) or untouched for
+    :data:`STALE_TEMP_S`. Anything else, a user's ``notes.tmp`` included, stays. Returns what was removed.
 
-    Runs when a process first opens the cache, after its own lease is written, so the oldest live
-    lease is never younger than the caller.
+    Runs when a process that may write first opens the cache (after its own lease is written, so the oldest
+    live lease is never younger than the caller) and in ``workbench cache prune``; ``workbench cache list``
+    changes nothing.
     """
     import shutil
     import time
 
-    opened = [float(lease.get("opened") or lease.get("started") or 0) for lease in live_leases(root).values()]
+    candidates = list(_temp_candidates(root))  # listed before the leases are read: see cache_admin.entries
+    leases = live_leases(root, clean=True)
+    leased = _leased_names(leases)
+    opened = [float(lease.get("opened") or lease.get("started") or 0) for lease in leases.values()]
     before = min(opened) if opened else time.time()
     removed = []
-    for depth, folder in _cache_folders(root):
+    for path, owner in candidates:
+        if owner in leased:
+            continue
         try:
-            names = [e for e in os.scandir(folder) if is_temp_name(e.name)]
+            st = path.lstat()
         except OSError:
             continue
-        for e in names:
+        if not (st.st_mtime < before - 0.01 or time.time() - st.st_mtime > STALE_TEMP_S):
+            continue
+        if path.is_dir() and not path.is_symlink():  # a writer's folder of the exact shape: wholly the workbench's
+            shutil.rmtree(path, ignore_errors=True)
+        else:
             try:
-                mtime = e.stat(follow_symlinks=False).st_mtime
+                path.unlink()
             except OSError:
                 continue
-            if mtime < before - 0.01 or time.time() - mtime > STALE_TEMP_S:
-                p = Path(e.path)
-                if e.is_dir(follow_symlinks=False):
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    try:
-                        p.unlink()
-                    except OSError:
-                        continue
-                removed.append(p)
+        removed.append(path)
     return removed
 
 
-def _cache_folders(root: Path, max_depth: int = 3):
-    """The cache folder and its folders down to ``max_depth`` (temporary ones not entered)."""
-    stack = [(0, root)]
-    while stack:
-        depth, folder = stack.pop()
-        yield depth, folder
-        if depth >= max_depth:
+def _temp_candidates(root: Path):
+    """``(path, lease name)`` of every temporary name a workbench writer may have left, where it leaves them.
+
+    The lease name is the entry the writer leased (``kind/key``), or "" where writers lease nothing.
+    """
+    from .cache_kinds import KINDS, ROOT_FILES, temp_target
+
+    def scan(folder: Path):
+        try:
+            return [e for e in os.scandir(folder) if temp_target(e.name) is not None]
+        except OSError:
+            return []
+
+    for e in scan(root):
+        if temp_target(e.name) in ROOT_FILES and not e.is_dir(follow_symlinks=False):
+            yield Path(e.path), ""
+    for e in scan(root / LEASES):
+        if re.fullmatch(r"\d+\.json", temp_target(e.name) or "") and not e.is_dir(follow_symlinks=False):
+            yield Path(e.path), ""
+    for kind in KINDS:
+        folder = kind.folder(root)
+        for e in scan(folder):
+            target = temp_target(e.name)
+            if kind.owns_entry(target):
+                yield Path(e.path), f"{kind.name}/{target}"
+        if not kind.files:
             continue
         try:
-            for e in os.scandir(folder):
-                if e.is_dir(follow_symlinks=False) and not is_temp_name(e.name) and e.name != LEASES:
-                    stack.append((depth + 1, Path(e.path)))
+            entries = [e for e in os.scandir(folder) if e.is_dir(follow_symlinks=False) and kind.owns_entry(e.name)]
         except OSError:
             continue
+        for entry in entries:
+            for sub, dirs, names in os.walk(entry.path):
+                rel = os.path.relpath(sub, entry.path)
+                temps = [n for n in names + dirs if temp_target(n) is not None]
+                dirs[:] = [d for d in dirs if temp_target(d) is None and kind.owns_dir(_join(rel, d))]
+                for name in temps:
+                    if kind.owns_path(_join(rel, temp_target(name))):
+                        yield Path(sub) / name, f"{kind.name}/{entry.name}"
+
+
+def _join(rel: str, name: str) -> str:
+    return name if rel in ("", ".") else f"{rel}/{name}"

@@ -22,16 +22,16 @@ def _get(url: str) -> tuple[int, bytes]:
 
 def test_serves_only_the_one_model_on_localhost(tiny_export, tmp_path):
     src = tiny_export().path
-    secret = src.parent / "meta.json"  # a neighbour file in the model's folder
+    secret = src.with_suffix(".json")  # a neighbour file in the model's folder (its meta)
     assert secret.exists()
     with NetronViewer(src) as v:
         assert v.address[0] == "127.0.0.1"
-        assert v.file.parent != src.parent and [p.name for p in v.dir.iterdir()] == ["model.onnx"]
+        assert v.file.parent != src.parent and [p.name for p in v.dir.iterdir()] == [src.name]
         status, page = _get(v.url)
         assert status == 200 and b"<html" in page.lower()
-        status, body = _get(v.url + "data/model.onnx")
+        status, body = _get(v.url + "data/" + src.name)
         assert status == 200 and onnx.load_from_string(body).graph.node
-        for bad in ("data/meta.json", "data/../meta.json", "data/%2e%2e/%2e%2e/etc/passwd",
+        for bad in (f"data/{secret.name}", f"data/../{secret.name}", "data/weights", "data/%2e%2e/%2e%2e/etc/passwd",
                     f"data/{src}", "data/../../../../etc/passwd", "../../etc/passwd"):
             status, body = _get(v.url + bad)
             assert status == 404 and b"parity" not in body, bad

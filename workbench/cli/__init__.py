@@ -22,9 +22,8 @@ EXIT_BAD_INPUT = 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse's own convention too)
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_BAD_INPUT, f"workbench: error: {message}\n")
+    def error(self, message):  # one line, exit 2 (argparse's own convention too); the usage is one --help away
+        self.exit(EXIT_BAD_INPUT, f"workbench: error: {message} (see: {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +60,13 @@ def _cache_bytes(args) -> int | None:
         return None  # an unusable cache is the command's own one-line error
 
 
+def _check_settings() -> None:
+    """Settings read from the environment, checked before any work (one line naming the variable)."""
+    from ..cache_admin import max_bytes_setting
+
+    max_bytes_setting()
+
+
 def _after_command(args, before: int | None) -> None:
     """Say when a command stored more than 100 MB, and keep the cache under WORKBENCH_CACHE_MAX_GB."""
     if before is None:
@@ -85,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
-    before = _cache_bytes(args)
     try:
+        _check_settings()
+        before = _cache_bytes(args)
         rc = args.func(args)
         _after_command(args, before)
         return int(rc or 0)

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
+    import argparse
+
+    from ..cache_admin import MAX_GB
+    from ..cache_kinds import KINDS
+    from ..settings import arg_number
+
+    kinds = "; ".join(f"{k.name}: {k.what}" for k in KINDS)
     p = sub.add_parser("cache", help="list what the cache holds (per model and kind) and prune it",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="List the cache's entries per model and kind with their sizes, or prune them: "
-                                   "by age, down to a total size (least recently used first), or all. An entry a "
-                                   "running workbench process uses is never removed. WORKBENCH_CACHE_MAX_GB sets a "
-                                   "limit every command keeps the cache under.")
+                                   "by age, down to a total size (least recently used first), or all. Only what the "
+                                   "workbench wrote is ever removed (a file of yours in the cache folder stays), "
+                                   "never an entry a running workbench process uses; listing changes nothing. "
+                                   "WORKBENCH_CACHE_MAX_GB sets a limit every command keeps the cache under.\n\n"
+                                   f"Kinds: {kinds}.")
     p.add_argument("action", nargs="?", choices=("list", "prune"), default="list")
-    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="prune: entries unused this long")
-    p.add_argument("--max-gb", type=float, default=None, metavar="GB",
+    p.add_argument("--older-than", type=arg_number(minimum=0, maximum=1e6), default=None, metavar="DAYS",
+                   help="prune: entries unused this long")
+    p.add_argument("--max-gb", type=arg_number(minimum=0, maximum=MAX_GB), default=None, metavar="GB",
                    help="prune: least recently used entries until the cache holds at most this much")
     p.add_argument("--all", action="store_true", help="prune: every entry not in use")
     p.add_argument("--old-versions", action="store_true",
@@ -23,13 +34,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import time
-
-    from ..cache_admin import entries, human, prune, summary
+    from ..cache_admin import entries, foreign, human, prune
     from ..paths import cache_root
     from . import print_json
 
-    root = cache_root()
+    root = cache_root(write=args.action == "prune")
     if args.action == "prune":
         max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
         versions = None
@@ -46,14 +55,33 @@ def run(args) -> int:
         print(f"{verb} {human(res['freed_bytes'])} in {len(res['removed'])} entries of {root}"
               + (f"; kept {len(res['kept_in_use'])} in use by a running workbench process"
                  if res["kept_in_use"] else ""))
+        if res["left_alone"]:
+            print(f"left alone {len(res['left_alone'])} files the workbench did not write, e.g. {res['left_alone'][0]}")
         return 0
-    items = entries(root)
+    return _list(args, root, entries(root), foreign(root))
+
+
+def _list(args, root, items, strangers) -> int:
+    import time
+
+    from ..cache_admin import human, summary, unique_bytes
+    from . import print_json
+
     groups = summary(items)
+    disk = unique_bytes(items)
     if args.json:
-        print_json({"root": str(root), "total_bytes": sum(e.bytes for e in items), "groups": groups,
-                    "entries": [e.to_dict() for e in items] if args.entries else None})
+        print_json({"root": str(root), "total_bytes": disk, "entry_bytes": sum(e.bytes for e in items),
+                    "groups": groups, "entries": [e.to_dict() for e in items] if args.entries else None,
+                    "not_the_workbenchs": [str(p) for p in strangers]})
         return 0
-    print(f"{root}: {human(sum(e.bytes for e in items))} in {len(items)} entries")
+    shared = sum(e.bytes for e in items) - disk
+    print(f"{root}: {human(disk)} on disk in {len(items)} entries"
+          + (f" (each weight stored once: {human(shared)} more if every model kept its own copy)"
+             if shared > 1e6 else ""))
+    if strangers:
+        print(f"  {len(strangers)} files or folders the workbench did not write are left alone, e.g. {strangers[0]}")
+    if not items:
+        return 0
     print(f"{'model':<28}{'kind':<11}{'entries':>8}{'size':>10}  last used")
     now = time.time()
     for g in groups:

@@ -260,7 +260,9 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
 
 def search_report(model_path: Path) -> dict | None:
     """The search report saved beside a cached int8-guarded model, or None."""
-    p = Path(model_path).parent / "search.json"
+    from ..modelstore import sidecar
+
+    p = sidecar(Path(model_path), "search.json")
     try:
         return json.loads(p.read_text())
     except (OSError, ValueError):

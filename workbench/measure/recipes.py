@@ -44,38 +44,36 @@ def _noop(stage: str, fraction: float) -> None:
     pass
 
 
-def _derived_dir(export_path: Path, recipe: str) -> Path:
+def _derived_key(export_path: Path, recipe: str) -> str:
     from ..models import file_identity
-    from ..paths import cache_entry
     from ..ort.machine import _version
 
     key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,
                       _version("onnxruntime-gpu") or _version("onnxruntime")])
-    return cache_entry("variants", hashlib.sha256(key.encode()).hexdigest()[:24])  # leased while this process runs
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Path:
-    """Build ``<cache>/variants/<key>/model.onnx`` once; later calls are a lookup."""
-    import os
+    """Build the variant ``recipe`` of ``export_path`` once, in the export's group of the cache (its weights
+    shared with the export's: :mod:`workbench.modelstore`); later calls are a lookup. ``build(out)`` writes
+    an ONNX file at ``out`` in a temporary folder; other files it writes there are kept as side files
+    (``modelstore.sidecar``)."""
     import shutil
-    import tempfile
 
-    final = _derived_dir(export_path, recipe)
-    if (final / "model.onnx").is_file():
-        return final / "model.onnx"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
+    from .. import modelstore
+
+    key, group = _derived_key(export_path, recipe), modelstore.group_of_model(Path(export_path))
+    hit = modelstore.find("variants", key, group)  # leased: `workbench cache` leaves it alone
+    if hit is not None:
+        return hit[0]
+    tmp = modelstore.staging(group)
     try:
         build(tmp / "model.onnx")
         # What it was built from, for `workbench cache` (which model, which recipe).
-        (tmp / "origin.json").write_text(json.dumps({"export": str(export_path), "recipe": recipe}))
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)  # another process built it first
+        return modelstore.publish(tmp / "model.onnx", kind="variants", key=key, group=group,
+                                  meta={"export": str(export_path), "recipe": recipe})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final / "model.onnx"
 
 
 def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = False,

@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import sys
+from pathlib import Path
 
 from ..errors import RuntimeUnavailableError, first_line as _first_line
 
@@ -180,7 +181,12 @@ def session_options(level: str = "all", threads: int | None = None, *, spinning:
     if dynamic_block_base:
         so.add_session_config_entry("session.dynamic_block_base", str(int(dynamic_block_base)))
     if optimized_model_path:
+        # The optimized model is written whole in its own folder: its large initializers in one data file
+        # beside it, whatever folder the source read its external data from.
         so.optimized_model_filepath = str(optimized_model_path)
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                    Path(optimized_model_path).name + ".data")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = str(profile_prefix)

@@ -43,7 +43,8 @@ def _strip_weights(model):
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for t in m.graph.initializer:
-        if t.raw_data and len(t.raw_data) > 1024 or len(t.float_data) > 256:
+        if (t.raw_data and len(t.raw_data) > 1024 or len(t.float_data) > 256
+                or t.data_location == onnx.TensorProto.EXTERNAL):
             t.ClearField("raw_data")
             t.ClearField("float_data")
             t.data_location = onnx.TensorProto.DEFAULT
@@ -92,8 +93,10 @@ class NetronViewer:
             src = Path(model)
             name = name or src.name
             if weights is None:
-                weights = src.is_file() and src.stat().st_size <= WEIGHTS_LIMIT
-            model = load_model(src, full_check=False)
+                from ..modelio import model_bytes
+
+                weights = src.is_file() and model_bytes(src) <= WEIGHTS_LIMIT
+            model = load_model(src, full_check=False, load_external_data=bool(weights))
         name = Path(name or "model.onnx").name
         if not name.endswith(".onnx"):
             name += ".onnx"

@@ -1,0 +1,226 @@
+"""Models in the cache, each weight stored once.
+
+Every export of one source model (any exporter, opset, attention or head) and every model built from them
+(fused, int8, guarded, ...) lives in one folder, ``<cache>/models/<group>/``, and keeps its weights there as
+ONNX external data, one file per tensor named by its content::
+
+    models/<group>/
+      weights/<sha256>.bin         a tensor's bytes, written once, read by every graph here that holds it
+      export-<key>.onnx            an export's graph (tensors of at least SHARE_BYTES point into weights/)
+      export-<key>.json            its meta; written last, so an entry is complete when its meta exists
+      variant-<key>.onnx / .json   a model built from an export, and its origin
+      variant-<key>.<name>         files the build wrote beside it (a search report, ...): :func:`sidecar`
+
+So a second exporter or opset of the same model adds only its graph, a fused variant only the tensors the
+fusions made (packed QKV), and the folder still is plain ONNX: ``onnx.load``, ONNX Runtime and OpenVINO read
+any graph in it, ``cp -a`` and ``rsync -a`` copy it whole. (Hard links across folders would share weights
+too, but ``onnx`` refuses external data with more than one link, as a guard against link attacks.)
+
+A writer leases its entry (``exports/<key>``, ``variants/<key>``) and the group (``models/<group>``) before it
+writes; ``workbench cache prune`` removes an entry's own files and then the weight files no graph of the
+group reads any more, never in a group a live process holds (:func:`unused_weights`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import onnx
+
+#: Tensors at least this large are stored once in ``weights/``; smaller ones stay in the graph file.
+SHARE_BYTES = 64 * 1024
+WEIGHTS_DIR = "weights"
+#: The cache kind (folder) of the groups, and each entry kind's file prefix inside a group.
+KIND = "models"
+PREFIX = {"exports": "export", "variants": "variant"}
+
+
+def group_of(identity: str) -> str:
+    """The group of a source model's identity (``ModelSource.identity``) or a file's content hash."""
+    return hashlib.sha256(f"group|{identity}".encode()).hexdigest()[:24]
+
+
+def group_of_model(path: Path) -> str:
+    """The group a model built from ``path`` belongs to: ``path``'s own group when it lies in one, else the
+    group of its content (a user's ``.onnx`` file)."""
+    path = Path(path)
+    try:
+        if path.parent.parent.resolve() == _folder().resolve():
+            return path.parent.name
+    except OSError:
+        pass
+    from .models import file_identity
+
+    return group_of(file_identity(path))
+
+
+def _folder() -> Path:
+    from .paths import cache_root
+
+    return cache_root() / KIND
+
+
+def open_group(group: str) -> Path:
+    """``<cache>/models/<group>``, leased to this process (its weights are never collected while it lives)."""
+    from .paths import cache_entry
+
+    folder = cache_entry(KIND, group)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def paths(kind: str, key: str, group: str) -> tuple[Path, Path]:
+    """``(graph, meta)`` of entry ``kind``/``key`` in ``group`` (``kind``: "exports" or "variants")."""
+    stem = f"{PREFIX[kind]}-{key}"
+    folder = _folder() / group
+    return folder / f"{stem}.onnx", folder / f"{stem}.json"
+
+
+def find(kind: str, key: str, group: str) -> tuple[Path, dict] | None:
+    """The graph and meta of a complete entry (leased and marked used now), or None."""
+    from .paths import cache_entry
+
+    cache_entry(kind, key)
+    graph, meta = paths(kind, key, group)
+    try:
+        doc = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not graph.is_file():
+        return None
+    try:
+        os.utime(meta)
+    except OSError:
+        pass
+    return graph, doc
+
+
+def sidecar(model_path: Path, name: str) -> Path:
+    """A file a build wrote beside ``model_path`` (``variant-<key>.<name>`` next to ``variant-<key>.onnx``)."""
+    model_path = Path(model_path)
+    return model_path.with_name(f"{model_path.stem}.{name}")
+
+
+def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path:
+    """Store the model at ``model`` (any ONNX file: weights inside it or beside it) as entry ``kind``/``key``
+    of ``group``: its large tensors into ``weights/`` (those already there are not written again), its graph,
+    the other files of its folder as side files, then its meta. Returns the stored graph's path.
+
+    The source file is only read; the caller removes it.
+    """
+    from .modelio import load_model
+    from .paths import atomic_write_text, cache_entry
+
+    cache_entry(kind, key)
+    folder = open_group(group)
+    graph, meta_path = paths(kind, key, group)
+    stored = _externalize(load_model(model, check=False, check_runtime=False), folder)
+    _atomic_bytes(graph, stored.SerializeToString())
+    data_files = {model.name} | _data_files(model)
+    for f in sorted(model.parent.iterdir()):
+        if f.is_file() and f.name not in data_files:
+            _atomic_bytes(sidecar(graph, f.name), f.read_bytes())
+    atomic_write_text(meta_path, json.dumps(meta, indent=1, default=str))
+    return graph
+
+
+def _data_files(model: Path) -> set[str]:
+    from .modelio import external_tensors
+
+    return {{e.key: e.value for e in t.external_data}.get("location", "")
+            for t in external_tensors(onnx.load(str(model), load_external_data=False))}
+
+
+def _externalize(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
+    """``model`` (modified in place) with each large tensor in ``folder/weights/<sha256>.bin``."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    for t in _get_all_tensors(model):
+        data = _raw(t)
+        if data is None or len(data) < SHARE_BYTES:
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        rel = f"{WEIGHTS_DIR}/{digest}.bin"
+        target = folder / rel
+        if not (target.is_file() and target.stat().st_size == len(data)):
+            _atomic_bytes(target, data)
+        for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+            t.ClearField(name)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        del t.external_data[:]
+        for k, v in (("location", rel), ("offset", "0"), ("length", str(len(data)))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+    return model
+
+
+def _raw(t: onnx.TensorProto) -> bytes | None:
+    """The tensor's bytes as external data stores them (little-endian), or None when it cannot move out."""
+    if t.data_type == onnx.TensorProto.STRING or t.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    if t.HasField("raw_data"):
+        return t.raw_data
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def staging(group: str) -> Path:
+    """A temporary folder for a writer of ``group`` (``<cache>/models/.<group>.tmp-XXXXXXXX``), after the group's
+    lease: the clean-up of dead writers' debris never takes a live writer's."""
+    open_group(group)
+    return Path(tempfile.mkdtemp(dir=_folder(), prefix=f".{group}.tmp-"))
+
+
+def read_files(graph: Path) -> set[str]:
+    """The weight files (relative to the group) that the graph at ``graph`` reads."""
+    try:
+        return {loc for loc in _data_files(graph) if loc}
+    except Exception:  # a damaged graph holds nothing: its weights may go
+        return set()
+
+
+def entry_files(graph: Path) -> list[Path]:
+    """An entry's own files: its graph, meta and side files (not the weights it shares)."""
+    stem = graph.stem
+    return [p for p in graph.parent.iterdir() if p.is_file() and (p.name.startswith(stem + "."))]
+
+
+def unused_weights(folder: Path) -> list[Path]:
+    """Weight files of a group folder that no graph in it reads."""
+    from .cache_kinds import BY_NAME
+
+    used: set[str] = set()
+    for g in folder.glob("*.onnx"):
+        used |= read_files(g)
+    return [p for p in (folder / WEIGHTS_DIR).glob("*.bin")
+            if f"{WEIGHTS_DIR}/{p.name}" not in used and BY_NAME[KIND].owns_file(f"{WEIGHTS_DIR}/{p.name}")]
+
+
+def remove_staging(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["SHARE_BYTES", "WEIGHTS_DIR", "KIND", "group_of", "group_of_model", "open_group", "paths", "find",
+           "sidecar", "publish", "staging", "read_files", "entry_files", "unused_weights"]
