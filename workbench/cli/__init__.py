@@ -55,7 +55,7 @@ def _cache_bytes(args) -> int | None:
         from ..cache_admin import total_bytes
         from ..paths import cache_root
 
-        return total_bytes(cache_root())
+        return total_bytes(cache_root(write=False))  # reading it makes nothing: the command may use another
     except (WorkbenchError, OSError):
         return None  # an unusable cache is the command's own one-line error
 
