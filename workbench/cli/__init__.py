@@ -74,7 +74,7 @@ def _after_command(args, before: int | None) -> None:
     from ..cache_admin import REPORT_BYTES, enforce_limit, human, total_bytes
     from ..paths import cache_root
 
-    root = cache_root()
+    root = cache_root(write=False)
     grown = total_bytes(root) - before
     if grown > REPORT_BYTES:
         print(f"note: this command stored {human(grown)} in the cache {root} (see: workbench cache)", file=sys.stderr)
