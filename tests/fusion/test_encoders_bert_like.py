@@ -101,7 +101,7 @@ def test_a_score_scaled_by_a_tensor_known_only_at_run_time_is_named_as_the_reaso
     import onnx_ir as ir
     from onnx import TensorProto as T, helper as h
 
-    from workbench.fusion.rules.encoder_attention import fuse_encoder_attention
+    from workbench.fusion.rules.encoder_attention import SoftmaxAttentionRule
 
     B, N, S, H = "batch", 2, "sequence", 8
     nodes = [h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
@@ -116,7 +116,8 @@ def test_a_score_scaled_by_a_tensor_known_only_at_run_time_is_named_as_the_reaso
                          [h.make_tensor_value_info("y", T.FLOAT, [B, S, N * H])],
                          [h.make_tensor("merge", T.INT64, [3], [0, 0, N * H])])
     model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(h.make_model(graph)))
-    count, reasons = fuse_encoder_attention(model)
+    result = SoftmaxAttentionRule().apply(model)
+    count, reasons = result.count, result.reasons
     assert count == 0
     assert any("Div the_temperature" in r and "computed tensor, not a constant" in r for r in reasons), reasons
 
