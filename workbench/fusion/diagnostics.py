@@ -75,7 +75,7 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
     reasons = summarize_messages(messages, every=rule)
     if reasons:
         if rule:
-            label = "onnxscript's matcher (workbench rule)"
+            label = "The workbench rule"
         else:
             label = "ONNX Runtime's fusion log" if engine == "ort" else "onnxscript's matcher"
         parts.append(f"{label} says: " + "; ".join(reasons))

@@ -110,13 +110,18 @@ def _version(rule) -> str:
     return "" if rule.name in _BUILTIN and type(rule).__module__.startswith(__package__) else rule.version()
 
 
-def chain_token(engine: str) -> str:
-    """"" when ``engine``'s chain holds only the package's own steps, else a hash of the rules added at run time
-    (what a fused model cached by plan must be keyed by too)."""
+def plan_key(plan) -> str:
+    """What a fused model made with ``plan`` is cached by: the engine, the steps off and opted in, and a hash of
+    the rules added at run time that run (a plan that switches them all off keys as the package's own chain)."""
     import hashlib
 
-    added = [f"{s.name}@{s.version}" for s in steps(engine) if s.version]
-    return hashlib.sha256("|".join(added).encode()).hexdigest()[:12] if added else ""
+    added = {e: [f"{s.name}@{s.version}" for s in steps(e) if s.version and s.name not in plan.disabled]
+             for e in CHAINS if plan.engine in (e, "auto")}
+    mine = {s.name for e in CHAINS for s in steps(e) if s.version}
+    off = sorted(d for d in plan.disabled if d not in mine)
+    key = f"{plan.engine}-off:{','.join(off)}-in:{','.join(sorted(plan.opted_in))}"
+    return key + "".join(f"-{e}:{hashlib.sha256('|'.join(a).encode()).hexdigest()[:12]}"
+                         for e, a in added.items() if a)
 
 
 def rows() -> tuple:

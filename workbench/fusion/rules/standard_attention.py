@@ -96,6 +96,17 @@ class _Common(PatternCase):
             return f"the query is {what}; MultiHeadAttention takes float32 or float16"
         return None
 
+    def _last_checks(self, r, node, q3, k3, v3, mask, dtype, heads: int):
+        """What both cases check last: one batch and key/value sequence, a mask the kernel takes; then the match."""
+        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
+            return r.fail(f"query, key and value do not share batch and key/value sequence "
+                          f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
+        why = self._check_mask(mask, dtype, q3[0], heads, q3[1], k3[1])
+        if why:
+            return r.fail(why, mask)
+        self._heads = heads
+        return r
+
     def _check_mask(self, mask: ir.Value | None, dtype, batch, heads: int, seq, kv_seq) -> str | None:
         if mask is None:
             return None
@@ -196,17 +207,10 @@ class StandardAttentionFusion(_Common):
                                                     and _same(d4[0], d3[0]) and _same(d4[2], d3[1])):
                 return r.fail(f"the {name} head split does not keep batch and sequence in place "
                               f"({_fmt(d3)} -> {_fmt(pre)})", node)
-        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
-            return r.fail(f"query, key and value do not share batch and key/value sequence "
-                          f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
         o = _dims(out)
         if o is None or len(o) != 3 or not (_same(o[0], q3[0]) and _same(o[1], q3[1]) and _is(o[2], hidden)):
             return r.fail(f"the heads are not merged back to [B, S, H] (output {_fmt(o)})", out)
-        why = self._check_mask(mask, q_bsh.dtype, q3[0], heads, q3[1], k3[1])
-        if why:
-            return r.fail(why, mask)
-        self._heads = heads
-        return r
+        return self._last_checks(r, node, q3, k3, v3, mask, q_bsh.dtype, heads)
 
     def rewrite(self, op, q_bsh, k_bsh, v_bsh, y, mask=None, **_):
         return self._mha(op, q_bsh, k_bsh, v_bsh, mask, y.producer(), self._heads)
@@ -249,14 +253,7 @@ class StandardAttention3DFusion(_Common):
         if not (isinstance(q3[2], int) and q3[2] % heads == 0 and _is(k3[2], q3[2]) and _is(v3[2], q3[2])):
             return r.fail(f"hidden sizes do not split into {heads} equal heads (query {_fmt(q3)}, key {_fmt(k3)}, "
                           f"value {_fmt(v3)})", node)
-        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
-            return r.fail(f"query, key and value do not share batch and key/value sequence "
-                          f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
-        why = self._check_mask(mask, q.dtype, q3[0], heads, q3[1], k3[1])
-        if why:
-            return r.fail(why, mask)
-        self._heads = heads
-        return r
+        return self._last_checks(r, node, q3, k3, v3, mask, q.dtype, heads)
 
     def rewrite(self, op, q, k, v, y, mask=None, **_):
         return self._mha(op, q, k, v, mask, y.producer(), self._heads)
