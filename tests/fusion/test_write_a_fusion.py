@@ -86,3 +86,38 @@ def _no_rule_left_behind():
     from workbench.fusion import BY_NAME
 
     assert "skip_norm_bias" not in BY_NAME
+
+
+def test_the_prepared_folder_covers_notebook_06(tmp_path, monkeypatch):
+    """``workbench prepare`` for notebook 06: the app's timelines (both exporters, the onnxscript chain) read back
+    without an engine step, parity of every snapshot found, and the ablation's model without the rule built."""
+    from workbench.config import ExportConfig
+    from workbench.export import export
+    from workbench.fusion import persist, register_rule
+    from workbench.measure.recipes import fuse_bert
+    from workbench.models import resolve
+    from workbench.workshop.prepare import STAGES, write_a_fusion
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    for name in (persist.ENV_ROOT, persist.ENV_SWITCH):
+        monkeypatch.delenv(name, raising=False)
+    assert ("06 write a fusion", write_a_fusion) in STAGES
+    src = resolve("bert-tiny")
+    write_a_fusion(src, lambda line: None)
+    assert persist.flush(120)
+    plan = FusionPlan(engine="onnxscript")
+    for exporter in ("torchscript", "dynamo"):
+        tl = Timeline(export(src, ExportConfig(exporter=exporter)).path, plan, num_heads=src.num_heads,
+                      hidden_size=src.hidden_size, num_layers=src.num_layers)
+        snaps = tl.run()
+        assert tl.steps_run == 0, exporter
+        if exporter == "torchscript":  # the app's first export: every snapshot's parity found before
+            assert all(s.parity is not None and s.parity.ok for s in snaps[1:])
+    ts = export(src, ExportConfig(exporter="torchscript")).path
+    without = fuse_bert(ts, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=plan)
+    rule = register_rule(solution()())
+    try:  # the participant's plan with the rule switched off is the prepared model, not a new one
+        off = FusionPlan(engine="onnxscript", disabled=frozenset({rule.name}))
+        assert fuse_bert(ts, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=off) == without
+    finally:
+        unregister_rule(rule.name)
