@@ -9,8 +9,8 @@ naming the node and its encoder layer) and its notes. The timeline takes the sna
 
 from __future__ import annotations
 
+from .adapters import adapter
 from .anchors import Ops
-from .engine_logs import quiet_stdout
 from .engine_types import EngineContext, EngineStep, StepOutcome
 
 
@@ -23,12 +23,9 @@ def rule_step(rule, engine: str, *, version: str = "") -> EngineStep:
     """The step that runs ``rule`` in the chain of ``engine``."""
 
     def run(ctx: EngineContext, model) -> StepOutcome:
-        from .adapters import adapter
-
         eng = adapter(engine)
         work = eng.to_ir(ctx, model)
-        with quiet_stdout():
-            result = rule.apply(work)
+        result = rule.apply(work)  # (a rule's own prints stay visible: a participant debugging one sees them)
         out = eng.from_ir(ctx, work, model, changed=bool(result.count))
         if result.count:
             _heads_from(ctx, eng.nodes(out))

@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from ..rule import PatternRule, ir, pattern
-from ..graph_utils import _ir_utils, const, unique_name
+from ..graph_utils import _ir_utils, const, readers, unique_name
 
 #: Ops that, comparing two computed index tensors, build a causal or sliding-window mask.
 _ORDER_OPS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Trilu", "CumSum"})
@@ -318,8 +318,8 @@ class SdpaAttentionFusion(PatternRule):
         found = self._found
         weight = np.concatenate([const(wq), const(wk), const(wv)], axis=1)
         bias = np.concatenate([const(bq), const(bk), const(bv)], axis=0)
-        q_node = wq.uses()[0].node if wq.uses() else None
-        base = _common_prefix([u.node.name for w in (wq, wk, wv) for u in w.uses() if u.node.name]) or "attention"
+        q_node = next(iter(readers(wq)), None)
+        base = _common_prefix([n.name for w in (wq, wk, wv) for n in readers(w) if n.name]) or "attention"
         base = base.rstrip("/_.") or "attention"
         w_val = op.initializer(ir.tensor(weight), name=unique_name(x.graph, f"{base}/qkv_weight_wb"))
         b_val = op.initializer(ir.tensor(bias), name=unique_name(x.graph, f"{base}/qkv_bias_wb"))
