@@ -153,7 +153,8 @@ def test_non_bert_graph_skips_every_fusion_as_not_applicable():
         tl = run_fusion(m, FusionPlan(engine=engine))
         attn = next(s for s in tl.snapshots if s.step == "attention")
         # nothing any attention matcher starts from: not applicable, not run
-        assert attn.skipped and attn.diagnostic.startswith("nothing to fuse: ")
+        assert attn.skipped.startswith("nothing to fuse: ")
+        assert attn.diagnostic == f"no BERT encoder layer found: {attn.skipped}"
         for s in tl.snapshots[1:]:  # a step an Add can start (ORT's LayerNorm fusion) runs and says why not
             if BY_NAME[s.step].kind == "fusion":
                 assert s.skipped or "no BERT encoder layer found" in s.diagnostic, (s.step, s.diagnostic)

@@ -46,6 +46,8 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
         if prerequisites_off and step.kind == "fusion":
             return f"fused nothing ({step.emits or step.title}). Prerequisite step(s) off: " \
                    f"{', '.join(prerequisites_off)}. {skipped[0].upper()}{skipped[1:]}"
+        if num_layers == 0 and step.kind == "fusion":
+            return f"no BERT encoder layer found: {skipped}"
         return skipped
     if step.kind != "fusion":
         return " ".join(notes) or None
