@@ -1,4 +1,4 @@
-"""Execute the four workshop notebooks end to end (on bert-tiny, to keep CI fast)."""
+"""Execute the workshop notebooks end to end (on bert-tiny, to keep CI fast)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import notebook_runner
 
-NAMES = ("01_fusion_tour", "02_profiling_cpu_gpu", "03_workshop_exercises", "04_exporter_matrix")
+NAMES = ("01_fusion_tour", "02_profiling_cpu_gpu", "03_workshop_exercises", "04_exporter_matrix", "06_write_a_fusion")
 
 
 def test_every_notebook_is_valid_and_committed_without_outputs():
@@ -58,4 +58,13 @@ def test_notebook_runs_start_to_finish(name, tmp_path, monkeypatch, request):
         # the modern encoder: the exercise's answer with the engine's words for its failure
         assert "SkipLayerNormalization by ORT on ModernBERT (dynamo): not answered yet. Solution: 0." in joined
         assert "failed in this step" in joined and "does not hold" not in joined
+    if name == "06_write_a_fusion":
+        # the premise, the rule added to the open app as a step, its parity, its reasons elsewhere, what it buys
+        assert "4 bias Adds still feed a SkipLayerNormalization" in joined
+        assert "+4 SkipLayerNormalization" in joined and "left after the chain: 0 bias Adds" in joined
+        assert "same outputs" in joined and "has its bias input already" in joined
+        assert "skip_norm_bias: " in joined and "noise band" in joined
+        from workbench.fusion import BY_NAME
+
+        assert "skip_norm_bias" not in BY_NAME  # the kernel's rule stayed in the kernel
     print(f"{name}: {elapsed:.1f} s")

@@ -130,7 +130,7 @@ def test_a_rotation_the_rule_cannot_take_is_named_with_its_node():
     import onnx_ir as ir
     from onnx import TensorProto, helper
 
-    from workbench.fusion.rules.rotary import fuse_rotary
+    from workbench.fusion.rules.rotary import RotaryRule
 
     def c(name, v):
         return helper.make_tensor(name, TensorProto.INT64, [1], [v])
@@ -152,6 +152,7 @@ def test_a_rotation_the_rule_cannot_take_is_named_with_its_node():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 8])],
         [c("s3", 3), c("s0", 0), c("end", 2**62), c("ax", -1)])
     model = ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    count, reasons = fuse_rotary(model)
+    result = RotaryRule().apply(model)
+    count, reasons = result.count, result.reasons
     assert count == 0
     assert reasons == ["rotary: Slice /layers.2/attn/Slice_hi (layer 2) does not take the second half of the head"]

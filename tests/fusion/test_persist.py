@@ -40,8 +40,8 @@ def _forbid_engines(monkeypatch) -> None:
     real = engine_steps
 
     def patched(engine):
-        return tuple(dataclasses.replace(s, run=_fail, skip=_fail if s.skip is not None else None)
-                     for s in real(engine))
+        return tuple(dataclasses.replace(s, run=_fail, skip=_fail if s.skip is not None else None,
+                                         rest=_fail if s.rest is not None else None) for s in real(engine))
 
     monkeypatch.setattr(timeline_mod, "engine_steps", patched)
     monkeypatch.setattr(warming, "engine_steps", patched)

@@ -143,7 +143,7 @@ def test_engine_reasons_are_captured(tiny_export):
     assert any("fusion_attention" in m or "onnx_model" in m for m in attn.messages)
 
 
-def test_non_bert_graph_says_no_encoder_layer():
+def test_non_bert_graph_skips_every_fusion_as_not_applicable():
     g = h.make_graph([h.make_node("Add", ["x", "y"], ["z"], name="add")], "g",
                      [h.make_tensor_value_info("x", T.FLOAT, [2]), h.make_tensor_value_info("y", T.FLOAT, [2])],
                      [h.make_tensor_value_info("z", T.FLOAT, [2])])
@@ -152,7 +152,12 @@ def test_non_bert_graph_says_no_encoder_layer():
     for engine in ("ort", "onnxscript"):
         tl = run_fusion(m, FusionPlan(engine=engine))
         attn = next(s for s in tl.snapshots if s.step == "attention")
-        assert "no BERT encoder layer found" in attn.diagnostic
+        # nothing any attention matcher starts from: not applicable, not run
+        assert attn.skipped.startswith("nothing to fuse: ")
+        assert attn.diagnostic == f"no BERT encoder layer found: {attn.skipped}"
+        for s in tl.snapshots[1:]:  # a step an Add can start (ORT's LayerNorm fusion) runs and says why not
+            if BY_NAME[s.step].kind == "fusion":
+                assert s.skipped or "no BERT encoder layer found" in s.diagnostic, (s.step, s.diagnostic)
         assert tl.final.nodes == 1
     assert len(m.graph.node) == 1  # the caller's model is untouched
 

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .catalog import Step
+from .rows import Step
 
 #: How many nodes of the emitted op one encoder layer should give.
 PER_LAYER: dict[str, int] = {"attention": 1, "sdpa_attention": 1, "multi_head_attention": 1,
@@ -24,9 +24,10 @@ _TELLING = re.compile(r"\b(fail\w*|not|no|skipped|unable|cannot|can't|unsupporte
                       r"|shape inference", re.I)
 
 
-def summarize_messages(lines: list[str], limit: int = 4) -> list[str]:
-    """The engine lines worth showing: failures and reasons, de-duplicated with counts."""
-    picked = [ln for ln in lines if _TELLING.search(ln)]
+def summarize_messages(lines: list[str], limit: int = 4, *, every: bool = False) -> list[str]:
+    """The engine lines worth showing: failures and reasons (``every``: all lines, as a rule's reasons are),
+    de-duplicated with counts."""
+    picked = [ln for ln in lines if every or _TELLING.search(ln)]
     counts = Counter(picked)
     out = []
     for line, n in counts.most_common(limit):
@@ -45,9 +46,12 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
         if prerequisites_off and step.kind == "fusion":
             return f"fused nothing ({step.emits or step.title}). Prerequisite step(s) off: " \
                    f"{', '.join(prerequisites_off)}. {skipped[0].upper()}{skipped[1:]}"
+        if num_layers == 0 and step.kind == "fusion":
+            return f"no BERT encoder layer found: {skipped}"
         return skipped
     if step.kind != "fusion":
         return " ".join(notes) or None
+    rule = "workbench" in step.engines  # a workbench rule: every reason it gives names a node that did not match
     if fused_here == 0 and not step.in_bert and not prerequisites_off:
         return f"nothing to fuse: {step.title} targets a pattern BERT encoders do not contain ({step.matches})."
     per = PER_LAYER.get(step.name)
@@ -58,7 +62,8 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
             parts.append(f"no BERT encoder layer found: nothing for {step.title} to fuse.")
         else:
             parts.append(f"fused nothing ({step.emits or step.title}).")
-        if already and not prerequisites_off:
+        if already and not prerequisites_off and not (rule and messages):
+            # (a workbench rule that rewrites an op into the same op, with reasons, says where it stopped)
             return (f"nothing to fuse: the graph already has {already} {step.emits} node(s) "
                     f"(written by the exporter or an earlier step).")
     elif expected and fused_here < expected:
@@ -69,10 +74,10 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
     if prerequisites_off:
         parts.append(f"Prerequisite step(s) off: {', '.join(prerequisites_off)}.")
     parts.extend(notes)
-    reasons = summarize_messages(messages)
+    reasons = summarize_messages(messages, every=rule)
     if reasons:
-        if "workbench" in step.engines:
-            label = "onnxscript's matcher (workbench rule)"
+        if rule:
+            label = "The workbench rule"
         else:
             label = "ONNX Runtime's fusion log" if engine == "ort" else "onnxscript's matcher"
         parts.append(f"{label} says: " + "; ".join(reasons))

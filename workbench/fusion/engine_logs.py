@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
+import threading
 from typing import Any
 
 
@@ -71,13 +73,48 @@ def capture_ort_logs():
         _set_levels(saved, lambda lg, level: level)
 
 
+_LOCAL = threading.local()
+_INSTALL = threading.Lock()
+
+
+class _PerThreadStdout:
+    """``sys.stdout`` as it was, for every thread but one inside :func:`quiet_stdout`, whose writes go nowhere.
+
+    ``contextlib.redirect_stdout`` swaps the process-wide ``sys.stdout``: an engine step quieted in the
+    background warm-up swallowed whatever the notebook's own cell printed meanwhile.
+    """
+
+    def __init__(self, real):
+        self._real = real
+
+    def write(self, text):
+        if getattr(_LOCAL, "quiet", 0):
+            return len(text)
+        return self._real.write(text)
+
+    def flush(self):
+        if not getattr(_LOCAL, "quiet", 0):
+            self._real.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
 @contextlib.contextmanager
 def quiet_stdout():
-    import io
+    """Silence what the engines print, in the calling thread only (and their warnings)."""
     import warnings
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+
+    with _INSTALL:
+        if not isinstance(sys.stdout, _PerThreadStdout):
+            sys.stdout = _PerThreadStdout(sys.stdout)
+    _LOCAL.quiet = getattr(_LOCAL, "quiet", 0) + 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        _LOCAL.quiet -= 1
 
 
 def rules_of(func) -> Any:

@@ -1,7 +1,7 @@
 """What every engine step takes and gives back: the context, the outcome, the step itself.
 
 Kept apart from the engine adapters so that ``ort_engine``, ``onnxscript_engine``
-and ``own_steps`` share these types without importing each other.
+and ``rule_steps`` share these types without importing each other.
 """
 
 from __future__ import annotations
@@ -42,15 +42,43 @@ class StepOutcome:
 
 @dataclass(frozen=True)
 class EngineStep:
-    """One step of an engine; ``reads`` names earlier steps whose counts it looks at.
+    """One step of a chain: an engine's own step or a workbench rule (``rule_steps.py``).
 
-    ``skip``, when given, is asked before the step runs with the input graph's
-    op histogram and its skeleton; a non-empty answer says the step cannot
-    change this graph (none of the engine's anchor ops is present), so the
-    runner keeps the graph as it is instead of running the step.
+    Attributes:
+        name: the catalog step it runs.
+        run: ``run(ctx, model) -> StepOutcome``.
+        anchors: what must be in the input graph for the step to change it (``anchors.py``); where it
+            is absent the runner does not run the step and reports it as not applicable.
+        reads: earlier steps whose counts it looks at.
+        rest: what the engine's call does besides matching (shape inference, removing unused nodes),
+            run instead of ``run`` when the anchors are absent, so a skip is exactly what the engine
+            would have done; None when that is nothing.
+        version: a hash of a rule's code for a rule added at run time ("" for the package's own steps,
+            whose code the timeline store's key covers): snapshots after it are keyed by it too.
+        skip: ``skip(histogram, skeleton) -> reason`` ("" when the step may apply), from ``anchors``.
     """
 
     name: str
     run: Callable[[EngineContext, Any], StepOutcome]
+    anchors: Any
     reads: tuple[str, ...] = ()
+    rest: Callable[[EngineContext, Any], StepOutcome] | None = None
+    version: str = ""
     skip: Callable[[dict, onnx.ModelProto], str] | None = None
+
+    def __post_init__(self):
+        if self.skip is None and self.anchors is not None:
+            object.__setattr__(self, "skip", _skip_test(self.anchors))
+
+    def key(self, on: bool) -> tuple:
+        """This step in a plan prefix key: ``(name, on)``, with the rule's version when it has one."""
+        return (self.name, on) + ((self.version,) if self.version else ())
+
+
+def _skip_test(anchors) -> Callable[[dict, onnx.ModelProto], str]:
+    from .anchors import graph_ops
+
+    def skip(hist: dict, skeleton: onnx.ModelProto) -> str:
+        return anchors.missing(graph_ops(skeleton))
+
+    return skip

@@ -1,20 +1,23 @@
-"""The fusion engines, each a list of steps run in the engine's order.
+"""The fusion engines: each a chain of steps, and an adapter that hands the runner's models to its steps.
 
 * ``ort`` (``ort_engine.py``): ONNX Runtime's transformers optimizer, the
-  ``BertOnnxModel.fuse_*`` calls of ``optimize()`` one step at a time.
+  ``BertOnnxModel.fuse_*`` calls of ``optimize()`` one step at a time; its steps
+  work on ``ModelProto`` copies of the weight-free skeletons (weights read from
+  the store on demand).
 * ``onnxscript`` (``onnxscript_engine.py``): onnxscript's ORT fusion rules,
-  rule group by rule group, in the order of ``optimize_for_ort``.
-* The workbench's own onnxscript rules (``rules/``) run as steps inside
-  those chains (``own_steps.py``): ``sdpa_attention`` (TorchScript + SDPA,
-  just before ORT's attention step) and ``standard_attention`` (ONNX's
-  standard ``Attention`` op of opset 23+ to ``MultiHeadAttention``, in both
-  chains).
+  rule group by rule group, in the order of ``optimize_for_ort``; its steps work
+  on an ``onnx_ir.Model`` in place.
+* The workbench's own rules (``rules/``, ``rule.Rule``) join either chain where
+  they say; ``registry.py`` builds each chain as a list of step names and
+  ``rule_steps.py`` runs a rule as a step.
 
-A step function takes an :class:`EngineContext` and the working model
-(ModelProto for ort, ``onnx_ir.Model`` for onnxscript), edits it or returns
-a new one, and reports what it did as data (:class:`StepOutcome`). The log
-capture and matcher traces behind the diagnostics live in ``engine_logs.py``.
-This module keeps every public name importable from one place.
+A step takes an :class:`EngineContext` and the working model, edits it or
+returns a new one, and reports what it did as data (:class:`StepOutcome`).
+Everything that differs between the engines (the working model, how a step's
+result becomes a skeleton again, what an engine's own crash means) lives in
+the adapters (``adapters.py``), so the runner (``runner.py``) has no engine
+branches. The log capture and matcher traces behind the diagnostics live in
+``engine_logs.py``.
 """
 
 from __future__ import annotations
@@ -25,23 +28,18 @@ import tempfile
 import onnx
 
 from ..errors import FusionError
+from .adapters import ENGINE_NAMES, adapter  # noqa: F401  (importable from here)
 from .engine_logs import capture_ort_logs, quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
-from .onnxscript_engine import onnxscript_steps
 from .ort_engine import ORT_STEPS, ort_anchors, shape_view
-
-_STEPS_CACHE: dict[str, tuple[EngineStep, ...]] = {}
 
 
 def engine_steps(engine: str) -> tuple[EngineStep, ...]:
-    """The ordered steps of ``engine`` ("ort" or "onnxscript")."""
-    if engine == "ort":
-        return ORT_STEPS
-    if engine == "onnxscript":
-        if "onnxscript" not in _STEPS_CACHE:
-            _STEPS_CACHE["onnxscript"] = onnxscript_steps()
-        return _STEPS_CACHE["onnxscript"]
-    raise FusionError(f"engine must be 'ort' or 'onnxscript', not {engine!r}")
+    """The ordered steps of ``engine``'s chain ("ort" or "onnxscript"), the registered rules included."""
+    from .registry import steps
+
+    adapter(engine)
+    return steps(engine)
 
 
 # ---------------------------------------------------------------- one-shot calls (for comparison)
@@ -71,5 +69,5 @@ def one_shot(engine: str, model: onnx.ModelProto, *, num_heads: int = 0, hidden_
     raise FusionError(f"engine must be 'ort' or 'onnxscript', not {engine!r}")
 
 
-__all__ = ["EngineContext", "EngineStep", "StepOutcome", "ORT_STEPS", "engine_steps", "one_shot", "ort_anchors",
-           "shape_view", "capture_ort_logs", "quiet_stdout", "rules_of", "trace_rules", "onnxscript_steps"]
+__all__ = ["EngineContext", "EngineStep", "StepOutcome", "ORT_STEPS", "ENGINE_NAMES", "adapter", "engine_steps",
+           "one_shot", "ort_anchors", "shape_view", "capture_ort_logs", "quiet_stdout", "rules_of", "trace_rules"]

@@ -3,8 +3,10 @@
 Each step makes a fresh ``BertOnnxModel`` over the working model and calls
 the same ``fuse_*`` methods, in the same order and with the same options, as
 ``BertOnnxModel.optimize()`` after ``optimize_model``'s ORT_ENABLE_BASIC
-pass (its default for model_type "bert"). Two steps of this chain are the
-workbench's own onnxscript rules (``own_steps.py``).
+pass (its default for model_type "bert"). Each step's anchors are read from
+ORT's own ``Fusion`` objects (:class:`OrtAnchors`). The workbench's rules
+that join this chain (``sdpa_attention``, ``standard_attention``) say where
+themselves (``rules/``); ``registry.py`` puts them in.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Callable
 import onnx
 
 from ..errors import FusionError
+from .anchors import EVERY_GRAPH, Anchors, GraphOps
 from .engine_logs import capture_ort_logs
 from .engine_types import EngineContext, EngineStep, StepOutcome
-from .own_steps import ort_sdpa_attention, ort_standard_attention, skip_without_standard_attention
 
 
 #: Initializers at least this large enter shape inference as typed inputs, not as data.
@@ -126,7 +128,7 @@ _PURE_FUSION_METHODS = frozenset({
     "fuse_layer_norm", "fuse_simplified_layer_norm", "fuse_gelu", "fuse_reshape", "fuse_skip_layer_norm",
     "fuse_skip_simplified_layer_norm", "fuse_shape", "fuse_embed_layer", "fuse_bias_gelu",
     "fuse_add_bias_skip_layer_norm", "gelu_approximation", "fuse_gemm_fast_gelu", "fuse_constant_fold",
-    "fuse_rotary_embeddings",
+    "fuse_rotary_embeddings", "fuse_attention", "fuse_qordered_mamtul",
 })
 
 #: Anchors a fusion visits but can only fuse when another op is in the graph too, read from the
@@ -180,32 +182,36 @@ def ort_anchors(*calls: str | tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return _ANCHORS[key]
 
 
-def _absent_anchors(*calls: str | tuple) -> Callable[[dict, onnx.ModelProto], str]:
-    """A ``skip`` test: say why ``calls`` cannot change a graph with this op histogram, or ""."""
+class OrtAnchors(Anchors):
+    """The anchors of ``BertOnnxModel`` calls: the ``search_op_types`` of the ORT fusions they apply."""
 
-    def skip(hist: dict, skeleton: onnx.ModelProto) -> str:
-        fusions = ort_anchors(*calls)
+    def __init__(self, *calls: str | tuple):
+        self.calls = calls
+
+    def missing(self, g: GraphOps) -> str:
+        fusions = ort_anchors(*self.calls)
         if not fusions:
             return ""
         unusable: list[tuple[str, str]] = []
         for cls, ops in fusions:
             for op in ops:
-                if not hist.get(op, 0):
+                if not g.has(op):
                     continue
                 need = _ANCHOR_NEEDS.get((cls, op))
-                if need is None or hist.get(need, 0):
+                if need is None or g.has(need):
                     return ""
                 unusable.append((op, need))
-        if any("RotaryEmbedding" in f.name for f in skeleton.functions):
+        if any("RotaryEmbedding" in f for f in g.functions):
             return ""  # fuse_rotary_embeddings also removes such functions
         anchors = list(dict.fromkeys(op for _, ops in fusions for op in ops))
-        missing = [op for op in anchors if not hist.get(op, 0)]
+        missing = [op for op in anchors if not g.has(op)]
         parts = [f"no {' / '.join(missing)} nodes"] if missing else []
         parts += [f"no {need} nodes, which the {op} anchors need" for op, need in dict.fromkeys(unusable)]
         classes = ", ".join(dict.fromkeys(c for c, _ in fusions))
-        return f"nothing to fuse: {'; '.join(parts)} (the anchors of ONNX Runtime's {classes}); the step was not run."
+        return f"nothing to fuse: {'; '.join(parts)} (the anchors of ONNX Runtime's {classes})"
 
-    return skip
+    def ops(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(op for _, ops in ort_anchors(*self.calls) for op in ops))
 
 
 def _ort_basic(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
@@ -325,31 +331,28 @@ def _ort_finalize(ctx: EngineContext, model: onnx.ModelProto) -> StepOutcome:
 
 
 def _ort_step(name: str, *calls: str | tuple) -> EngineStep:
-    return EngineStep(name, _ort_method(*calls), skip=_absent_anchors(*calls))
+    return EngineStep(name, _ort_method(*calls), OrtAnchors(*calls))
 
 
+#: ONNX Runtime's own steps in ``BertOnnxModel.optimize()`` order; clean-ups run on every graph.
 ORT_STEPS: tuple[EngineStep, ...] = (
-    EngineStep("ort_basic", _ort_basic),
+    EngineStep("ort_basic", _ort_basic, EVERY_GRAPH),
     EngineStep("identity_cast", _ort_method("utils.remove_identity_nodes", "utils.remove_useless_cast_nodes",
-                                            "fuse_constant_fold")),
-    # Before the norms: ORT's symbolic shape inference, which SkipLayerNormalization needs, knows
-    # MultiHeadAttention but not ONNX's standard Attention.
-    EngineStep("standard_attention", ort_standard_attention, skip=skip_without_standard_attention),
+                                            "fuse_constant_fold"), EVERY_GRAPH),
     _ort_step("layer_norm", "fuse_layer_norm"),
     _ort_step("simplified_layer_norm", "fuse_simplified_layer_norm"),
     _ort_step("gelu", "fuse_gelu"),
-    EngineStep("reshape", _ort_method("preprocess", "fuse_reshape")),
+    EngineStep("reshape", _ort_method("preprocess", "fuse_reshape"), EVERY_GRAPH),
     _ort_step("skip_layer_norm", ("fuse_skip_layer_norm", True)),
     _ort_step("skip_simplified_layer_norm", "fuse_skip_simplified_layer_norm"),
     _ort_step("rotary_embedding", "fuse_rotary_embeddings"),
-    EngineStep("sdpa_attention", ort_sdpa_attention),
-    EngineStep("attention", _ort_attention),
+    EngineStep("attention", _ort_attention, OrtAnchors("fuse_attention", "fuse_qordered_mamtul")),
     _ort_step("shape", "fuse_shape"),
     _ort_step("embed_layer_norm", ("fuse_embed_layer", True)),
-    EngineStep("postprocess", _ort_method("utils.remove_useless_reshape_nodes", "postprocess")),
+    EngineStep("postprocess", _ort_method("utils.remove_useless_reshape_nodes", "postprocess"), EVERY_GRAPH),
     _ort_step("bias_gelu", ("fuse_bias_gelu", True), ("fuse_bias_gelu", False)),
     _ort_step("bias_skip_layer_norm", "fuse_add_bias_skip_layer_norm"),
     _ort_step("gelu_approximation", "gelu_approximation"),
     _ort_step("gemm_fast_gelu", "fuse_gemm_fast_gelu"),
-    EngineStep("finalize", _ort_finalize),
+    EngineStep("finalize", _ort_finalize, EVERY_GRAPH),
 )

@@ -34,6 +34,9 @@ class Snapshot:
         parity: filled by :meth:`check_parity` / ``Timeline.check_parity``.
         counts: the engine's own counters for this step (onnxscript rule counts).
         messages: the engine's raw log / matcher lines for this step.
+        skipped: why the step was not run ("" when it ran): its anchors are absent from its input
+            graph, so it cannot apply to this model (``anchors.py``). A step that ran and fused
+            nothing keeps "" and says why not in ``diagnostic``.
     """
 
     step: str
@@ -61,6 +64,7 @@ class Snapshot:
     persisted: bool = field(default=False, repr=False)
     #: Called with the snapshot after :meth:`check_parity` fills ``parity`` (the timeline writes it to disk).
     on_checked: Callable[["Snapshot"], None] | None = field(default=None, repr=False, compare=False)
+    skipped: str = ""
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -97,7 +101,7 @@ class Snapshot:
              "removed": len(self.diff.removed), "added": len(self.diff.added),
              "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
                         if self.parity else None),
-             "task_parity": self.task_parity,
+             "task_parity": self.task_parity, "skipped": self.skipped,
              "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
         if provenance:
             ops = {n.name: n.op_type for n in self.skeleton.graph.node}

@@ -1,9 +1,12 @@
-"""The fusion timeline: run an engine's steps in order, keep a snapshot after each.
+"""The fusion timeline: an engine's steps in order, a snapshot after each, switched on and off at will.
 
-Snapshots are cached by the plan prefix that produced them, so a toggle
-recomputes only from the first step whose on/off state changed, and
-switching back is a lookup. Weights are shared between snapshots through a
-:class:`~workbench.fusion.store.WeightStore`.
+:class:`Timeline` is the public face: the plan, toggles, runs under ``engine="auto"`` (both engines, the
+better kept), parity and answers on text, the session layer, JSON. The steps themselves are run by
+:class:`~workbench.fusion.runner.StepRunner` through the caches of
+:class:`~workbench.fusion.tiers.SnapshotTiers` (memory by plan prefix, disk, content), so a toggle
+recomputes only from the first step whose on/off state changed and switching back is a lookup.
+Weights are shared between snapshots through a :class:`~workbench.fusion.store.WeightStore`; the
+background warm-up of every single toggle is :class:`~workbench.fusion.warming.WarmingMixin`.
 """
 
 from __future__ import annotations
@@ -12,25 +15,25 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import onnx
 
 from ..config import FusionPlan
 from ..errors import FusionError
-from ..graph.diff import Diff, diff_models
+from ..graph.diff import Diff
 from ..graph.summary import attention_kinds, count_layers, fused_counts, histogram
 from ..ort.parity import Parity
 from . import diagnostics
-from .catalog import BY_NAME, CATALOG, get_step
-from .engines import EngineContext, StepOutcome, engine_steps
+from .catalog import BY_NAME, get_step
+from .adapters import ENGINE_NAMES
+from .engines import engine_steps
+from .runner import StepRunner
 # INTERMEDIATE_DOMAINS and _lower_priority stay importable from here, where they used to live.
 from .snapshot import INTERMEDIATE_DOMAINS, ParityReference, Snapshot, fingerprint, fused_op_types, runnable  # noqa: F401
 from .store import WeightStore
 from .persist import enabled as persist_enabled
+from .tiers import SnapshotTiers
 from .warming import WarmingMixin, _enabled_in, _lower_priority, _toggled  # noqa: F401
-
-ENGINE_NAMES = ("ort", "onnxscript")
 
 #: Held while engine steps run. The engines keep process-wide state (ORT's loggers, which a step's
 #: log capture reconfigures; onnxscript's rule objects), so a background warm-up of one timeline
@@ -43,32 +46,6 @@ def _load(model: onnx.ModelProto | str | os.PathLike, check: bool = True) -> onn
         return model
     from ..modelio import load_model
     return load_model(model, full_check=False, check=check, check_runtime=check)
-
-
-def _name_ir_nodes(model) -> None:
-    """Give unnamed onnx_ir nodes unique names, so diffs can key by name."""
-    from ..graph.summary import name_nodes
-
-    name_nodes(model.graph)
-
-
-def _name_proto_nodes(model: onnx.ModelProto) -> None:
-    from ..graph.summary import ensure_node_names
-    ensure_node_names(model)
-
-
-def _engine_failure(step: str, error: Exception, model) -> StepOutcome:
-    """The outcome of an ORT step whose own code raised: the graph unchanged, the failure in its words."""
-    import traceback
-
-    frames = traceback.extract_tb(error.__traceback__)
-    where = next((f for f in reversed(frames) if "onnxruntime" in f.filename), frames[-1] if frames else None)
-    at = f" in {os.path.basename(where.filename)}, line {where.lineno}" if where else ""
-    msg = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    words = f"{type(error).__name__}: {msg}" if msg else type(error).__name__
-    note = (f"ONNX Runtime's optimizer failed in this step ({words}{at}); the graph is left as it was and the "
-            f"later steps go on. The workbench's own rules in the onnxscript chain cover this pattern.")
-    return StepOutcome(model, counts={}, messages=[f"onnxruntime raised {words}{at}"], notes=[note])
 
 
 def _score(snaps: list[Snapshot]) -> tuple:
@@ -126,53 +103,25 @@ class Timeline(WarmingMixin):
     def __init__(self, model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), *,
                  num_layers: int | None = None, num_heads: int | None = None, hidden_size: int | None = None,
                  persist: bool | None = None):
-        #: The export file, which ONNX Runtime's basic pass reads itself (see engines._ort_basic).
+        #: The export file, which ONNX Runtime's basic pass reads itself (see ort_engine._ort_basic).
         self.source_path = str(model) if isinstance(model, (str, os.PathLike)) else None
         self.store = WeightStore()
         #: The on-disk store of this export's snapshots (``persist.py``), or None (an in-memory model,
         #: ``persist=False``, ``WORKBENCH_PERSIST_TIMELINE=0``, or no usable cache folder).
         self.persist = None
-        #: Engine step calls this timeline made (0 when every snapshot came from memory or disk).
-        self.steps_run = 0
         if self.source_path is not None and persist_enabled(persist):
             from .persist import TimelineStore
 
             self.persist = TimelineStore.open(self.source_path, self.store, num_layers=num_layers,
                                               num_heads=num_heads, hidden_size=hidden_size)
-        entry = self.persist.load_input() if self.persist is not None else None
-        if entry is not None:
-            # Opened before: the skeleton and what was detected come from disk; the export's weights
-            # are read only when a snapshot is assembled or an engine step runs.
-            path = self.source_path
-            # Checked when first opened; the checker would hold Python's lock for 1.1 s on bert-base (a
-            # click meanwhile waits), where parsing alone holds it 0.3 s.
-            self.store.defer(lambda: _load(path, check=False), self.persist.input_keys)
-            skel, hist, fused = entry.skeleton, entry.histogram, entry.fused
-            self.hidden_size, self.num_heads, self.num_layers = entry.hidden_size, entry.num_heads, entry.num_layers
-        else:
-            src = _load(model)
-            skel = self.store.strip(src, take=self.source_path is not None)  # a file's model is ours alone
-            _name_proto_nodes(skel)
-            self.hidden_size = int(hidden_size or diagnostics.detect_hidden_size(skel) or 0)
-            heads = num_heads or diagnostics.detect_num_heads(src, self.hidden_size)
-            self.num_heads = int(heads or 0)
-            self.num_layers = int(num_layers if num_layers is not None else count_layers(skel))
-            hist, fused = histogram(skel), fused_counts(skel)
-            del src
-        self.input = Snapshot(step="export", engine="", skeleton=skel, nodes=len(skel.graph.node),
-                              histogram=hist, fused=fused, elapsed_s=0.0, diff=Diff(),
-                              key=(), store=self.store, chain={"counts": {}, "heads": self.num_heads})
-        if entry is not None:
-            self.input.fingerprint, self.input.persisted = entry.fingerprint, True
-        elif self.persist is not None:
-            self.persist.save_input(self.input, hidden_size=self.hidden_size, num_heads=self.num_heads,
-                                    num_layers=self.num_layers)
+        self.input = self._open_input(model, num_layers, num_heads, hidden_size)
+        self.tiers = SnapshotTiers(self.persist)
+        self.tiers.on_kept = self._keep_checked
+        self.runner = StepRunner(self.input, self.store, self.tiers, num_heads=self.num_heads,
+                                 hidden_size=self.hidden_size, num_layers=self.num_layers,
+                                 source_path=self.source_path)
         self.plan = plan
         self.opted_in: set[str] = set(getattr(plan, "opted_in", ()) or ())
-        self._cache: dict[tuple, Snapshot] = {}
-        self._shape_cache: dict = {}
-        self._content: dict[tuple, tuple] = {}
-        self._node_index: dict = {}  # id(skeleton) → (skeleton, name → node), for diffs
         self.runs: dict[str, list[Snapshot]] = {}
         self.engine_used = ""
         self.engine_note = ""
@@ -193,6 +142,49 @@ class Timeline(WarmingMixin):
         self.warm_s: float | None = None
         self.warm_error: str | None = None
         self._check_plan(plan)
+
+    def _open_input(self, model, num_layers, num_heads, hidden_size) -> Snapshot:
+        """The export's snapshot: read back from disk when opened before, else from the model (and written)."""
+        entry = self.persist.load_input() if self.persist is not None else None
+        if entry is not None:
+            # Opened before: the skeleton and what was detected come from disk; the export's weights
+            # are read only when a snapshot is assembled or an engine step runs.
+            path = self.source_path
+            # Checked when first opened; the checker would hold Python's lock for 1.1 s on bert-base (a
+            # click meanwhile waits), where parsing alone holds it 0.3 s.
+            self.store.defer(lambda: _load(path, check=False), self.persist.input_keys)
+            skel, hist, fused = entry.skeleton, entry.histogram, entry.fused
+            self.hidden_size, self.num_heads, self.num_layers = entry.hidden_size, entry.num_heads, entry.num_layers
+        else:
+            from ..graph.summary import ensure_node_names
+
+            src = _load(model)
+            skel = self.store.strip(src, take=self.source_path is not None)  # a file's model is ours alone
+            ensure_node_names(skel)
+            self.hidden_size = int(hidden_size or diagnostics.detect_hidden_size(skel) or 0)
+            self.num_heads = int(num_heads or diagnostics.detect_num_heads(src, self.hidden_size) or 0)
+            self.num_layers = int(num_layers if num_layers is not None else count_layers(skel))
+            hist, fused = histogram(skel), fused_counts(skel)
+            del src
+        snap = Snapshot(step="export", engine="", skeleton=skel, nodes=len(skel.graph.node), histogram=hist,
+                        fused=fused, elapsed_s=0.0, diff=Diff(), key=(), store=self.store,
+                        chain={"counts": {}, "heads": self.num_heads})
+        if entry is not None:
+            snap.fingerprint, snap.persisted = entry.fingerprint, True
+        elif self.persist is not None:
+            self.persist.save_input(snap, hidden_size=self.hidden_size, num_heads=self.num_heads,
+                                    num_layers=self.num_layers)
+        return snap
+
+    @property
+    def _cache(self) -> dict[tuple, Snapshot]:
+        """Snapshots in memory by plan prefix (the runner's first cache tier)."""
+        return self.tiers.memory
+
+    @property
+    def steps_run(self) -> int:
+        """Engine step calls this timeline made (0 when every snapshot came from memory or disk)."""
+        return self.runner.steps_run
 
     # ------------------------------------------------------------ plan
     def _check_plan(self, plan: FusionPlan) -> None:
@@ -268,7 +260,7 @@ class Timeline(WarmingMixin):
             snaps: list[Snapshot] = []
             for es in engine_steps(e):
                 on = enabled(es.name)
-                key = key + ((es.name, on),)
+                key = key + (es.key(on),)
                 if on:
                     snap = self._cache.get(key)
                     if snap is None:
@@ -337,126 +329,8 @@ class Timeline(WarmingMixin):
             time.sleep(0.001)  # let a waiting toggle take the lock
 
     def _run_engine(self, engine: str, enabled=None, budget: int | None = None) -> list[Snapshot] | None:
-        """The snapshots of ``engine`` under ``enabled`` (default: the current plan).
-
-        With ``budget``, compute at most that many new steps and return None
-        if more were needed (the warm-up runs one step per lock hold).
-        """
-        enabled = enabled or self.enabled
-        computed = 0
-        snaps: list[Snapshot] = []
-        prev = self.input
-        key: tuple = (engine,)
-        live: tuple[tuple, Any] | None = None
-        for es in engine_steps(engine):
-            on = enabled(es.name)
-            key = key + ((es.name, on),)
-            if not on:
-                continue
-            cached = self._cache.get(key)
-            if cached is not None:
-                snaps.append(cached)
-                prev = cached
-                continue
-            heads = prev.chain.get("heads", 0) or self.num_heads
-            counts = dict(prev.chain.get("counts", {}))
-            found = self.persist.load(key, prev) if self.persist is not None else None
-            if found is not None:
-                # Computed by an earlier run (of this process or another): read back, no engine step.
-                snap, out = found
-                self._cache[key] = snap
-                if not out.skipped:
-                    ckey = (engine, es.name, fingerprint(prev), heads,
-                            tuple((r, tuple(sorted(counts.get(r, {}).items()))) for r in es.reads))
-                    self._content.setdefault(ckey, (snap.skeleton, out, snap.elapsed_s, snap.chain.get("heads", 0)))
-                self._keep_checked(snap)
-                snaps.append(snap)
-                prev = snap
-                live = None
-                continue
-            why = es.skip(prev.histogram, prev.skeleton) if es.skip is not None else ""
-            if why:
-                # None of the engine's anchor ops is in the graph: the step would leave it as it is.
-                out = StepOutcome(None, skipped=why)
-                snap = self._snapshot(es.name, engine, prev.skeleton, prev, 0.0, out, key,
-                                      chain={"counts": {**counts, es.name: {}}, "heads": heads}, enabled=enabled)
-                snap.fingerprint = prev.fingerprint
-                self._cache[key] = snap
-                self._keep(snap, prev, out)
-                snaps.append(snap)
-                if live is not None and live[0] == prev.key:
-                    live = (key, live[1])
-                prev = snap
-                continue
-            # Same step on the same graph gives the same graph: switching a step that changed nothing
-            # (or switching back and forth elsewhere) costs a hash, not a rerun of every later step.
-            ckey = (engine, es.name, fingerprint(prev), heads,
-                    tuple((r, tuple(sorted(counts.get(r, {}).items()))) for r in es.reads))
-            hit = self._content.get(ckey)
-            if hit is not None:
-                skel, out, elapsed, heads_after = hit
-                snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
-                                      chain={"counts": {**counts, es.name: out.counts}, "heads": heads_after},
-                                      enabled=enabled)
-                snap.reused = True
-                self._cache[key] = snap
-                self._keep(snap, prev, out)
-                snaps.append(snap)
-                prev = snap
-                live = None
-                continue
-            if budget is not None and computed >= budget:
-                return None
-            computed += 1
-            self.steps_run += 1
-            if live is not None and live[0] == prev.key:
-                state = live[1]
-            else:
-                # ORT steps edit a copy of the skeleton and read weight values from the store on demand,
-                # so recomputing from a cached snapshot does not first copy every weight.
-                state = (self.store.working_copy(prev.skeleton) if engine == "ort"
-                         else self.store.load_ir(prev.skeleton))
-            ctx = EngineContext(num_heads=heads, hidden_size=self.hidden_size, counts=counts,
-                                shape_cache=self._shape_cache, store=self.store if engine == "ort" else None,
-                                source_path=self.source_path if prev is self.input else None)
-            t = time.perf_counter()
-            try:
-                out = es.run(ctx, state)
-            except FusionError:
-                raise
-            except Exception as e:
-                if engine != "ort":
-                    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    raise FusionError(f"{engine} step {es.name} failed: {msg}") from e
-                # ONNX Runtime's optimizer crashed inside one of its fusions (e.g. its SkipLayerNorm
-                # fusion reads a bias a bias-free LayerNormalization lacks): the step keeps the graph
-                # as it was and says so in the engine's words; later steps go on.
-                out = _engine_failure(es.name, e, self.store.working_copy(prev.skeleton))
-            elapsed = time.perf_counter() - t
-            model = out.model
-            if engine == "ort":
-                _name_proto_nodes(model)
-                skel = self.store.strip(model)
-            else:
-                _name_ir_nodes(model)
-                skel = self.store.strip_ir(model)
-            snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
-                                  chain={"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads},
-                                  enabled=enabled)
-            self._cache[key] = snap
-            outcome = StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes), out.skipped)
-            self._content[ckey] = (skel, outcome, elapsed, ctx.num_heads)
-            self._keep(snap, prev, outcome)
-            snaps.append(snap)
-            prev = snap
-            live = (key, model)
-        return snaps
-
-    def _keep(self, snap: Snapshot, prev: Snapshot, outcome: StepOutcome) -> None:
-        """Write a snapshot this timeline made to the on-disk store (on the writer thread)."""
-        if self.persist is not None:
-            self.persist.save(snap, prev, outcome)
-            self._keep_checked(snap)
+        """The snapshots of ``engine`` under ``enabled`` (default: the current plan); see ``StepRunner.run``."""
+        return self.runner.run(engine, enabled or self.enabled, budget)
 
     def _keep_checked(self, snap: Snapshot) -> None:
         """Have parity found later on ``snap`` (by the app or ``check_parity``) written to disk too."""
@@ -464,30 +338,6 @@ class Timeline(WarmingMixin):
             snap.on_checked = self.persist.save_parity
             if self.text is not None and snap.task_parity is None:
                 snap.task_parity = self.persist.task_parity(snap, self._text_id)
-
-    def _snapshot(self, name, engine, skel, prev: Snapshot, elapsed, out, key, chain, enabled=None) -> Snapshot:
-        step = BY_NAME[name]
-        if skel is prev.skeleton:  # a skipped step: the same graph
-            d, fused, hist = Diff(), dict(prev.fused), dict(prev.histogram)
-        else:
-            d, fused, hist = (diff_models(prev.skeleton, skel, index=self._node_index), fused_counts(skel),
-                              histogram(skel))
-        snap = Snapshot(step=name, engine=engine, skeleton=skel, nodes=len(skel.graph.node), histogram=hist,
-                        fused=fused, elapsed_s=elapsed, diff=d, counts=dict(out.counts), messages=list(out.messages),
-                        key=key, store=self.store, chain=chain)
-        added = snap.fused_here
-        here = added.get(step.emits, 0) if step.emits else 0
-        if not here:  # some rule groups emit more than one op type (onnxscript's gelu rules)
-            here = sum(n for op, n in added.items() if op in fused_op_types())
-        enabled = enabled or self.enabled
-        prereq_off = [p for p in step.prerequisites if p in BY_NAME and not enabled(p)
-                      and engine in BY_NAME[p].engines]
-        snap.base_diagnostic = diagnostics.explain(
-            step, fused_here=here, already=prev.fused.get(step.emits, 0) if step.emits else 0,
-            num_layers=self.num_layers, prerequisites_off=prereq_off, messages=out.messages, notes=out.notes,
-            engine=engine, skipped=out.skipped)
-        snap.diagnostic = snap.base_diagnostic
-        return snap
 
     def _cross_notes(self) -> None:
         """Where one engine fused less of an op than the other, say how many the other fused."""
@@ -506,7 +356,6 @@ class Timeline(WarmingMixin):
                     if theirs > mine:
                         snap.diagnostic += (f" The {o} engine fuses {theirs} {step.emits} on this export "
                                             f"(this engine ends with {mine}).")
-
 
     # ------------------------------------------------------------ checks
     @property
@@ -583,8 +432,6 @@ class Timeline(WarmingMixin):
                           "attention_kinds": attention_kinds(f.skeleton),
                           "parity": ({"max_abs_diff": f.parity.max_abs_diff, "ok": f.parity.ok} if f.parity else None),
                           "task_parity": f.task_parity}}
-
-
 
 
 def run_fusion(model: onnx.ModelProto | str | Path, plan: FusionPlan = FusionPlan(), **kwargs) -> Timeline:

@@ -131,7 +131,9 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
 
     if use_gpu:
         return _cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-gpu1", build_gpu)
-    key = f"timeline-{plan.engine}-off:{','.join(sorted(plan.disabled))}-in:{','.join(sorted(plan.opted_in))}"
+    from ..fusion.registry import plan_key  # the plan, and the rules added at run time (app.add_rule) it runs
+
+    key = f"timeline-{plan_key(plan)}"
     return _cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-{key}", build)
 
 

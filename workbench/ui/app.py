@@ -224,6 +224,15 @@ class Workbench:
         """Show the snapshot ``index`` (0 = the export) against the one before it."""
         self.controller.select_step(index)
 
+    def add_rule(self, rule) -> None:
+        """Add your own fusion rule (a :class:`workbench.fusion.Rule`) and see it as a new step with its
+        checkbox: graph before and after, parity, its reasons where it does not match (notebook 06)."""
+        self.controller.add_rule(rule)
+
+    def remove_rule(self, name: str) -> None:
+        """Take a rule added with :meth:`add_rule` out again."""
+        self.controller.remove_rule(name)
+
     def set_view(self, view: str, layer: int | None = None) -> None:
         """"layer" (one encoder layer) or "model" (whole model, layers collapsed)."""
         self.controller.set_view(view, layer)

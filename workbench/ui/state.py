@@ -138,6 +138,8 @@ class AppState(T.HasTraits):
     text_line = T.Unicode("")
     answers = T.Tuple()  # per-precision answer rows (int8, fp16 against the unfused export)
     sweep = T.Any(None)  # the last fleet sweep's result (dict), see workbench.measure.fleet
+    #: Fusion rules added in this session (``app.add_rule``), by name, in the order added.
+    rules = T.Tuple()
 
     SETTINGS = ("source", "exporter", "opset", "attention", "engine", "disabled", "step", "view", "layer",
                 "expanded", "selected", "overlay", "constants", "pane_width", "provider", "batch", "seq",

@@ -139,6 +139,27 @@ def exporter_matrix(src, say: Say) -> None:
         fuse_bert(exp.path, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=plan)
 
 
+def write_a_fusion(src, say: Say) -> None:
+    """Notebook 06: the TorchScript and dynamo exports on the onnxscript chain, as its app opens them (parity of
+    every snapshot), and the fused model its ablation times without the participant's rule (the chain's own
+    plan). The rule itself is the participant's: its step and what follows it are computed in the room, and so
+    are the toggles the app warms once it is added (each of them runs the rule), so none are warmed here."""
+    from ..export import export
+    from ..fusion import Timeline
+    from ..measure.recipes import fuse_bert
+
+    plan = FusionPlan(engine="onnxscript")
+    for exporter in ("torchscript", "dynamo"):
+        r = export(src, ExportConfig(exporter=exporter))
+        tl = Timeline(r.path, plan, **_kw(src))
+        snaps = tl.run()
+        if exporter == "torchscript":
+            say(f"  parity of every snapshot ({len(snaps) - 1} steps)")
+            for i in range(1, len(tl.snapshots)):
+                tl.check_parity(i)
+            fuse_bert(r.path, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=plan)
+
+
 def real_text(name: str, say: Say) -> None:
     """Notebook 05: the packaged real model's export, its timeline checked on the built-in sentences, and
     its int8 and fp16 models (``task_answers``, as the notebook calls it)."""
@@ -160,7 +181,7 @@ def modern_encoder(name: str, say: Say) -> None:
 #: (notebook, stage function) for each preset model, in the order they run.
 STAGES: tuple[tuple[str, Callable], ...] = (
     ("01 app", app_timeline), ("02 ablation models", ablation_models), ("03 exercises", exercises),
-    ("04 exporter matrix", exporter_matrix))
+    ("04 exporter matrix", exporter_matrix), ("06 write a fusion", write_a_fusion))
 
 
 def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),

@@ -1,42 +1,29 @@
-"""The workbench's own onnxscript rewrite rules, for patterns neither engine fuses.
+"""The workbench's own fusion rules, for patterns neither engine fuses: one object per fusion, one file each.
 
-Each rule set is an onnxscript ``RewriteRuleSet``: onnxscript's matcher finds
-the pattern, the rule's ``check`` says in a ``MatchResult`` why a candidate
-does not qualify, and its ``rewrite`` emits ONNX Runtime contrib ops.
+Each rule (``rule.Rule`` or, matched by onnxscript's pattern matcher, ``rule.PatternRule``) carries its
+catalog row, the chains it joins and after which step, its anchors, ``match`` and ``rewrite``;
+:data:`BUILTIN` lists them in the order they are registered (``fusion/registry.py``).
 """
 
 from __future__ import annotations
 
-from .sdpa_attention import SdpaAttentionFusion, sdpa_attention_rules
-from .standard_attention import StandardAttention3DFusion, StandardAttentionFusion, standard_attention_rules
+from .activations import SiluRule
+from .encoder_attention import EncoderAttentionRule, SoftmaxAttentionRule
+from .norms import RmsNormRule, SkipNormRule
+from .rotary import RotaryRule
+from .sdpa_attention import SdpaAttentionFusion, fuse_sdpa_attention, sdpa_attention_rules
+from .standard_attention import (StandardAttention3DFusion, StandardAttentionFusion, StandardAttentionRule,
+                                 fuse_standard_attention, standard_attention_rules)
+from .tanh_gelu import TanhGeluRule
 
 
-def fuse_sdpa_attention(model) -> int:
-    """Fuse TorchScript-exported SDPA attention in an ``onnx_ir.Model``, in place; return how many.
-
-    Nodes left unused by the rewrite (the old mask computation, shape
-    arithmetic) are removed.
-    """
-    import onnx_ir.passes.common as common_passes
-
-    count = sdpa_attention_rules().apply_to_model(model)
-    if count:
-        common_passes.RemoveUnusedNodesPass()(model)
-    return int(count)
+def builtin() -> tuple:
+    """A fresh instance of every built-in rule, in registration order."""
+    return (StandardAttentionRule(), SdpaAttentionFusion(), RmsNormRule(), SkipNormRule(), RotaryRule(),
+            EncoderAttentionRule(), SoftmaxAttentionRule(), TanhGeluRule(), SiluRule())
 
 
-def fuse_standard_attention(model) -> int:
-    """Map ONNX's standard ``Attention`` to ``com.microsoft.MultiHeadAttention`` in an ``onnx_ir.Model``; return how many.
-
-    The head-split Reshapes and Transposes the rule leaves unused are removed.
-    """
-    import onnx_ir.passes.common as common_passes
-
-    count = standard_attention_rules().apply_to_model(model)
-    if count:
-        common_passes.RemoveUnusedNodesPass()(model)
-    return int(count)
-
-
-__all__ = ["SdpaAttentionFusion", "sdpa_attention_rules", "fuse_sdpa_attention", "StandardAttentionFusion",
-           "StandardAttention3DFusion", "standard_attention_rules", "fuse_standard_attention"]
+__all__ = ["builtin", "SdpaAttentionFusion", "sdpa_attention_rules", "fuse_sdpa_attention", "StandardAttentionFusion",
+           "StandardAttention3DFusion", "StandardAttentionRule", "standard_attention_rules", "fuse_standard_attention",
+           "SiluRule", "EncoderAttentionRule", "SoftmaxAttentionRule", "RmsNormRule", "SkipNormRule", "RotaryRule",
+           "TanhGeluRule"]

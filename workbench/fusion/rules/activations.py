@@ -8,26 +8,34 @@ stays a plain ``Mul``: ONNX Runtime has no CPU kernel for a whole gated MLP (GeG
 
 from __future__ import annotations
 
-import onnx_ir as ir
+from ..rule import Match, Rewrite, Rule, ir
+from ..graph_utils import readers
 
-from .graph_utils import inherit_scope, finish
 
+class SiluRule(Rule):
+    """``Mul(x, Sigmoid(x))`` → ``QuickGelu(x, alpha=1)``."""
 
-def fuse_silu(model: ir.Model) -> tuple[int, list[str]]:
-    """``Mul(x, Sigmoid(x))`` → ``QuickGelu(x, alpha=1)``; (count, reasons)."""
-    graph, count = model.graph, 0
-    for sig in [n for n in graph if n.op_type == "Sigmoid"]:
-        x = sig.inputs[0]
-        users = [u[0] if isinstance(u, tuple) else u.node for u in sig.outputs[0].uses()]
+    name = "encoder_silu"
+    title = "QuickGelu from SiLU (workbench rule)"
+    matches = "SiLU written as x * Sigmoid(x), the gate activation of NomicBERT's and EuroBERT's SwiGLU MLP"
+    rewrites = "Sigmoid(x) -> Mul(x)  =>  com.microsoft.QuickGelu(x, alpha=1)"
+    emits = "QuickGelu"
+    effect = ("2 kernels become 1 per layer; the gate's multiply stays a plain Mul (ONNX Runtime has no CPU kernel "
+              "for a whole gated MLP)")
+    session = ("QuickGeluFusion",)
+    in_bert = False
+    after = {"onnxscript": "tanh_gelu"}
+    anchors = ("Sigmoid",)
+    fused_note = ("the gated MLP's multiply stays a plain Mul: ONNX Runtime has no CPU kernel for a whole "
+                  "gated MLP (SwiGLU, GeGLU)")
+
+    def match(self, sig) -> Match | None:
+        x, users = sig.inputs[0], readers(sig.outputs[0])
         if len(users) != 1 or users[0].op_type != "Mul" or x not in users[0].inputs:
-            continue
-        mul = users[0]
-        node = ir.node("QuickGelu", [x], attributes={"alpha": 1.0}, domain="com.microsoft",
-                       name=f"{mul.name or 'silu'}/QuickGelu")
-        inherit_scope([node], mul)
-        graph.insert_before(mul, node)
-        node.outputs[0].shape, node.outputs[0].type = mul.outputs[0].shape, mul.outputs[0].type
-        ir.convenience.replace_all_uses_with(mul.outputs[0], node.outputs[0], replace_graph_outputs=True)
-        count += 1
-    finish(model, count)
-    return count, []
+            return None  # a sigmoid that is no SiLU: nothing to say
+        return Match(x=x, mul=users[0])
+
+    def rewrite(self, m: Match) -> Rewrite:
+        node = ir.node("QuickGelu", [m.x], attributes={"alpha": 1.0}, domain="com.microsoft",
+                       name=f"{m.mul.name or 'silu'}/QuickGelu")
+        return Rewrite([node], {m.mul.outputs[0]: node.outputs[0]}, scope=m.mul)

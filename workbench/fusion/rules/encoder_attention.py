@@ -28,12 +28,11 @@ names the node where the reading stopped.
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 
-from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, finish, same_dim, scalar
+from ..rule import Match, Rewrite, Rule, ir
+from ..graph_utils import (SCALE_OPS, const, dims, fold_ints, initializer, node_label, only_consumer, readers,
+                          same_dim, scalar)
 from .score_terms import build_bias, eval_scalar, head_size, heads4, scores_and_terms, term_dims_ok
-
-_SCALE_OPS = ("Mul", "Div")
 
 
 def _strip_scale(value: ir.Value) -> tuple[ir.Value, float]:
@@ -41,7 +40,7 @@ def _strip_scale(value: ir.Value) -> tuple[ir.Value, float]:
     factor = 1.0
     for _ in range(4):
         node = value.producer()
-        if node is None or node.op_type not in _SCALE_OPS:
+        if node is None or node.op_type not in SCALE_OPS:
             break
         a, b = node.inputs[0], node.inputs[1]
         sb = scalar(b)
@@ -89,7 +88,7 @@ def _find_key(kt: ir.Value, q_dims: list, graph: ir.Graph,
             value = src
         elif node.op_type == "Reshape":
             value = node.inputs[0]
-        elif node.op_type in _SCALE_OPS:
+        elif node.op_type in SCALE_OPS:
             value, f = _strip_scale(value)
             factor *= f
         else:
@@ -106,7 +105,7 @@ def _find_key3(kt: ir.Value, head: int, subs: dict) -> tuple[ir.Value | None, fl
     value, factor, computed = kt, 1.0, []
     for _ in range(3):
         node = value.producer()
-        if node is None or node.op_type not in _SCALE_OPS:
+        if node is None or node.op_type not in SCALE_OPS:
             break
         stripped, f = _strip_scale(value)
         if stripped is not value:
@@ -135,8 +134,7 @@ def _find_key3(kt: ir.Value, head: int, subs: dict) -> tuple[ir.Value | None, fl
 
 def _reader(value: ir.Value) -> ir.Node | None:
     """The one node reading ``value`` besides ``Shape`` nodes (which only build the old reshape targets)."""
-    readers = [u[0] if isinstance(u, tuple) else u.node for u in value.uses()]
-    others = [r for r in readers if r.op_type != "Shape"]
+    others = [r for r in readers(value) if r.op_type != "Shape"]
     return others[0] if len(others) == 1 and not value.is_graph_output() else None
 
 
@@ -202,9 +200,9 @@ def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
     guard = None
     if reader is not None and reader.op_type == "IsNaN":
         return None, f"{node_label(sm)}'s NaN guard is read in an unexpected way"
-    readers = [u[0] if isinstance(u, tuple) else u.node for u in p_out.uses()]
-    if len(readers) == 2 and {r.op_type for r in readers} == {"IsNaN", "Where"}:
-        guard = next(r for r in readers if r.op_type == "Where")
+    users = readers(p_out)
+    if len(users) == 2 and {r.op_type for r in users} == {"IsNaN", "Where"}:
+        guard = next(r for r in users if r.op_type == "Where")
         p_out = guard.outputs[0]
         reader = only_consumer(p_out)
     view = reader if reader is not None else _reader(p_out)  # TorchScript also reads the shape of p
@@ -247,42 +245,72 @@ def _rotary_fed(parts: dict) -> bool:
                for v in (parts["q"], parts["k"]))
 
 
-def fuse_encoder_attention(model: ir.Model, *, rotary_only: bool = False) -> tuple[int, list[str]]:
-    """Replace every softmax attention core by ``MultiHeadAttention``; (count, reasons for those left).
+class SoftmaxAttentionRule(Rule):
+    """Every softmax attention core the attention steps before it left → ``MultiHeadAttention``."""
 
-    With ``rotary_only`` only cores whose query or key is rotated are fused: in onnxscript's chain
-    the others are left to its own rules, which pack Q, K and V into one ``Attention`` for BERT.
-    """
-    graph = model.graph
-    reasons: list[str] = []
-    count = 0
-    merge = None
-    biases: dict = {}
-    for sm in [n for n in graph if n.op_type == "Softmax"]:
-        parts, why = match_attention(sm, graph)
+    name = "softmax_attention"
+    title = "MultiHeadAttention from any softmax core left (workbench rule)"
+    matches = ("every Softmax attention core the attention steps before it left: Q·K^T (scale folded anywhere), plus "
+               "a 4-D bias (padding mask, MPNet's relative-position bias, DeBERTa's disentangled scores), Softmax "
+               "(NaN guard or not), times V, heads merged back; ELECTRA, ALBERT, MPNet and DeBERTa exports, and BERT "
+               "forms onnxscript's rules miss")
+    rewrites = ("MatMul(Q*s, K^T*s) -> Add(bias) -> Softmax -> MatMul(V) -> Transpose -> Reshape  =>  "
+                "MultiHeadAttention(Q as [B,S,N*H], K, V as [B,N,L,H], attention_bias)")
+    emits = "MultiHeadAttention"
+    prerequisites = ("attention",)
+    effect = ("one kernel per layer for the softmax·V core; whatever the model adds to the scores is computed "
+              "outside and passed as the attention bias, so the result stays exact. Runs after the attention "
+              "step, on the cores it left")
+    after = {"onnxscript": "attention"}
+    anchors = ("Softmax",)
+    label = "attention"
+    unfused_note = "attention cores were left unfused; the reasons name where reading them stopped"
+    #: Only cores whose query or key comes out of a RotaryEmbedding (the early, rotary-encoder step).
+    rotary_only = False
+
+    def begin(self, model) -> None:
+        self._graph, self._merge, self._biases = model.graph, None, {}
+
+    def end(self) -> None:
+        self._graph = self._biases = None
+
+    def match(self, sm) -> Match | None:
+        parts, why = match_attention(sm, self._graph)
         if parts is None:
-            reasons.append(f"attention: {why}")
-            continue
-        if rotary_only and not _rotary_fed(parts):
-            continue
-        if merge is None:
-            merge = initializer(graph, "mha_merge_heads_shape", np.array([0, 0, -1], dtype=np.int64))
-        out = parts["out"]
-        qt = ir.node("Transpose", [parts["q"]], attributes={"perm": [0, 2, 1, 3]})
-        q3 = ir.node("Reshape", [qt.outputs[0], merge])
-        inputs = [q3.outputs[0], parts["k"], parts["v"]]
-        new = [*parts["extra"], qt, q3]
-        if parts["terms"]:
-            bias, made = build_bias(graph, parts["terms"], parts["target4"], biases)
+            return Match.fail(why)
+        if self.rotary_only and not _rotary_fed(parts):
+            return None  # left to onnxscript's own rules, which pack Q, K and V into one Attention for BERT
+        return Match(sm=sm, **parts)
+
+    def rewrite(self, m: Match) -> Rewrite:
+        if self._merge is None:
+            self._merge = initializer(self._graph, "mha_merge_heads_shape", np.array([0, 0, -1], dtype=np.int64))
+        qt = ir.node("Transpose", [m.q], attributes={"perm": [0, 2, 1, 3]})
+        q3 = ir.node("Reshape", [qt.outputs[0], self._merge])
+        inputs, new = [q3.outputs[0], m.k, m.v], [*m.extra, qt, q3]
+        if m.terms:
+            bias, made = build_bias(self._graph, m.terms, m.target4, self._biases)
             new += made
             inputs += [None, None, bias]
-        mha = ir.node("MultiHeadAttention", inputs,
-                      attributes={"num_heads": parts["heads"], "scale": float(parts["scale"])},
-                      domain="com.microsoft", name=f"{out.name or 'attention'}/MultiHeadAttention")
-        inherit_scope([*new, mha], sm)
-        graph.insert_before(out, [*new, mha])
-        mha.outputs[0].shape, mha.outputs[0].type = out.outputs[0].shape, out.outputs[0].type
-        ir.convenience.replace_all_uses_with(out.outputs[0], mha.outputs[0], replace_graph_outputs=True)
-        count += 1
-    finish(model, count)
-    return count, reasons
+        mha = ir.node("MultiHeadAttention", inputs, attributes={"num_heads": m.heads, "scale": float(m.scale)},
+                      domain="com.microsoft", name=f"{m.out.name or 'attention'}/MultiHeadAttention")
+        return Rewrite([*new, mha], {m.out.outputs[0]: mha.outputs[0]})
+
+
+class EncoderAttentionRule(SoftmaxAttentionRule):
+    """The same reading of the core, early in the chain and only around rotary Q and K (rotary encoders)."""
+
+    name = "encoder_attention"
+    title = "MultiHeadAttention around rotary Q and K (workbench rule)"
+    matches = ("the softmax attention core of a rotary encoder, read from the tensors' shapes: Q·K^T (scale folded "
+               "anywhere), plus the mask or sliding-window bias, Softmax (NaN guard or not), times V, heads merged back")
+    prerequisites = ("encoder_rotary",)
+    effect = ("one kernel per layer; a local layer's window stays exact as the attention bias. Needs the rotation "
+              "fused first (it only takes cores whose Q or K comes out of RotaryEmbedding; BERT's go to "
+              "onnxscript's own rules)")
+    in_bert = False
+    after = {"onnxscript": "partial_rotary_embedding"}
+    anchors = ("Softmax",)
+    needs = ("RotaryEmbedding",)
+    rotary_only = True
+    unfused_note = "attention cores were found but not fused; the reasons name where reading them stopped"

@@ -1,11 +1,11 @@
 """Norms the engines leave in the encoders of 2025 (workbench rules).
 
-* ``fuse_rms_norm``: RMSNorm written out (EuroBERT's TorchScript export), ::
+* :class:`RmsNormRule` (``encoder_rms_norm``): RMSNorm written out (EuroBERT's TorchScript export), ::
 
       Mul(weight, Mul(x, 1 / Sqrt(ReduceMean(Pow(x, 2), [-1]) + eps)))   (Div(1, .) or Reciprocal; Casts allowed)
 
   becomes ``SimplifiedLayerNormalization(x, weight, epsilon=eps)``.
-* ``fuse_skip_norms``: a residual ``Add`` feeding a ``LayerNormalization`` (with or *without* a bias:
+* :class:`SkipNormRule` (``encoder_skip_norm``): a residual ``Add`` feeding a ``LayerNormalization`` (with or *without* a bias:
   ModernBERT's norms have none, and both engines' rules insist on one; ONNX Runtime's even crashes)
   or a ``SimplifiedLayerNormalization`` becomes ``SkipLayerNormalization`` /
   ``SkipSimplifiedLayerNormalization``; the sum, when the next residual reads it, is the kernel's
@@ -15,9 +15,9 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 
-from .graph_utils import const, dims, inherit_scope, node_label, finish, scalar
+from ..rule import Match, Rewrite, Rule, ir
+from ..graph_utils import const, dims, node_label, readers, scalar
 
 _PASS = ("Cast",)
 
@@ -78,39 +78,51 @@ def _rms_parts(mul_w: ir.Node) -> tuple[dict | None, str]:
     return None, f"{node_label(mul_w)} does not scale a written-out RMS norm"
 
 
-def fuse_rms_norm(model: ir.Model) -> tuple[int, list[str]]:
-    """Written-out RMSNorms → ``SimplifiedLayerNormalization``; (count, reasons)."""
-    graph, count, reasons = model.graph, 0, []
-    for sq in [n for n in graph if n.op_type == "Sqrt"]:
+class RmsNormRule(Rule):
+    """Written-out RMSNorms → ``SimplifiedLayerNormalization``."""
+
+    name = "encoder_rms_norm"
+    title = "SimplifiedLayerNormalization from a written-out RMS norm (workbench rule)"
+    matches = ("RMSNorm as EuroBERT's TorchScript export writes it: x * 1/Sqrt(ReduceMean(x^2) + eps) * weight, with "
+               "Div(1, .) or Reciprocal and Casts between")
+    rewrites = ("Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div(1, .) -> Mul(x) -> Mul(weight)  =>  "
+                "SimplifiedLayerNormalization")
+    emits = "SimplifiedLayerNormalization"
+    effect = "7 element-wise kernels become 1 (onnxscript's RMS rule does not match this form)"
+    session = ("SimplifiedLayerNormFusion",)
+    in_bert = False
+    after = {"onnxscript": "simplified_layer_norm"}
+    anchors = ("Sqrt",)
+    label = "rms norm"
+    contrib = False
+    unfused_note = "an RMS norm was found but not fused; the reasons name where it stopped"
+
+    def match(self, sq) -> Match | None:
         # Walk forward from the Sqrt to the weight Mul: Sqrt -> Div/Reciprocal -> Mul(x) -> (Cast) -> Mul(w).
         node = sq
         for _ in range(5):
-            users = [u[0] if isinstance(u, tuple) else u.node for u in node.outputs[0].uses()]
+            users = readers(node.outputs[0])
             if len(users) != 1:
-                node = None
-                break
+                return None
             node = users[0]
-            if node.op_type == "Mul" and const(node.inputs[0]) is not None or (
-                    node.op_type == "Mul" and const(node.inputs[1]) is not None):
+            if node.op_type == "Mul" and (const(node.inputs[0]) is not None or const(node.inputs[1]) is not None):
                 break
-        if node is None or node.op_type != "Mul":
-            continue
+        if node.op_type != "Mul":
+            return None
         parts, why = _rms_parts(node)
         if parts is None:
-            reasons.append(f"rms norm: {why}")
-            continue
-        out = node.outputs[0]
-        new = ir.node("SimplifiedLayerNormalization", [parts["x"], parts["weight"]],
-                      attributes={"epsilon": parts["eps"], "axis": -1}, name=f"{node.name or 'rms'}/SimplifiedLayerNorm")
-        inherit_scope([new], node)
-        graph.insert_before(node, new)
-        new.outputs[0].shape, new.outputs[0].type = out.shape, parts["x"].type
-        if out.dtype is not None and parts["x"].dtype is not None and out.dtype != parts["x"].dtype:
-            continue  # a mixed-precision norm: leave it as written
-        ir.convenience.replace_all_uses_with(out, new.outputs[0], replace_graph_outputs=True)
-        count += 1
-    finish(model, count, contrib=False)
-    return count, reasons
+            return Match.fail(why)
+        out, x = node.outputs[0], parts["x"]
+        if out.dtype is not None and x.dtype is not None and out.dtype != x.dtype:
+            return Match.fail("{node} scales a mixed-precision norm (its input and output types differ): left as written",
+                              node)
+        return Match(mul=node, **parts)
+
+    def rewrite(self, m: Match) -> Rewrite:
+        new = ir.node("SimplifiedLayerNormalization", [m.x, m.weight], attributes={"epsilon": m.eps, "axis": -1},
+                      name=f"{m.mul.name or 'rms'}/SimplifiedLayerNorm")
+        new.outputs[0].shape, new.outputs[0].type = m.mul.outputs[0].shape, m.x.type
+        return Rewrite([new], {m.mul.outputs[0]: new.outputs[0]}, scope=m.mul)
 
 
 def _from_lookup(value: ir.Value, depth: int = 0) -> bool:
@@ -128,42 +140,48 @@ def _is_activation(value: ir.Value) -> bool:
     return const(value) is None and (d is None or len(d) == 3)
 
 
-def fuse_skip_norms(model: ir.Model) -> tuple[int, list[str]]:
-    """Residual Add → (Simplified)LayerNormalization → the Skip kernels, bias or not; (count, reasons)."""
-    graph, count, reasons = model.graph, 0, []
-    for ln in [n for n in graph if n.op_type in ("LayerNormalization", "SimplifiedLayerNormalization")]:
+class SkipNormRule(Rule):
+    """Residual Add → (Simplified)LayerNormalization → the Skip kernels, bias or not."""
+
+    name = "encoder_skip_norm"
+    title = "Skip(Simplified)LayerNormalization without a bias (workbench rule)"
+    matches = ("a residual Add of two activations feeding a LayerNormalization without a bias (ModernBERT) or an RMS "
+               "norm (EuroBERT): both engines' rules insist on a bias, and ONNX Runtime's crashes on its absence")
+    rewrites = ("Add(x, skip) -> LayerNormalization(gamma) | SimplifiedLayerNormalization  =>  "
+                "SkipLayerNormalization(x, skip, gamma) | SkipSimplifiedLayerNormalization")
+    emits = "SkipLayerNormalization"
+    effect = "the residual add is done inside the norm kernel; the sum the next residual reads is its fourth output"
+    session = ("SkipLayerNormFusion",)
+    in_bert = False
+    after = {"onnxscript": "skip_simplified_layer_norm"}
+    anchors = ("LayerNormalization", "SimplifiedLayerNormalization")
+    label = "skip norm"
+    unfused_note = "a residual norm was found but not fused; the reasons name where it stopped"
+
+    def match(self, ln) -> Match | None:
         add = ln.inputs[0].producer()
         if add is None or add.op_type != "Add" or len(ln.outputs) > 1 and any(o.uses() for o in ln.outputs[1:]):
-            continue
+            return None
         a, b = add.inputs
         if any(_from_lookup(v) for v in (a, b)):
-            continue  # the embeddings' sum (word + position + type lookups), not a residual
+            return None  # the embeddings' sum (word + position + type lookups), not a residual
         if not (_is_activation(a) and _is_activation(b)):
-            reasons.append(f"skip norm: {node_label(add)} before {node_label(ln)} does not add two activations")
-            continue
+            return Match.fail(f"{node_label(add)} before {node_label(ln)} does not add two activations")
         if ln.attributes.get_int("axis", -1) not in (-1, 2):
-            reasons.append(f"skip norm: {node_label(ln)} is not over the last axis")
-            continue
-        eps = ln.attributes.get_float("epsilon", 1e-5)
+            return Match.fail("{node} is not over the last axis", ln)
         simplified = ln.op_type == "SimplifiedLayerNormalization"
-        beta_value = ln.inputs[2] if not simplified and len(ln.inputs) > 2 else None
-        zeros = const(beta_value) if beta_value is not None else None
+        beta = ln.inputs[2] if not simplified and len(ln.inputs) > 2 else None
+        zeros = const(beta) if beta is not None else None
         # The TorchScript exporter writes an absent bias as a zeros constant; a model's own bias parameter
         # (named ...bias, all zeros in a freshly initialised BERT) is a real one, for the engines' own rules.
-        if beta_value is not None and (zeros is None or np.any(zeros) or "bias" in (beta_value.name or "").lower()):
-            continue
-        op = "SkipSimplifiedLayerNormalization" if simplified else "SkipLayerNormalization"
-        gamma = ln.inputs[1]
-        beta = ln.inputs[2] if not simplified and len(ln.inputs) > 2 else None
-        inputs = [a, b, gamma] + ([] if simplified else [beta])
-        new = ir.node(op, inputs, attributes={"epsilon": eps}, domain="com.microsoft", num_outputs=4,
-                      name=f"{ln.name or 'norm'}/{op}")
-        inherit_scope([new], ln)
-        graph.insert_before(ln, new)
-        new.outputs[0].shape, new.outputs[0].type = ln.outputs[0].shape, ln.outputs[0].type
-        new.outputs[3].shape, new.outputs[3].type = add.outputs[0].shape, add.outputs[0].type
-        ir.convenience.replace_all_uses_with(ln.outputs[0], new.outputs[0], replace_graph_outputs=True)
-        ir.convenience.replace_all_uses_with(add.outputs[0], new.outputs[3], replace_graph_outputs=True)
-        count += 1
-    finish(model, count)
-    return count, reasons
+        if beta is not None and (zeros is None or np.any(zeros) or "bias" in (beta.name or "").lower()):
+            return None
+        return Match(ln=ln, add=add, simplified=simplified, beta=beta)
+
+    def rewrite(self, m: Match) -> Rewrite:
+        op = "SkipSimplifiedLayerNormalization" if m.simplified else "SkipLayerNormalization"
+        a, b = m.add.inputs
+        inputs = [a, b, m.ln.inputs[1]] + ([] if m.simplified else [m.beta])
+        new = ir.node(op, inputs, attributes={"epsilon": m.ln.attributes.get_float("epsilon", 1e-5)},
+                      domain="com.microsoft", num_outputs=4, name=f"{m.ln.name or 'norm'}/{op}")
+        return Rewrite([new], {m.ln.outputs[0]: new.outputs[0], m.add.outputs[0]: new.outputs[3]})

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 
-from .graph_utils import const, dims, fold_ints, inherit_scope, initializer, node_label, only_consumer, finish
+from ..rule import Match, Rewrite, Rule, ir
+from ..graph_utils import dims, fold_ints, initializer, node_label, only_consumer, readers
 
 #: Positions the cos/sin tables cover: the longest ``max_position_embeddings`` of the rotary families.
 CACHE_LENGTH = 8192
@@ -62,7 +62,7 @@ def _other(node: ir.Node, value: ir.Value) -> ir.Value | None:
 
 
 def match_rotary(neg: ir.Node) -> tuple[dict | None, str]:
-    """The parts of one ``rotate_half`` rotation around ``neg``, or None and why not."""
+    """The parts of one ``rotate_half`` rotation around ``neg``, or None and why not (the tables not read yet)."""
     hi = neg.inputs[0].producer() if neg.inputs[0] is not None else None
     if hi is None or hi.op_type != "Slice":
         return None, f"{node_label(neg)} does not negate a Slice"
@@ -128,8 +128,7 @@ def _ancestors(graph: ir.Graph, outputs: list[ir.Value], limit: int = 200):
                 continue
             stack.extend(i for i in p.inputs if i is not None)
     for v in inputs.values():
-        readers = [u[0] if isinstance(u, tuple) else u.node for u in v.uses()]
-        if any(r in nodes and r.op_type != "Shape" for r in readers):
+        if any(r in nodes and r.op_type != "Shape" for r in readers(v)):
             return None, f"depends on the values of input {v.name}, not only on the sequence length"
     order = {n: i for i, n in enumerate(graph)}
     return (sorted(nodes, key=order.get), inputs, inits), ""
@@ -182,46 +181,66 @@ def _cache_of(table: np.ndarray, head: int, length: int) -> tuple[np.ndarray | N
     return np.ascontiguousarray(t[:, : head // 2]), ""
 
 
-def fuse_rotary(model: ir.Model, length: int = CACHE_LENGTH) -> tuple[int, list[str]]:
-    """Replace every ``rotate_half`` rotation by ``RotaryEmbedding``; (count, reasons for those left)."""
-    graph = model.graph
-    reasons: list[str] = []
-    tables: dict[tuple[str, str], tuple[ir.Value, ir.Value] | str] = {}
-    position = None
-    count = 0
-    for neg in [n for n in graph if n.op_type == "Neg"]:
-        if neg.graph is None:
-            continue
+class RotaryRule(Rule):
+    """Every ``rotate_half`` rotation → ``RotaryEmbedding`` with cos/sin tables computed once."""
+
+    name = "encoder_rotary"
+    title = "RotaryEmbedding with its cos/sin cache (workbench rule)"
+    matches = ("the rotary position embedding of ModernBERT, NomicBERT, GTE and EuroBERT as both exporters write "
+               "transformers' rotate_half: x * cos + Concat(-x[..., H/2:], x[..., :H/2]) * sin on [B, N, S, H] "
+               "queries and keys, with cos and sin computed from the positions in every forward pass")
+    rewrites = ("Slice, Slice -> Neg -> Concat -> Mul(sin); Mul(x, cos) -> Add  =>  "
+                "com.microsoft.RotaryEmbedding(x, [0], cos_cache, sin_cache)")
+    emits = "RotaryEmbedding"
+    effect = ("7 nodes per projection become 1 kernel and the cos/sin tables are computed once, at fusion time, "
+              "for 8192 positions (onnxscript finds the arithmetic but not an encoder's tables; ONNX Runtime's "
+              "optimizer has no rule for these exports)")
+    in_bert = False
+    after = {"onnxscript": "encoder_skip_norm"}
+    anchors = ("Neg",)
+    label = "rotary"
+    unfused_note = "a rotate_half rotation was found but not fused; the reasons name where it stopped"
+
+    def __init__(self, length: int = CACHE_LENGTH):
+        self.length = length
+
+    def begin(self, model) -> None:
+        self._model, self._tables, self._position = model, {}, None
+
+    def end(self) -> None:
+        self._model = self._tables = None
+
+    def match(self, neg) -> Match:
         parts, why = match_rotary(neg)
         if parts is None:
-            reasons.append(f"rotary: {why}")
-            continue
+            return Match.fail(why)
+        tables = self._tables_of(parts)
+        if isinstance(tables, str):
+            return Match.fail(tables)
+        return Match(cos_cache=tables[0], sin_cache=tables[1], **parts)
+
+    def _tables_of(self, parts: dict):
+        """The cos/sin cache initializers of one rotation (evaluated once per pair of tables), or why not."""
         key = (parts["cos"].name, parts["sin"].name)
-        if key not in tables:
-            arrays, why = evaluate_tables(model, [parts["cos"], parts["sin"]], length)
+        if key not in self._tables:
+            graph = self._model.graph
+            arrays, why = evaluate_tables(self._model, [parts["cos"], parts["sin"]], self.length)
             if arrays is None:
-                tables[key] = f"the cos/sin tables of {node_label(parts['add'])} {why}"
+                self._tables[key] = f"the cos/sin tables of {node_label(parts['add'])} {why}"
             else:
-                (cos, cos_why), (sin, sin_why) = (_cache_of(a, parts["head"], length) for a in arrays)
+                (cos, cos_why), (sin, sin_why) = (_cache_of(a, parts["head"], self.length) for a in arrays)
                 if cos is None or sin is None:
-                    tables[key] = f"the {'cos' if cos is None else 'sin'} table {cos_why or sin_why}"
+                    self._tables[key] = f"the {'cos' if cos is None else 'sin'} table {cos_why or sin_why}"
                 else:
-                    tables[key] = (initializer(graph, "rotary_cos_cache", cos),
-                                   initializer(graph, "rotary_sin_cache", sin))
-        entry = tables[key]
-        if isinstance(entry, str):
-            reasons.append(f"rotary: {entry}")
-            continue
-        if position is None:
-            position = initializer(graph, "rotary_position_start", np.zeros((1,), dtype=np.int64))
-        add = parts["add"]
-        node = ir.node("RotaryEmbedding", [parts["x"], position, entry[0], entry[1]],
+                    self._tables[key] = (initializer(graph, "rotary_cos_cache", cos),
+                                         initializer(graph, "rotary_sin_cache", sin))
+        return self._tables[key]
+
+    def rewrite(self, m: Match) -> Rewrite:
+        if self._position is None:
+            self._position = initializer(self._model.graph, "rotary_position_start", np.zeros((1,), dtype=np.int64))
+        node = ir.node("RotaryEmbedding", [m.x, self._position, m.cos_cache, m.sin_cache],
                        attributes={"interleaved": 0}, domain="com.microsoft",
-                       name=f"{add.name or 'rotary'}/RotaryEmbedding")
-        inherit_scope([node], add)
-        graph.insert_before(add, node)
-        node.outputs[0].shape, node.outputs[0].type = parts["x"].shape, parts["x"].type
-        ir.convenience.replace_all_uses_with(add.outputs[0], node.outputs[0], replace_graph_outputs=True)
-        count += 1
-    finish(model, count)
-    return count, reasons
+                       name=f"{m.add.name or 'rotary'}/RotaryEmbedding")
+        node.outputs[0].shape, node.outputs[0].type = m.x.shape, m.x.type
+        return Rewrite([node], {m.add.outputs[0]: node.outputs[0]}, scope=m.add)

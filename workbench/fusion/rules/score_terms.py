@@ -19,11 +19,9 @@ Terms:
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 
-from .graph_utils import dims, initializer, node_label, scalar
-
-_SCALE_OPS = ("Mul", "Div")
+from ..rule import ir
+from ..graph_utils import SCALE_OPS, const, dims, initializer, node_label, scalar
 #: A masked_fill constant at or below this is a mask (float32's lowest, -1e9, fp16's -65504 ...).
 MASK_FILL = -1e4
 #: The bias floor: finite after an fp16 conversion (largest fp16: 65504), far below any real score.
@@ -39,7 +37,7 @@ def _depth_to_matmul(value: ir.Value, limit: int = 6) -> int | None:
         op = node.op_type
         if op == "MatMul":
             return depth
-        if op in _SCALE_OPS:
+        if op in SCALE_OPS:
             value = node.inputs[1] if scalar(node.inputs[0]) is not None else node.inputs[0]
         elif op == "Add":
             sides = [d for d in (_depth_to_matmul(i, limit - depth - 1) for i in node.inputs) if d is not None]
@@ -75,7 +73,7 @@ def scores_and_terms(sm: ir.Node) -> tuple[dict | None, str]:
         op = node.op_type
         if op == "MatMul":
             return {"mm": node, "scale": factor, "terms": terms, "target4": target4}, ""
-        if op in _SCALE_OPS:
+        if op in SCALE_OPS:
             a, b = node.inputs[0], node.inputs[1]
             f = scalar(b)
             if f is None and op == "Mul":
@@ -210,10 +208,6 @@ def eval_scalar(value: ir.Value, subs: dict, depth: int = 0) -> float | None:
     ``subs`` gives symbolic dimensions their known size (the head size the export left symbolic); None when
     any other dimension is symbolic or an op is not one of the few this evaluator knows.
     """
-    import numpy as np
-
-    from .graph_utils import const
-
     if value is None or depth > 12:
         return None
     with np.errstate(all="ignore"):

@@ -40,33 +40,23 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import onnx_ir as ir
-from onnxscript.rewriter import _ir_utils, pattern
+
+from ..rule import PatternRule, ir, pattern
+from ..graph_utils import _ir_utils, const, readers, unique_name
 
 #: Ops that, comparing two computed index tensors, build a causal or sliding-window mask.
 _ORDER_OPS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Trilu", "CumSum"})
 #: Ops whose inputs are only read for their shape, not their values.
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
-_INT_TYPES = {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.BOOL, ir.DataType.INT8, ir.DataType.UINT8,
-              ir.DataType.INT16}
-
-
-def _const(value: ir.Value | None) -> np.ndarray | None:
-    for _ in range(4):  # the TorchScript exporter shares equal weights through Identity nodes
-        if value is None or value.is_graph_input():
-            return None
-        node = value.producer()
-        if node is None or node.op_type != "Identity":
-            break
-        value = node.inputs[0]
-    return _ir_utils.get_numpy_value(value)
+#: The element types of a padding mask input (``ir.DataType`` names).
+_INT_TYPES = ("INT64", "INT32", "BOOL", "INT8", "UINT8", "INT16")
 
 
 def _dim_ref(value: ir.Value, depth: int = 0):
     """Where one entry of a shape comes from: an int, or (tensor, axis) read with Shape, or None."""
     if depth > 8:
         return None
-    c = _const(value)
+    c = const(value)
     if c is not None:
         return int(c.reshape(-1)[0]) if c.size == 1 else None
     node = value.producer()
@@ -75,7 +65,7 @@ def _dim_ref(value: ir.Value, depth: int = 0):
     if node.op_type in ("Unsqueeze", "Squeeze", "Cast", "Identity") and node.inputs:
         return _dim_ref(node.inputs[0], depth + 1)
     if node.op_type == "Gather" and len(node.inputs) == 2:
-        idx = _const(node.inputs[1])
+        idx = const(node.inputs[1])
         if idx is None or idx.size != 1:
             return None
         axis = _shape_axis(node.inputs[0], int(idx.reshape(-1)[0]), depth + 1)
@@ -103,7 +93,7 @@ def _shape_axis(shape_value: ir.Value, index: int, depth: int):
         return (src, axis)
     if node.op_type == "Gather" and len(node.inputs) == 2:
         # ORT's transpose optimizer writes Shape(Transpose(t)) as Gather(Shape(t), perm).
-        perm = _const(node.inputs[1])
+        perm = const(node.inputs[1])
         if perm is None or perm.ndim != 1 or not 0 <= index < perm.size:
             return None
         return _shape_axis(node.inputs[0], int(perm[index]), depth + 1)
@@ -112,7 +102,7 @@ def _shape_axis(shape_value: ir.Value, index: int, depth: int):
 
 def _shape_entries(shape: ir.Value) -> list | None:
     """The entries of a Reshape target: constants, or one reference per Concat input."""
-    c = _const(shape)
+    c = const(shape)
     if c is not None:
         return [int(v) for v in c.reshape(-1)]
     node = shape.producer()
@@ -120,7 +110,7 @@ def _shape_entries(shape: ir.Value) -> list | None:
         return None
     entries = []
     for inp in node.inputs:
-        cv = _const(inp)
+        cv = const(inp)
         if cv is not None:
             entries.extend(int(v) for v in cv.reshape(-1))
         else:
@@ -128,14 +118,30 @@ def _shape_entries(shape: ir.Value) -> list | None:
     return entries
 
 
-class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
+class SdpaAttentionFusion(PatternRule):
     """TorchScript-exported SDPA self-attention → ``com.microsoft.Attention``."""
 
-    def __init__(self, name: str = "workbench_sdpa_attention"):
-        # The exporter reads Shape() of several intermediate tensors to build the reshape targets, so
-        # matched nodes have uses outside the match. Keeping them (remove_nodes=False) is always
-        # correct; the unused-node pass that follows removes them once nothing reads them.
-        super().__init__(name, remove_nodes=False)
+    name = "sdpa_attention"
+    title = "Attention from exported SDPA (workbench rule)"
+    matches = ("the self-attention block as the TorchScript exporter writes transformers' SDPA attention: "
+               "sqrt-scale multiplied into Q and into K transposed with perm 0,2,3,1, a boolean padding mask turned "
+               "into Where(mask, 0, -inf), Softmax guarded by Where(IsNaN)")
+    rewrites = ("MatMul+Add (Q,K,V) -> Reshape -> Transpose -> Mul(scale) -> MatMul -> Add(Where(mask, 0, -inf)) -> "
+                "Softmax -> Where(IsNaN) -> MatMul(V) -> Transpose -> Reshape")
+    emits = "Attention"
+    effect = ("the pattern neither engine matches (TorchScript + sdpa): Q, K and V become one packed MatMul and "
+              "about 30 nodes become 1 kernel; runs in the ort chain just before ORT's own attention step")
+    after = {"ort": "rotary_embedding"}
+    anchors = ("Softmax",)
+    case_name = "workbench_sdpa_attention"
+    # The exporter reads Shape() of several intermediate tensors to build the reshape targets, so
+    # matched nodes have uses outside the match. Keeping them (remove_nodes=False) is always
+    # correct; the unused-node pass that follows removes them once nothing reads them.
+    remove_nodes = False
+
+    def pattern_notes(self, count: int, left: int, reasons: list[str]) -> list[str]:
+        return [] if count else ["This export does not use the TorchScript SDPA attention pattern; "
+                                 "ONNX Runtime's own attention step comes next."]
 
     def setup(self):
         self._mask_int32: dict[ir.Value, ir.Value] = {}
@@ -180,63 +186,19 @@ class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
               shape_out, nan_guard=False, mid_reshape=False, nan_zero=None, shape_mid=None, ctx_mid=None,
               **_):
         r = pattern.MatchResult()
-        # Projections: constant [H, H] weights and [H] biases.
-        ws = [_const(w) for w in (wq, wk, wv)]
-        if any(w is None for w in ws):
-            return r.fail("a Q/K/V projection weight is not a constant", [w for w, a in zip((wq, wk, wv), ws)
-                                                                           if a is None])
-        hidden = ws[0].shape[0] if ws[0].ndim == 2 else -1
-        if any(w.ndim != 2 or w.shape != (hidden, hidden) for w in ws):
-            return r.fail(f"Q/K/V weights are not all [H, H] (shapes {[w.shape for w in ws]})", wq)
-        bs = [_const(b) for b in (bq, bk, bv)]
-        if any(b is None or b.shape != (hidden,) for b in bs):
-            return r.fail("a Q/K/V bias is not a constant of shape [H]", bq)
-        if len({w.dtype for w in ws} | {b.dtype for b in bs}) != 1 or ws[0].dtype not in (np.float32, np.float16):
-            return r.fail("Q/K/V weights and biases do not share one float type", wq)
-
-        # Head split: [B, S, N, D] with a constant D.
-        head = None
-        for name, shape, out in (("query", shape_q, q_bsnd), ("key", shape_k, k_bsnd), ("value", shape_v, v_bsnd)):
-            entries = _shape_entries(shape)
-            if entries is None or len(entries) != 4:
-                return r.fail(f"the {name} head split is not a Reshape to rank 4", shape)
-            d = entries[3]
-            if not isinstance(d, int) or d <= 0:
-                return r.fail(f"the {name} head size is not a constant", shape)
-            if head is None:
-                head = d
-            elif d != head:
-                return r.fail(f"query/key/value head sizes differ ({head} vs {d})", shape)
-            if hidden % d:
-                return r.fail(f"hidden size {hidden} is not a multiple of head size {d}", shape)
-            n = hidden // d
-            if entries[2] not in (-1, n):
-                return r.fail(f"the {name} head split gives {entries[2]} heads, expected {n}", shape)
-            if not self._keeps(entries[:2], "BS", layouts={x: "BSH"}, input_layout="BSH"):
-                return r.fail(f"the {name} head split does not keep batch and sequence in place", shape)
-        num_heads = hidden // head
-
-        # Scale: Attention computes Q K^T / sqrt(D).
-        sq, sk = _ir_utils.get_singleton_value(q_scale), _ir_utils.get_singleton_value(k_scale)
-        if sq is None or sk is None:
-            return r.fail("the query or key scale is not a constant scalar", [q_scale, k_scale])
-        if not math.isclose(float(sq) * float(sk), 1.0 / math.sqrt(head), rel_tol=1e-4):
-            return r.fail(f"scale {float(sq) * float(sk):.6g} is not 1/sqrt(head size {head}) = "
-                          f"{1.0 / math.sqrt(head):.6g}", [q_scale, k_scale])
-
-        # Softmax over the keys.
-        sm = probs.producer()
-        if sm.attributes.get_int("axis", -1) not in (-1, 3):
-            return r.fail("Softmax is not over the last axis", probs)
-        if nan_guard:
-            z = _ir_utils.get_singleton_value(nan_zero)
-            if z is None or float(z) != 0.0:
-                return r.fail("the NaN guard after Softmax does not write 0", nan_zero)
-
+        hidden, failed = _projections((wq, wk, wv), (bq, bk, bv))
+        if failed:
+            return r.fail(*failed)
+        head, failed = self._head_split(x, hidden, (("query", shape_q), ("key", shape_k), ("value", shape_v)))
+        if failed:
+            return r.fail(*failed)
+        failed = _scale_and_softmax(head, q_scale, k_scale, probs, nan_guard, nan_zero)
+        if failed:
+            return r.fail(*failed)
         # Output merge: [B, N, S, D] (optional no-op reshape) -> [B, S, N, D] -> [B, S, H].
         layouts = {x: "BSH", q_bsnd: "BSND", k_bsnd: "BSND", v_bsnd: "BSND", q_bnsd: "BNSD", k_bnds: "BNDS",
                    v_bnsd: "BNSD", ctx: "BNSD", ctx_bsnd: "BSND"}
-        consts = {"N": num_heads, "D": head, "H": hidden}
+        consts = {"N": hidden // head, "D": head, "H": hidden}
         if mid_reshape:
             entries = _shape_entries(shape_mid)
             if entries is None or len(entries) != 4 or not self._keeps(entries, "BNSD", layouts, "BNSD", consts):
@@ -245,7 +207,6 @@ class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
         if entries is None or len(entries) != 3 or not self._keeps(entries[:2], "BS", layouts, "BSND") \
                 or entries[2] not in (-1, hidden):
             return r.fail("the heads are not merged back to [B, S, H]", shape_out)
-
         # Mask: Where(cond, 0, -inf) with cond a padding mask from one 2-D graph input.
         if _ir_utils.get_singleton_value(mask_zero) != 0:
             return r.fail("the additive mask does not keep attended positions at 0", mask_zero)
@@ -255,9 +216,29 @@ class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
         source, why = self._padding_source(cond)
         if source is None:
             return r.fail(why, cond)
-
-        self._found = {"num_heads": num_heads, "mask": source}
+        self._found = {"num_heads": hidden // head, "mask": source}
         return r
+
+    def _head_split(self, x, hidden: int, splits) -> tuple[int | None, tuple | None]:
+        """The head size D of the [B, S, N, D] splits of query, key and value (one constant D), or a failure."""
+        head = None
+        for name, shape in splits:
+            entries = _shape_entries(shape)
+            if entries is None or len(entries) != 4:
+                return None, (f"the {name} head split is not a Reshape to rank 4", shape)
+            d = entries[3]
+            if not isinstance(d, int) or d <= 0:
+                return None, (f"the {name} head size is not a constant", shape)
+            if head is not None and d != head:
+                return None, (f"query/key/value head sizes differ ({head} vs {d})", shape)
+            head = d
+            if hidden % d:
+                return None, (f"hidden size {hidden} is not a multiple of head size {d}", shape)
+            if entries[2] not in (-1, hidden // d):
+                return None, (f"the {name} head split gives {entries[2]} heads, expected {hidden // d}", shape)
+            if not self._keeps(entries[:2], "BS", layouts={x: "BSH"}, input_layout="BSH"):
+                return None, (f"the {name} head split does not keep batch and sequence in place", shape)
+        return head, None
 
     @staticmethod
     def _keeps(entries, expected: str, layouts: dict, input_layout: str, consts: dict | None = None) -> bool:
@@ -315,7 +296,7 @@ class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
             if len(seen) > 2000:
                 return None, "the mask computation is too large to analyse"
             if node.op_type in _ORDER_OPS:
-                data = [i for i in node.inputs if i is not None and _const(i) is None]
+                data = [i for i in node.inputs if i is not None and const(i) is None]
                 if len(data) >= 2 or node.op_type in ("Trilu", "CumSum"):
                     return None, (f"the mask compares two computed indices ({node.op_type}): a causal or "
                                   f"windowed mask, which Attention's padding mask cannot express")
@@ -328,20 +309,20 @@ class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
         src = next(iter(inputs))
         if src.shape is not None and len(src.shape) != 2:
             return None, f"the mask input {src.name} is not 2-D [batch, sequence]"
-        if src.dtype not in _INT_TYPES:
+        if src.dtype is None or src.dtype.name not in _INT_TYPES:
             return None, f"the mask input {src.name} is not an integer or boolean tensor"
         return src, None
 
     # ------------------------------------------------------------ rewrite
     def rewrite(self, op, x, wq, bq, wk, bk, wv, bv, **_):
         found = self._found
-        weight = np.concatenate([_const(wq), _const(wk), _const(wv)], axis=1)
-        bias = np.concatenate([_const(bq), _const(bk), _const(bv)], axis=0)
-        q_node = wq.uses()[0].node if wq.uses() else None
-        base = _common_prefix([u.node.name for w in (wq, wk, wv) for u in w.uses() if u.node.name]) or "attention"
+        weight = np.concatenate([const(wq), const(wk), const(wv)], axis=1)
+        bias = np.concatenate([const(bq), const(bk), const(bv)], axis=0)
+        q_node = next(iter(readers(wq)), None)
+        base = _common_prefix([n.name for w in (wq, wk, wv) for n in readers(w) if n.name]) or "attention"
         base = base.rstrip("/_.") or "attention"
-        w_val = op.initializer(ir.tensor(weight), name=self._unique(x, f"{base}/qkv_weight_wb"))
-        b_val = op.initializer(ir.tensor(bias), name=self._unique(x, f"{base}/qkv_bias_wb"))
+        w_val = op.initializer(ir.tensor(weight), name=unique_name(x.graph, f"{base}/qkv_weight_wb"))
+        b_val = op.initializer(ir.tensor(bias), name=unique_name(x.graph, f"{base}/qkv_bias_wb"))
         mask = self._mask(op, found["mask"])
         out = op.Attention(x, w_val, b_val, mask, num_heads=found["num_heads"], _domain="com.microsoft")
         node = out.producer()
@@ -360,15 +341,39 @@ class SdpaAttentionFusion(pattern.RewriteRuleClassBase):
             self._mask_int32[source] = cached
         return cached
 
-    @staticmethod
-    def _unique(x: ir.Value, name: str) -> str:
-        graph = x.graph
-        if graph is None or name not in graph.initializers:
-            return name
-        k = 1
-        while f"{name}_{k}" in graph.initializers:
-            k += 1
-        return f"{name}_{k}"
+
+
+def _projections(weights, biases) -> tuple[int, tuple | None]:
+    """The hidden size H of constant [H, H] Q/K/V weights and [H] biases of one float type, or a failure."""
+    ws = [const(w) for w in weights]
+    if any(w is None for w in ws):
+        return -1, ("a Q/K/V projection weight is not a constant", [w for w, a in zip(weights, ws) if a is None])
+    hidden = ws[0].shape[0] if ws[0].ndim == 2 else -1
+    if any(w.ndim != 2 or w.shape != (hidden, hidden) for w in ws):
+        return -1, (f"Q/K/V weights are not all [H, H] (shapes {[w.shape for w in ws]})", weights[0])
+    bs = [const(b) for b in biases]
+    if any(b is None or b.shape != (hidden,) for b in bs):
+        return -1, ("a Q/K/V bias is not a constant of shape [H]", biases[0])
+    if len({w.dtype for w in ws} | {b.dtype for b in bs}) != 1 or ws[0].dtype not in (np.float32, np.float16):
+        return -1, ("Q/K/V weights and biases do not share one float type", weights[0])
+    return hidden, None
+
+
+def _scale_and_softmax(head: int, q_scale, k_scale, probs, nan_guard: bool, nan_zero) -> tuple | None:
+    """A failure unless the scales make 1/sqrt(D), the Softmax is over the keys and a NaN guard writes 0."""
+    sq, sk = _ir_utils.get_singleton_value(q_scale), _ir_utils.get_singleton_value(k_scale)
+    if sq is None or sk is None:
+        return "the query or key scale is not a constant scalar", [q_scale, k_scale]
+    if not math.isclose(float(sq) * float(sk), 1.0 / math.sqrt(head), rel_tol=1e-4):
+        return (f"scale {float(sq) * float(sk):.6g} is not 1/sqrt(head size {head}) = {1.0 / math.sqrt(head):.6g}",
+                [q_scale, k_scale])
+    if probs.producer().attributes.get_int("axis", -1) not in (-1, 3):
+        return "Softmax is not over the last axis", probs
+    if nan_guard:
+        z = _ir_utils.get_singleton_value(nan_zero)
+        if z is None or float(z) != 0.0:
+            return "the NaN guard after Softmax does not write 0", nan_zero
+    return None
 
 
 def _common_prefix(names: list[str]) -> str:
@@ -384,6 +389,11 @@ def _common_prefix(names: list[str]) -> str:
     return prefix[:cut] if cut else prefix
 
 
-def sdpa_attention_rules() -> pattern.RewriteRuleSet:
-    """The rule set that fuses exported SDPA attention."""
-    return pattern.RewriteRuleSet([SdpaAttentionFusion.rule()])
+def sdpa_attention_rules():
+    """The onnxscript ``RewriteRuleSet`` that fuses exported SDPA attention."""
+    return SdpaAttentionFusion().rule_set()
+
+
+def fuse_sdpa_attention(model) -> int:
+    """Fuse TorchScript-exported SDPA attention in an ``onnx_ir.Model``, in place; return how many."""
+    return SdpaAttentionFusion().apply(model).count

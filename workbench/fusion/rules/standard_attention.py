@@ -38,37 +38,31 @@ sequence still attends its real tokens), so no output a user reads changes.
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
-from onnxscript.rewriter import pattern
 
-_FLOATS = {ir.DataType.FLOAT: np.float32, ir.DataType.FLOAT16: np.float16}
+from ..rule import PatternCase, PatternRule, ir, pattern
+from ..graph_utils import dims as _dims, same_dim as _same, unique_name
+
+#: The float types the kernel takes (``ir.DataType`` names) and their numpy types.
+_FLOATS = {"FLOAT": np.float32, "FLOAT16": np.float16}
 _PERM = [0, 2, 1, 3]
 
 
 def _fmt(shape) -> str:
+    """A shape from ``graph_utils.dims`` as text: ``[batch, 12, sequence, 64]``, ``?`` for unknown dims."""
     if shape is None:
         return "unknown"
-    return "[" + ", ".join(str(d) if isinstance(d, int) else (str(d.value) if d.value else "?") for d in shape) + "]"
-
-
-def _dims(value: ir.Value | None) -> list | None:
-    if value is None or value.shape is None:
-        return None
-    return list(value.shape)
-
-
-def _same(a, b) -> bool:
-    """Whether two dims are known to be equal (equal ints, or the same named symbolic dim)."""
-    if isinstance(a, int) or isinstance(b, int):
-        return isinstance(a, int) and isinstance(b, int) and a == b
-    return a is not None and b is not None and a.value is not None and a.value == b.value
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _is(dim, n: int) -> bool:
     return isinstance(dim, int) and dim == n
 
 
-class _Common:
+def _float(dtype) -> bool:
+    return dtype is not None and dtype.name in _FLOATS
+
+
+class _Common(PatternCase):
     """Checks shared by the 4-D and 3-D rules: attributes, extra inputs and outputs, the mask."""
 
     def setup(self):
@@ -97,10 +91,21 @@ class _Common:
         if prec is not None and prec not in (ir.DataType.FLOAT, node.inputs[0].dtype):
             return f"softmax_precision={ir.DataType(prec).name}: MultiHeadAttention computes the softmax in float"
         dtype = node.inputs[0].dtype
-        if dtype not in _FLOATS:
+        if not _float(dtype):
             what = dtype.name if dtype else "of unknown type"
             return f"the query is {what}; MultiHeadAttention takes float32 or float16"
         return None
+
+    def _last_checks(self, r, node, q3, k3, v3, mask, dtype, heads: int):
+        """What both cases check last: one batch and key/value sequence, a mask the kernel takes; then the match."""
+        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
+            return r.fail(f"query, key and value do not share batch and key/value sequence "
+                          f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
+        why = self._check_mask(mask, dtype, q3[0], heads, q3[1], k3[1])
+        if why:
+            return r.fail(why, mask)
+        self._heads = heads
+        return r
 
     def _check_mask(self, mask: ir.Value | None, dtype, batch, heads: int, seq, kv_seq) -> str | None:
         if mask is None:
@@ -125,26 +130,16 @@ class _Common:
         key = (mask, dtype)
         cached = self._bias_cache.get(key)
         if cached is None:
-            np_t = _FLOATS[dtype]
-            zero = op.initializer(ir.tensor(np.array(0, dtype=np_t)), name=self._unique(mask, f"{mask.name}_zero_wb"))
+            np_t = _FLOATS[dtype.name]
+            zero = op.initializer(ir.tensor(np.array(0, dtype=np_t)), name=unique_name(mask.graph, f"{mask.name}_zero_wb"))
             low = op.initializer(ir.tensor(np.array(np.finfo(np_t).min, dtype=np_t)),
-                                 name=self._unique(mask, f"{mask.name}_lowest_wb"))
+                                 name=unique_name(mask.graph, f"{mask.name}_lowest_wb"))
             cached = op.Where(mask, zero, low)
             if cached.producer() is not None:
                 cached.producer().name = f"{mask.name}_bias_wb"
             cached.name = f"{mask.name}_bias_wb"
             self._bias_cache[key] = cached
         return cached
-
-    @staticmethod
-    def _unique(anchor: ir.Value, name: str) -> str:
-        graph = anchor.graph
-        if graph is None or name not in graph.initializers:
-            return name
-        k = 1
-        while f"{name}_{k}" in graph.initializers:
-            k += 1
-        return f"{name}_{k}"
 
     def _mha(self, op, q, k, v, mask, node: ir.Node, heads: int):
         bias = self._attention_bias(op, mask, node.inputs[0].dtype)
@@ -165,14 +160,14 @@ class _Common:
         return out
 
 
-class StandardAttentionFusion(_Common, pattern.RewriteRuleClassBase):
+class StandardAttentionFusion(_Common):
     """Head split → standard ``Attention`` (4-D) → head merge  =>  ``com.microsoft.MultiHeadAttention``."""
 
-    def __init__(self, name: str = "workbench_standard_attention"):
-        # remove_nodes=False: onnxscript would refuse a match whose nodes have other uses before the
-        # check can name them (a used present_key or qk_matmul_output). Kept nodes nothing reads any
-        # more go in the unused-node pass after the rewrite.
-        super().__init__(name, remove_nodes=False)
+    case_name = "workbench_standard_attention"
+    # remove_nodes=False: onnxscript would refuse a match whose nodes have other uses before the
+    # check can name them (a used present_key or qk_matmul_output). Kept nodes nothing reads any
+    # more go in the unused-node pass after the rewrite.
+    remove_nodes = False
 
     def pattern(self, op, q_bsh, k_bsh, v_bsh, shape_q, shape_k, shape_v, shape_out):
         def split(x, shape, name):
@@ -212,31 +207,24 @@ class StandardAttentionFusion(_Common, pattern.RewriteRuleClassBase):
                                                     and _same(d4[0], d3[0]) and _same(d4[2], d3[1])):
                 return r.fail(f"the {name} head split does not keep batch and sequence in place "
                               f"({_fmt(d3)} -> {_fmt(pre)})", node)
-        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
-            return r.fail(f"query, key and value do not share batch and key/value sequence "
-                          f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
         o = _dims(out)
         if o is None or len(o) != 3 or not (_same(o[0], q3[0]) and _same(o[1], q3[1]) and _is(o[2], hidden)):
             return r.fail(f"the heads are not merged back to [B, S, H] (output {_fmt(o)})", out)
-        why = self._check_mask(mask, q_bsh.dtype, q3[0], heads, q3[1], k3[1])
-        if why:
-            return r.fail(why, mask)
-        self._heads = heads
-        return r
+        return self._last_checks(r, node, q3, k3, v3, mask, q_bsh.dtype, heads)
 
     def rewrite(self, op, q_bsh, k_bsh, v_bsh, y, mask=None, **_):
         return self._mha(op, q_bsh, k_bsh, v_bsh, mask, y.producer(), self._heads)
 
 
-class StandardAttention3DFusion(_Common, pattern.RewriteRuleClassBase):
+class StandardAttention3DFusion(_Common):
     """Standard ``Attention`` with 3-D inputs (``q_num_heads`` set)  =>  ``com.microsoft.MultiHeadAttention``.
 
     Also the rule that says why a 4-D standard ``Attention`` whose heads are
     not split by Reshape → Transpose is left alone.
     """
 
-    def __init__(self, name: str = "workbench_standard_attention_3d"):
-        super().__init__(name, remove_nodes=False)
+    case_name = "workbench_standard_attention_3d"
+    remove_nodes = False
 
     def pattern(self, op, q, k, v):
         return op.Attention(q, k, v, pattern.Var("mask", can_match_none=True), _allow_other_inputs=True,
@@ -265,19 +253,61 @@ class StandardAttention3DFusion(_Common, pattern.RewriteRuleClassBase):
         if not (isinstance(q3[2], int) and q3[2] % heads == 0 and _is(k3[2], q3[2]) and _is(v3[2], q3[2])):
             return r.fail(f"hidden sizes do not split into {heads} equal heads (query {_fmt(q3)}, key {_fmt(k3)}, "
                           f"value {_fmt(v3)})", node)
-        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
-            return r.fail(f"query, key and value do not share batch and key/value sequence "
-                          f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
-        why = self._check_mask(mask, q.dtype, q3[0], heads, q3[1], k3[1])
-        if why:
-            return r.fail(why, mask)
-        self._heads = heads
-        return r
+        return self._last_checks(r, node, q3, k3, v3, mask, q.dtype, heads)
 
     def rewrite(self, op, q, k, v, y, mask=None, **_):
         return self._mha(op, q, k, v, mask, y.producer(), self._heads)
 
 
-def standard_attention_rules() -> pattern.RewriteRuleSet:
-    """The rule set that maps standard ``Attention`` to ``MultiHeadAttention`` (4-D rule first)."""
-    return pattern.RewriteRuleSet([StandardAttentionFusion.rule(), StandardAttention3DFusion.rule()])
+def _standard(model) -> int:
+    """Standard ONNX ``Attention`` nodes in the graph."""
+    return sum(1 for n in model.graph if n.op_type == "Attention" and n.domain in ("", "ai.onnx"))
+
+
+class StandardAttentionRule(PatternRule):
+    """ONNX's standard ``Attention`` → ``MultiHeadAttention``: the 4-D case, then the 3-D one."""
+
+    name = "standard_attention"
+    title = "MultiHeadAttention from ONNX's standard Attention (workbench rule)"
+    matches = ("ONNX's own Attention op (opset 23+), as the dynamo exporter writes transformers' sdpa attention, "
+               "with the head split (Reshape -> Transpose 0,2,1,3) before it and the merge after it; a bool or float "
+               "[B|1, 1|N, S, L] mask or none; no KV cache, is_causal, softcap or qk_matmul_output")
+    rewrites = ("Reshape -> Transpose (Q,K,V) -> Attention(q, k, v, mask) -> Transpose -> Reshape  =>  "
+                "MultiHeadAttention(q, k, v, attention_bias=Where(mask, 0, lowest))")
+    emits = "MultiHeadAttention"
+    effect = ("the exporter's standard op becomes ONNX Runtime's contrib kernel and 8 head split/merge nodes per "
+              "layer go; in the onnxscript chain the attention step can then pack Q, K and V into one contrib "
+              "Attention; runs early in the ort chain (ORT's shape inference does not know the standard op)")
+    # Early in the ort chain: ORT's symbolic shape inference, which SkipLayerNormalization needs, knows
+    # MultiHeadAttention but not ONNX's standard Attention.
+    after = {"ort": "identity_cast", "onnxscript": "multi_head_attention"}
+    anchors = ("Attention",)
+    anchor_domain = ""
+    absent = ("nothing to map: no standard ONNX Attention nodes (the dynamo exporter writes them from opset 23 "
+              "for sdpa attention)")
+
+    def cases(self) -> tuple:
+        return (StandardAttentionFusion(), StandardAttention3DFusion())
+
+    def left(self, model, count: int) -> int:
+        return _standard(model)
+
+    def pattern_notes(self, count: int, left: int, reasons: list[str]) -> list[str]:
+        if not (count and left):
+            return []
+        # Part of the layers mapped: the diagnostic must still say why the rest did not.
+        from ..diagnostics import summarize_messages
+
+        why = "; ".join(summarize_messages(reasons)) or "no reason given"
+        return [f"mapped {count} of {count + left} standard Attention nodes to MultiHeadAttention; {left} stay "
+                f"as they are. onnxscript's matcher (workbench rule) says: {why}"]
+
+
+def standard_attention_rules():
+    """The onnxscript ``RewriteRuleSet`` that maps standard ``Attention`` to ``MultiHeadAttention`` (4-D rule first)."""
+    return StandardAttentionRule().rule_set()
+
+
+def fuse_standard_attention(model) -> int:
+    """Map ONNX's standard ``Attention`` to ``com.microsoft.MultiHeadAttention`` in an ``onnx_ir.Model``; return how many."""
+    return StandardAttentionRule().apply(model).count

@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import math
 
-import onnx_ir as ir
-
-from .graph_utils import const, node_label, finish, scalar
+from ..rule import Match, Rewrite, Rule, ir
+from ..graph_utils import const, node_label, readers, scalar
 
 _C1 = math.sqrt(2.0 / math.pi)
 _C2 = 0.044715
-
-
-def _readers(value: ir.Value) -> list[ir.Node]:
-    return [u[0] if isinstance(u, tuple) else u.node for u in value.uses()]
 
 
 def _scaled(value: ir.Value, factor: float) -> ir.Value | None:
@@ -50,54 +45,73 @@ def _cube_term(value: ir.Value, x: ir.Value) -> bool:
     return node.op_type == "Mul" and x in node.inputs
 
 
-def _match(tanh: ir.Node) -> tuple[ir.Value | None, ir.Value | None, str]:
-    """(x, the output to replace) of the GELU around ``tanh``; or why not, naming the node."""
-    inner = _scaled(tanh.inputs[0], _C1)
-    add = inner.producer() if inner is not None else None
-    if add is None or add.op_type != "Add":
-        return None, None, f"{node_label(tanh)}'s input is not sqrt(2/pi) * (x + 0.044715 x^3)"
-    x = next((add.inputs[i] for i in (0, 1) if _cube_term(add.inputs[1 - i], add.inputs[i])), None)
-    if x is None:
-        return None, None, f"{node_label(add)} does not add 0.044715 x^3 to x"
-    readers = _readers(tanh.outputs[0])
-    one = readers[0] if len(readers) == 1 else None
-    if one is None or one.op_type != "Add" or not any(scalar(i) == 1.0 for i in one.inputs):
-        return None, None, f"{node_label(tanh)} is not followed by 1 + tanh(.)"
-    readers = _readers(one.outputs[0])
-    prod = readers[0] if len(readers) == 1 and readers[0].op_type == "Mul" else None
+def _product(tanh: ir.Node, one: ir.Node, x: ir.Value) -> ir.Value | None:
+    """The output that computes ``x / 2 * (1 + tanh(.))`` from ``one = 1 + tanh(.)``, either factor order."""
+    after = readers(one.outputs[0])
+    prod = after[0] if len(after) == 1 and after[0].op_type == "Mul" else None
     if prod is None:
-        return None, None, f"1 + tanh(.) after {node_label(tanh)} is not multiplied by x / 2"
+        return None
     other = prod.inputs[1] if prod.inputs[0] is one.outputs[0] else prod.inputs[0]
     if _scaled(other, 0.5) is x:
-        return x, prod.outputs[0], ""  # Mul(Mul(x, 0.5), 1 + tanh)
+        return prod.outputs[0]  # Mul(Mul(x, 0.5), 1 + tanh)
     if other is x:
-        after = _readers(prod.outputs[0])
-        if len(after) == 1 and _scaled(after[0].outputs[0], 0.5) is prod.outputs[0]:
-            return x, after[0].outputs[0], ""  # Mul(Mul(x, 1 + tanh), 0.5)
-    return None, None, f"{node_label(prod)} does not multiply 1 + tanh(.) by x / 2"
+        last = readers(prod.outputs[0])
+        if len(last) == 1 and _scaled(last[0].outputs[0], 0.5) is prod.outputs[0]:
+            return last[0].outputs[0]  # Mul(Mul(x, 1 + tanh), 0.5)
+    return None
 
 
-def fuse_tanh_gelu(model: ir.Model) -> tuple[int, list[str]]:
-    """Replace every tanh-approximated GELU by ``FastGelu``; (count, reasons for those left)."""
-    graph = model.graph
-    count, reasons = 0, []
-    for tanh in [n for n in graph if n.op_type == "Tanh"]:
-        x, out, why = _match(tanh)
+class TanhGeluRule(Rule):
+    """Every tanh-approximated GELU → ``FastGelu`` (with the projection's bias inside when it can)."""
+
+    name = "tanh_gelu"
+    title = "FastGelu from GELU's tanh approximation (workbench rule)"
+    matches = ("gelu_new as transformers writes it (ALBERT): 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * "
+               "x^3))), in the factor order onnxscript's GELU rules do not match; the projection's bias add goes inside")
+    rewrites = ("Pow(x, 3) -> Mul(0.044715) -> Add(x) -> Mul(0.7979) -> Tanh -> Add(1) -> Mul(Mul(x, 0.5))  =>  "
+                "com.microsoft.FastGelu(x[, bias])")
+    emits = "FastGelu"
+    effect = ("about 8 element-wise kernels (and the bias add) become 1 in every feed-forward block; same formula, "
+              "so exact to rounding")
+    in_bert = False
+    after = {"onnxscript": "fast_gelu"}
+    anchors = ("Tanh",)
+    label = "tanh gelu"
+    unfused_note = "a tanh was found but not fused as GELU; the reasons name where reading it stopped"
+
+    def match(self, tanh) -> Match:
+        inner = _scaled(tanh.inputs[0], _C1)
+        add = inner.producer() if inner is not None else None
+        if add is None or add.op_type != "Add":
+            return Match.fail("{node}'s input is not sqrt(2/pi) * (x + 0.044715 x^3)", tanh)
+        x = next((add.inputs[i] for i in (0, 1) if _cube_term(add.inputs[1 - i], add.inputs[i])), None)
         if x is None:
-            reasons.append(f"tanh gelu: {why}")
-            continue
-        inputs = [x]
-        bias_add = x.producer()
-        if bias_add is not None and bias_add.op_type == "Add" and len(_readers(x)) == 3:  # Pow, Add, Mul(0.5)
-            for i in (0, 1):
-                b = const(bias_add.inputs[i])
-                if b is not None and b.ndim == 1:
-                    inputs = [bias_add.inputs[1 - i], bias_add.inputs[i]]  # the bias goes inside the kernel
-                    break
-        node = ir.node("FastGelu", inputs, domain="com.microsoft", name=f"{tanh.name or 'gelu'}/FastGelu")
-        graph.insert_before(out.producer(), [node])
-        node.outputs[0].shape, node.outputs[0].type = out.shape, out.type
-        ir.convenience.replace_all_uses_with(out, node.outputs[0], replace_graph_outputs=True)
-        count += 1
-    finish(model, count)
-    return count, reasons
+            return Match.fail("{node} does not add 0.044715 x^3 to x", add)
+        after = readers(tanh.outputs[0])
+        one = after[0] if len(after) == 1 else None
+        if one is None or one.op_type != "Add" or not any(scalar(i) == 1.0 for i in one.inputs):
+            return Match.fail("{node} is not followed by 1 + tanh(.)", tanh)
+        out = _product(tanh, one, x)
+        if out is None:
+            prod = readers(one.outputs[0])
+            what = node_label(prod[0]) if len(prod) == 1 and prod[0].op_type == "Mul" else None
+            return Match.fail(f"{what} does not multiply 1 + tanh(.) by x / 2" if what else
+                              "1 + tanh(.) after {node} is not multiplied by x / 2", tanh)
+        return Match(x=x, out=out, bias=self._bias(x), tanh=tanh)
+
+    @staticmethod
+    def _bias(x: ir.Value) -> tuple | None:
+        """(input, bias) when ``x = Add(input, bias)`` is a projection's bias add read only by this GELU."""
+        add = x.producer()
+        if add is None or add.op_type != "Add" or len(readers(x)) != 3:  # Pow, Add, Mul(0.5)
+            return None
+        for i in (0, 1):
+            b = const(add.inputs[i])
+            if b is not None and b.ndim == 1:
+                return add.inputs[1 - i], add.inputs[i]  # the bias goes inside the kernel
+        return None
+
+    def rewrite(self, m: Match) -> Rewrite:
+        node = ir.node("FastGelu", list(m.bias) if m.bias else [m.x], domain="com.microsoft",
+                       name=f"{m.tanh.name or 'gelu'}/FastGelu")
+        return Rewrite([node], {m.out: node.outputs[0]})

@@ -1,23 +1,31 @@
-"""Small helpers the workbench's imperative rules share (``rotary``, ``encoder_attention``, ``norms``).
+"""Small helpers every rule shares: constants, shapes, the readers of a value, names, the clean-up after a pass.
 
-These rules walk an ``onnx_ir`` graph directly instead of using onnxscript's
-pattern language: the encoders of 2025 write the same computation in several
-shapes (one exporter folds a reshape the other keeps, a head split is a
-5-D view in one family and two Reshapes in another), and a walk that reads
-the tensors' symbolic shapes follows all of them with one piece of code.
-Every refusal is a sentence naming the node, as "why not fused" shows it.
+Most of the workbench's rules walk an ``onnx_ir`` graph directly instead of
+using onnxscript's pattern language: the encoders of 2025 write the same
+computation in several shapes (one exporter folds a reshape the other keeps, a
+head split is a 5-D view in one family and two Reshapes in another), and a
+walk that reads the tensors' symbolic shapes follows all of them with one
+piece of code. Every refusal is a sentence naming the node
+(:func:`node_label`), as "why not fused" shows it.
+
+``onnx_ir`` is imported on first use (``lazy.ir``), so the rules' catalog rows
+and chain places are read without it.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
+
+from .lazy import LazyModule, ir
+
+_ir_utils = LazyModule("onnxscript.rewriter._ir_utils")
+
+#: Ops that scale attention scores by a constant.
+SCALE_OPS = ("Mul", "Div")
 
 
 def const(value: ir.Value | None) -> np.ndarray | None:
     """The value as a numpy array when it is a constant (initializer or Constant node), else None."""
-    from onnxscript.rewriter import _ir_utils
-
     for _ in range(4):  # the TorchScript exporter shares equal weights through Identity nodes
         if value is None or value.is_graph_input():
             return None
@@ -58,20 +66,32 @@ def same_dim(a, b) -> bool:
     return a is not None and b is not None and a == b
 
 
+def readers(value: ir.Value) -> list[ir.Node]:
+    """The nodes that read ``value`` (one entry per use)."""
+    return [u[0] if isinstance(u, tuple) else u.node for u in value.uses()]
+
+
 def only_consumer(value: ir.Value) -> ir.Node | None:
     """The one node that reads ``value``, or None when it has several readers or is a graph output."""
-    uses = list(value.uses())
-    if len(uses) != 1 or value.is_graph_output():
+    users = readers(value)
+    if len(users) != 1 or value.is_graph_output():
         return None
-    return uses[0][0] if isinstance(uses[0], tuple) else uses[0].node
+    return users[0]
+
+
+def unique_name(graph: ir.Graph | None, name: str) -> str:
+    """``name``, or ``name_1``, ``name_2``, ... when ``graph`` has an initializer of that name already."""
+    if graph is None or name not in graph.initializers:
+        return name
+    k = 1
+    while f"{name}_{k}" in graph.initializers:
+        k += 1
+    return f"{name}_{k}"
 
 
 def initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
     """Register ``array`` as a new initializer named after ``name`` (made unique) and return its value."""
-    base, i = name, 0
-    while name in graph.initializers:
-        i += 1
-        name = f"{base}_{i}"
+    name = unique_name(graph, name)
     tensor = ir.tensor(array, name=name)
     value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype), const_value=tensor)
     graph.register_initializer(value)
@@ -80,7 +100,7 @@ def initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
 
 def node_label(node: ir.Node) -> str:
     """``Op name`` and, when the name or export scope says it, ``(layer N)``."""
-    from ...graph.summary import _LAYER_RE
+    from ..graph.summary import _LAYER_RE
 
     layer = None
     for text in (node.name or "", *node.metadata_props.values()):
