@@ -20,6 +20,7 @@ from .engines import EngineActions
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
 from .reporting import ReportActions
+from .rules import RuleActions
 from .state import AppState, JobStatus, Status
 from .steps import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
 from .views import GraphViews, step_name
@@ -28,7 +29,7 @@ from .views import GraphViews, step_name
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
 
 
-class Controller(EngineActions, MeasureActions, ReportActions):
+class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
     """Every action of the app; the only writer of ``state``.
 
     Args:
@@ -214,49 +215,6 @@ class Controller(EngineActions, MeasureActions, ReportActions):
                      f"({self.timings['toggle_s']:.2f} s)", "ok")
 
         self.runner.start("toggle", work)
-
-    # ----------------------------------------------------------------- rules added live
-    def add_rule(self, rule) -> None:
-        """Add a fusion rule (a :class:`workbench.fusion.Rule`) to the chains it names and show it as a new step.
-
-        The loaded export's timeline runs again with the rule in its place (the steps before it come from
-        the caches), and the new step is selected: its graph before and after, its parity, its reasons
-        where it did not match. A rule of the same name is replaced, so editing the cell and adding it
-        again shows the new version.
-
-        Raises:
-            FusionError: the rule does not say its name, its anchors or where it runs.
-        """
-        from ..fusion import register_rule
-
-        register_rule(rule)
-        s = self.state
-        s.rules = tuple(n for n in s.rules if n != rule.name) + (rule.name,)
-        if rule.name in s.disabled:
-            s.set_step_enabled(rule.name, True)
-        self._chosen = rule.name  # the new step is the one to look at
-        chains = ", ".join(rule.after)
-        shown = s.engine if s.engine != "auto" else None
-        if shown and shown not in rule.after:
-            self.say(f"rule {rule.name} runs in the {chains} chain; the app shows the {shown} engine: choose "
-                     f"engine {' or '.join(rule.after)} (or auto) to see it", "info")
-        else:
-            self.say(f"rule {rule.name} added to the {chains} chain after {', '.join(rule.after.values())}", "ok")
-        if self.export_result is not None:
-            self.load()
-
-    def remove_rule(self, name: str) -> None:
-        """Take a rule added with :meth:`add_rule` out of the chains again and run the timeline without it."""
-        from ..fusion import unregister_rule
-
-        unregister_rule(name)
-        s = self.state
-        s.rules = tuple(n for n in s.rules if n != name)
-        s.disabled = [d for d in s.disabled if d != name]
-        if self._chosen == name:
-            self._chosen = None
-        if self.export_result is not None:
-            self.load()
 
     def _set_snapshots(self, snaps, parity: bool = True) -> None:
         s = self.state
