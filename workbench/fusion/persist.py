@@ -397,6 +397,7 @@ class TimelineStore:
             snap.persisted = True
             out = d["outcome"]
             outcome = StepOutcome(None, dict(snap.counts), list(snap.messages), list(out["notes"]), str(out["skipped"]))
+            snap.skipped = outcome.skipped
             snap.parity = self._parity(folder)
         except (_Damaged, KeyError, TypeError, ValueError, AttributeError):
             shutil.rmtree(folder, ignore_errors=True)

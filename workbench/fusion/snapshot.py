@@ -59,6 +59,8 @@ class Snapshot:
     task_parity: dict | None = None
     #: True when this snapshot was read back from the on-disk store (``persist.py``), not computed.
     persisted: bool = field(default=False, repr=False)
+    #: Why the step was not run at all (none of its anchor ops is in the graph: the engine's skip test), or "".
+    skipped: str = ""
     #: Called with the snapshot after :meth:`check_parity` fills ``parity`` (the timeline writes it to disk).
     on_checked: Callable[["Snapshot"], None] | None = field(default=None, repr=False, compare=False)
 
@@ -98,7 +100,7 @@ class Snapshot:
              "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
                         if self.parity else None),
              "task_parity": self.task_parity,
-             "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
+             "diagnostic": self.diagnostic, "skipped": self.skipped, "histogram": dict(self.histogram)}
         if provenance:
             ops = {n.name: n.op_type for n in self.skeleton.graph.node}
             d["provenance"] = {k: v for k, v in self.diff.provenance.items() if ops.get(k) in fused_op_types()}

@@ -490,6 +490,7 @@ class Timeline(WarmingMixin):
             num_layers=self.num_layers, prerequisites_off=prereq_off, messages=out.messages, notes=out.notes,
             engine=engine, skipped=out.skipped)
         snap.diagnostic = snap.base_diagnostic
+        snap.skipped = out.skipped
         return snap
 
     def _cross_notes(self) -> None:
