@@ -106,11 +106,30 @@ def _own_rule(label: str, fuse, note: str):
     """A step of the onnxscript chain running one of the workbench's imperative rules, in place."""
 
     def run(ctx: EngineContext, model) -> StepOutcome:
+        names = [v.name for v in model.graph.outputs]
         count, reasons = fuse(model)
+        _keep_output_names(model, names)
         notes = [] if count or not reasons else [note]
         return StepOutcome(model, counts={label: int(count)}, messages=sorted(set(reasons)), notes=notes)
 
     return run
+
+
+def _keep_output_names(model, names: list[str]) -> None:
+    """Give the graph outputs back the names they had before a rule replaced their producer.
+
+    ``replace_all_uses_with(..., replace_graph_outputs=True)`` makes the new node's value the graph output
+    under its own name (``val_19``): the fused file would answer ``last_hidden_state`` under another name.
+    """
+    outs = list(model.graph.outputs)
+    for v, name in zip(outs, names):
+        if v.name == name or not name:
+            continue
+        for node in model.graph:  # the replaced value, when its node is still there, gives its name up
+            for o in node.outputs:
+                if o.name == name and o is not v:
+                    o.name = f"{name}__replaced"
+        v.name = name
 
 
 def os_encoder_rotary(ctx: EngineContext, model) -> StepOutcome:
