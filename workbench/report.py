@@ -127,8 +127,6 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                                      progress=progress)
         # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
         res = benchmark(variants, cfg, text=text, floor=text is None)
-        from .viz.report import plural
-
         t = data.get("text") or {}
         shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                  if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
@@ -136,6 +134,11 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                          "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
     except WorkbenchError as e:
         data["errors"].append(f"benchmark: {e}")
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 batch", "2 batches", "8 sentences"."""
+    return f"{count} {noun}" + ("" if count == 1 else ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s"))
 
 
 def not_applicable(step: dict) -> str:
@@ -233,4 +236,4 @@ def _recommended(data: dict) -> dict | None:
     return {"variant": rec.get("variant"), "p50_ms": rec.get("p50_ms"), "why": rec.get("why", "")}
 
 
-__all__ = ["collect", "summary", "not_applicable", "ATTENTION_OPS"]
+__all__ = ["collect", "summary", "not_applicable", "plural", "ATTENTION_OPS"]

@@ -7,13 +7,13 @@ HTML file out, written atomically and never over an existing file.
 from __future__ import annotations
 
 import html
-import json
-import math
 import os
 from pathlib import Path
 
 from ..paths import atomic_write_text
+from ..report import plural  # noqa: F401  (re-exported: its earlier home)
 from .labels import variant_label
+from .summary import task_parity_words  # noqa: F401  (re-exported: its earlier home)
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -65,36 +65,6 @@ TASK_KINDS = {
 _KIND_SHORT = {"embedding": "sentence embeddings", "masked_lm": "masked LM", "classification": "classification"}
 
 
-def _pct(x: float) -> str:
-    """A share as a percentage that says 100% only when every answer agrees (0.9996 is 99.9%)."""
-    if x >= 1.0:
-        return "100%"
-    return f"{math.floor(x * 1000) / 10:.1f}".removesuffix(".0") + "%"
-
-
-def task_parity_words(tp: dict | None) -> str:
-    """One task parity dict (``Snapshot.task_parity`` / ``VariantStats.task_parity``) in words.
-
-    "top-1 100%, Spearman 1.0000" for embeddings, "top-1 100%, top-5 98% (12 blanks)" for a masked
-    LM, "labels 100%, largest probability change 2.1e-05" for a classifier; "" for None.
-    """
-    if not tp:
-        return ""
-    kind = tp.get("kind")
-    if kind == "embedding":
-        return f"top-1 {_pct(tp['top1_agreement'])}, Spearman {tp['spearman']:.4f}"
-    if kind == "masked_lm":
-        if tp.get("top1_agreement") is None:
-            return "no masked positions"
-        return (f"top-1 {_pct(tp['top1_agreement'])}, top-5 {_pct(tp['top5_agreement'])} "
-                f"({tp.get('positions', '?')} blanks)")
-    if kind == "classification":
-        if tp.get("label_agreement") is None:
-            return "no answers"
-        return f"labels {_pct(tp['label_agreement'])}, largest probability change {tp['max_prob_change']:.2g}"
-    return json.dumps(tp)
-
-
 def _answers_changed(tp: dict | None) -> bool:
     """True when some answer differs from the reference's (top-1 word, nearest sentence or label)."""
     if not tp:
@@ -121,11 +91,6 @@ def _task_column(items: list[dict]) -> str | None:
     if not kinds:
         return None
     return f"answers on the text ({_KIND_SHORT.get(kinds[0], kinds[0])})"
-
-
-def plural(count: int, noun: str) -> str:
-    """"1 batch", "2 batches", "8 sentences"."""
-    return f"{count} {noun}" + ("" if count == 1 else ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s"))
 
 
 def _text_note(data: dict, items: list[dict], reference: str) -> str:
