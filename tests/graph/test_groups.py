@@ -70,7 +70,9 @@ def test_modernbert_names_its_mask_window_and_its_final_norm(modernbert):
         tab = without_constants(node_table(model))
         lay = layout_graph(tab)
         groups = set(_names(lay, "group"))
-        assert {"embeddings", "attention mask (sliding window ±8)", "layer 0", "layer 1", "final norm"} <= groups
+        assert {"embeddings", "attention mask (window ±8)", "layer 0", "layer 1", "final norm"} <= groups
+        hover = lay.hover[lay.ids.index("group:attention mask (window ±8)")]
+        assert "sliding window: each token attends to the tokens at most 8 positions away" in hover
         assert _names(lay, "node") == [] and _names(lay, "output") == ["last_hidden_state"]
         assert _edge(lay, "group:final norm", "output:last_hidden_state")
         sc = graph_scene(lay, width=540)

@@ -160,7 +160,7 @@ def _mask_name(table: NodeTable, mask: set[str]) -> str:
         src = table.by_id.get(table.producer.get(n.inputs[0], ""))
         half = table.scalars.get(n.inputs[1])
         if src is not None and src.op_type == "Abs" and half is not None and half > 0:
-            return f"{MASK} (sliding window ±{half:g})"
+            return f"{MASK} (window ±{half:g})"
     return MASK
 
 
@@ -180,6 +180,19 @@ def _join_readers(table: NodeTable, groups: dict[str, str]) -> None:
                 changed = True
 
 
+def describe(g: str) -> str:
+    """What a group computes, in a sentence, for its hover ("" when its name says it all)."""
+    m = re.match(re.escape(MASK) + r" \(window ±(\S+)\)", g)
+    if m:
+        return (f"a sliding window: each token attends to the tokens at most {m.group(1)} positions away, "
+                "and not to padding")
+    if g.startswith(MASK):
+        return "which tokens attend to which: the padding masked out"
+    if g == SIZES:
+        return "batch and sequence sizes read from the inputs' shapes"
+    return ""
+
+
 def group_key(g: str) -> tuple[int, int, str]:
     """Reading order of groups: embeddings, the mask and other inputs' groups, layers, then the rest."""
     if g == EMBEDDINGS:
@@ -191,4 +204,4 @@ def group_key(g: str) -> tuple[int, int, str]:
     return (3, 0, g)
 
 
-__all__ = ["view_groups", "module_words", "group_key", "MASK", "SIZES", "WORDS"]
+__all__ = ["view_groups", "module_words", "group_key", "describe", "MASK", "SIZES", "WORDS"]

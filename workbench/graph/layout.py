@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .groups import group_key, view_groups
+from .groups import describe, group_key, view_groups
 from .markers import _layer_io, _spread_markers
 # The node table lives in graph/nodes.py; its names stay importable from here, where callers found them.
 from .nodes import (EMBEDDINGS, NodeInfo, NodeTable, _esc, _group_key, group_of_name, infer_shapes,  # noqa: F401
@@ -316,7 +316,9 @@ def _hovers(v: _Items, table: NodeTable) -> list[str]:
                 op = table.by_id[m].op_type
                 ops[op] = ops.get(op, 0) + 1
             top = ", ".join(f"{op} {c}" for op, c in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
-            hover.append(f"<b>{_esc(label)}</b>: {len(ms)} nodes<br>{top}<br><i>click to expand</i>")
+            what = describe(label)
+            hover.append(f"<b>{_esc(label)}</b>: {len(ms)} nodes<br>" + (f"<i>{_esc(what)}</i><br>" if what else "")
+                         + f"{top}<br><i>click to expand</i>")
         else:
             hover.append(f"<b>graph {kind}</b><br>{_esc(label)} {table.shapes.get(label, '')}")
     return hover

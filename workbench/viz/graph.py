@@ -228,7 +228,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
             colours.append(op_colour(op))
     w = int(width or DEFAULT_WIDTH)
     h = int(height or min(900, max(360, 22 * layout.depth + 80)))
-    xr = _range(layout.x, 2.5)
+    xr = _x_range(layout, w)
     yr = list(yrange) if yrange is not None else _range(layout.y, 1.2)
     # A collapsed layer's square may not be taller than the gap between rows, or the squares overlap.
     row_px = (h - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yr[1] - yr[0]))
@@ -334,6 +334,21 @@ def shared_yrange(*layouts: Layout, max_ratio: float = 2.5) -> tuple[float, floa
     lo = min(min(lay.y) for lay in layouts if len(lay))
     hi = max(max(lay.y) for lay in layouts if len(lay))
     return (lo - 1.2, hi + 1.2)
+
+
+def _x_range(layout: Layout, width: int) -> list[float]:
+    """The x range to draw: 2.5 units either side, and on the right what the rightmost labels need (at most
+    as much again as the graph's own width), so a name at the edge is not cut."""
+    xr = _range(layout.x, 2.5)
+    if not layout.x or len(layout) > LABEL_LIMIT:
+        return xr
+    wpx = width - _MARGIN["l"] - _MARGIN["r"]
+    lo, right = xr[0], xr[1]
+    for x, label, kind in zip(layout.x, layout.labels, layout.kinds):
+        need = 9 + CHAR_PX * len(label)
+        if kind not in MARKER_KINDS and need < 0.6 * wpx:  # (x1 - x) / (x1 - lo) * wpx >= need
+            right = max(right, (x * wpx - need * lo) / (wpx - need))
+    return [lo, min(right, xr[1] + (xr[1] - lo))]
 
 
 def _range(v: list[float], pad: float) -> list[float]:
