@@ -267,6 +267,23 @@ def test_fusion_tour_in_jupyterlab(lab):
             page.wait_for_function(
                 "() => (document.querySelector('.wb-step-slider .widget-readout') || {}).textContent?.includes('gelu')",
                 timeout=30_000)
+            # Steps that cannot apply to this model sit under one line until it is clicked.
+            fold = page.locator(".wb-na-toggle").first
+            assert "not applicable to this model (" in fold.inner_text()
+            assert not page.locator(".wb-na-rows .wb-row").first.is_visible()
+            fold.click()
+            page.wait_for_selector(".wb-na-rows .wb-row", state="visible", timeout=30_000)
+            # The whole model reads like an architecture diagram: named boxes, the model's own output name.
+            page.locator(".wb-graph-panel .widget-toggle-button:has-text('whole model')").first.click()
+            page.wait_for_function("() => [...document.querySelectorAll('.wb-graph-after .wb-gw-label')]"
+                                   ".some(e => e.textContent.startsWith('layer 1 ('))", timeout=30_000)
+            labels = page.evaluate("() => [...document.querySelectorAll('.wb-graph-after .wb-gw-label')]"
+                                   ".map(e => e.textContent)")
+            assert "last_hidden_state" in labels and any(x.startswith("embeddings (") for x in labels), labels
+            assert any(x.startswith("attention mask") for x in labels), labels
+            page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "04_whole_model.png"))
+            page.locator(".wb-graph-panel .widget-toggle-button:has-text('one layer')").first.click()
             # Profile ops: the op-type breakdown fills and the graph switches to the latency overlay.
             page.locator(".wb-profile-panel button:has-text('Profile ops')").first.click()
             page.wait_for_function(
