@@ -147,8 +147,10 @@ def _figures(data: dict) -> str:
         import plotly.io as pio
     except ImportError:
         return ""
+    from ..report import not_applicable
+
     parts = []
-    steps = (data.get("fusion") or {}).get("steps") or []
+    steps = [st for st in (data.get("fusion") or {}).get("steps") or [] if not not_applicable(st)]
     if steps:
         fig = go.Figure(go.Bar(x=[s["name"] for s in steps], y=[s["nodes"] for s in steps], marker_color="#4C72B0"))
         fig.update_layout(title="Node count after each fusion step", height=340, margin=dict(l=40, r=10, t=40, b=90))
