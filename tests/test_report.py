@@ -218,3 +218,32 @@ def test_the_clis_step_table_folds_the_steps_that_cannot_apply_into_one_line():
     fold = [x for x in lines if x.startswith("not applicable to this model")]
     assert len(fold) == 1 and fold[0].startswith(f"not applicable to this model ({len(na)}): ")
     assert set(skipped) <= set(na) and all(n in fold[0] for n in na)
+
+
+def test_summary_lines_say_what_was_found_in_a_few_rounded_words():
+    """The terminal's summary from report data alone: an .onnx file's (no PyTorch: ONNX Runtime unfused is the
+    reference), int8 checked on text, and a tune's recommendation."""
+    from workbench.viz.summary import sci, summary_lines
+
+    tp = {"kind": "embedding", "sentences": 39, "top1_agreement": 0.9487, "spearman": 0.98631}
+    data = {"model": {"label": "model.onnx"}, "errors": ["fusion: something went wrong"],
+            "export": {"export": {"exporter": "dynamo", "opset": None, "attention": "sdpa"}, "opset": 18, "nodes": 444},
+            "fusion": {"engine": "onnxscript", "input": {"nodes": 444},
+                       "final": {"nodes": 130, "attention_nodes": 12, "fused": {"Attention": 12, "BiasGelu": 12}},
+                       "steps": [{"name": "attention", "nodes": 130}]},
+            "bench": {"config": {"batch": 1, "sequence": 128, "threads": 2},
+                      "variants": [{"name": "unfused", "p50_ms": 101.09, "parity": None},
+                                   {"name": "fused", "p50_ms": 97.74, "parity": {"cosine": 1.0}},
+                                   {"name": "int8", "p50_ms": 33.62, "parity": {"cosine": 0.99955}, "task_parity": tp}]},
+            "tune": {"recommended": {"variant": "int8-guarded", "p50_ms": 47.9, "why": "fastest that holds"}}}
+    lines = summary_lines(summary(data), "out/report.html")
+    assert lines == [
+        "model.onnx, dynamo export, opset 18, sdpa attention",
+        "Fused: 12 attention nodes, 444 → 130 nodes, by the onnxscript rules (Attention 12, BiasGelu 12)",
+        "Latency (p50, batch 1, sequence 128, 2 threads): ONNX Runtime, no optimizations 101.1 ms; "
+        "fused (all steps) 97.74 ms (1.03x faster); int8 33.62 ms (3.01x faster)",
+        "int8 answers: changed on 39 sentences (top-1 94.8%, Spearman 0.9863)",
+        "Recommended here: answer-guarded int8, 47.90 ms",
+        "error: fusion: something went wrong",
+        "report: out/report.html"]
+    assert sci(3.084540367126465e-06) == "3.1e-6" and sci(0.0) == "0"

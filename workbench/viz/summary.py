@@ -118,7 +118,8 @@ def int8_words(i: dict) -> str:
     """Whether int8's answers held on the text, or what is known without a text check."""
     tp = i.get("task_parity")
     if tp:
-        where = f" on {i['text']['sentences']} sentences" if (i.get("text") or {}).get("sentences") else " on the text"
+        n = tp.get("sentences") or (i.get("text") or {}).get("sentences")
+        where = f" on {n} sentences" if n else " on the text"
         verdict = "held" if i.get("holds") else "changed"
         return f"{verdict}{where} ({task_parity_words(tp)})"
     cos = i.get("cosine")
