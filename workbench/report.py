@@ -146,8 +146,9 @@ def not_applicable(step: dict) -> str:
 
     ``step`` is a step's dict (``Snapshot.to_dict``, or a row with ``name``, ``skipped`` and ``changed``).
     A step applies unless the engine's own skip test found none of its anchor ops in the graph
-    (``Snapshot.skipped``), or the catalog marks it as a pattern BERT encoders lack (``in_bert`` False) and it
-    changed nothing. A step that could apply but fused nothing applies: its reason is the "why not fused".
+    (``Snapshot.skipped``), or the catalog marks it as a pattern BERT encoders lack (``in_bert`` False), it
+    changed nothing and its diagnostic says there was nothing to fuse (the steps without a skip test yet).
+    A step that could apply but fused nothing applies: its reason is the "why not fused".
     """
     if step.get("skipped"):
         return str(step["skipped"])
@@ -159,9 +160,10 @@ def not_applicable(step: dict) -> str:
     from .fusion.catalog import BY_NAME
 
     cat = BY_NAME.get(step.get("name") or step.get("step") or "")
-    if cat is not None and not cat.in_bert:
-        return step.get("diagnostic") or f"{cat.title or cat.name}: a pattern this model does not contain"
-    return ""
+    why = step.get("diagnostic") or ""
+    if cat is not None and not cat.in_bert and (not why or why.startswith("nothing to fuse")):
+        return why or f"{cat.title or cat.name}: a pattern this model does not contain"
+    return ""  # e.g. a prerequisite switched off: the step could apply, its row says why it did not
 
 
 def summary(data: dict) -> dict:
