@@ -164,6 +164,95 @@ def _text(page, selector: str) -> str:
     return page.locator(selector).first.text_content() or ""
 
 
+def _never_wider_than_the_area(page) -> dict:
+    """Resize the window so the notebook column is 700 to 2560 px: no figure overflows; the app's widths."""
+    # No figure is ever wider than its output area, at any window width; resizing redraws them.
+    # Notebook columns of 700, 900, 1280 and 2560 px: the window is the column plus what the
+    # file browser and JupyterLab's bars take beside it.
+    beside = 1280 - page.evaluate("() => document.querySelector('.wb-app').getBoundingClientRect().width")
+    widths = {}
+    for vw in (int(700 + beside), int(900 + beside), int(1280 + beside), int(2560 + beside)):
+        page.set_viewport_size({"width": vw, "height": 1000})
+        page.wait_for_timeout(2000)
+        over = page.evaluate("""() => [...document.querySelectorAll('.wb-app .js-plotly-plot, .wb-app .wb-gw-svg')].map(p => {
+            const out = p.closest('.jp-OutputArea-output') || p.closest('.wb-app');
+            const r = p.getBoundingClientRect(), o = out.getBoundingClientRect();
+            return r.width > 0 ? r.right - o.right : -1; }).filter(d => d > 1)""")
+        assert over == [], (vw, over)
+        widths[vw] = page.evaluate("() => document.querySelector('.wb-app').getBoundingClientRect().width")
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.wait_for_timeout(1500)
+    return widths
+
+
+def _click_rings_and_zoom(page) -> None:
+    """A click on a fused node rings what it replaced; zoom in and back."""
+    # A click on the fused Attention node in the "after" pane rings what it replaced in the "before" pane;
+    # its hover names it.
+    page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
+    fused = page.locator(".wb-graph-after .wb-gw-node[data-op='Attention']").first
+    fused.hover()
+    page.wait_for_selector(".wb-graph-after .wb-gw-tip b", state="visible", timeout=10_000)
+    assert _text(page, ".wb-graph-after .wb-gw-tip").strip()
+    fused.click()
+    page.wait_for_selector(".wb-graph-before .wb-gw-selected", state="attached", timeout=30_000)
+    assert page.locator(".wb-graph-after .wb-gw-selected").count() == 1
+    fused.click()  # a second click clears the selection
+    page.wait_for_selector(".wb-graph-after .wb-gw-selected", state="detached", timeout=30_000)
+    # Zoom in and back: the nodes move apart, then return.
+    spread = lambda: page.evaluate("""() => { const n = [...document.querySelectorAll(
+        '.wb-graph-after .wb-gw-node')].map(e => e.getBoundingClientRect());
+        return Math.max(...n.map(r => r.y)) - Math.min(...n.map(r => r.y)); }""")
+    home = spread()
+    page.locator(".wb-graph-after .wb-gw-tools button").first.click()
+    page.wait_for_timeout(300)
+    assert spread() > 1.2 * home
+    page.locator(".wb-graph-after .wb-gw-tools button").nth(2).click()
+    page.wait_for_timeout(300)
+    assert abs(spread() - home) < 1
+
+
+def _fold_and_whole_model(page) -> None:
+    """The steps that cannot apply open from one line; the whole model is named boxes."""
+    # Steps that cannot apply to this model sit under one line until it is clicked.
+    fold = page.locator(".wb-na-toggle").first
+    assert "not applicable to this model (" in fold.inner_text()
+    assert not page.locator(".wb-na-rows .wb-row").first.is_visible()
+    fold.click()
+    page.wait_for_selector(".wb-na-rows .wb-row", state="visible", timeout=30_000)
+    # The whole model reads like an architecture diagram: named boxes, the model's own output name.
+    page.locator(".wb-graph-panel .widget-toggle-button:has-text('whole model')").first.click()
+    page.wait_for_function("() => [...document.querySelectorAll('.wb-graph-after .wb-gw-label')]"
+                           ".some(e => e.textContent.startsWith('layer 1 ('))", timeout=30_000)
+    labels = page.evaluate("() => [...document.querySelectorAll('.wb-graph-after .wb-gw-label')]"
+                           ".map(e => e.textContent)")
+    assert "last_hidden_state" in labels and any(x.startswith("embeddings (") for x in labels), labels
+    assert any(x.startswith("attention mask") for x in labels), labels
+    page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "04_whole_model.png"))
+    page.locator(".wb-graph-panel .widget-toggle-button:has-text('one layer')").first.click()
+
+
+def _profile_and_benchmark(page) -> None:
+    """Profile ops fills the breakdown and the overlay; a benchmark fills the live plot and the table."""
+    # Profile ops: the op-type breakdown fills and the graph switches to the latency overlay.
+    page.locator(".wb-profile-panel button:has-text('Profile ops')").first.click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('profile done'))",
+        timeout=120_000)
+    assert page.locator(".wb-graph-panel input[type=checkbox]").nth(1).is_checked()  # latency overlay
+    page.locator(".wb-profile-panel").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "03_profile.png"))
+    # A benchmark: the live plot grows, the results table fills.
+    page.locator(".wb-profile-panel button:has-text('Run')").first.click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('benchmark done'))",
+        timeout=180_000)
+    assert page.locator(".wb-results table tr").count() >= 3
+    page.wait_for_selector(".wb-live-plot .js-plotly-plot .scatterlayer .trace", timeout=60_000)
+    assert page.locator(".wb-live-plot .scatterlayer .trace").count() >= 2
+
+
 def test_fusion_tour_in_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
 
@@ -196,51 +285,14 @@ def test_fusion_tour_in_jupyterlab(lab):
             b = page.locator(".wb-graph-before").first.bounding_box()
             a = page.locator(".wb-graph-after").first.bounding_box()
             assert a["x"] >= b["x"] + b["width"] - 2 and abs(a["y"] - b["y"]) < 5, (b, a)
-            # No figure is ever wider than its output area, at any window width; resizing redraws them.
-            # Notebook columns of 700, 900, 1280 and 2560 px: the window is the column plus what the
-            # file browser and JupyterLab's bars take beside it.
-            beside = 1280 - page.evaluate("() => document.querySelector('.wb-app').getBoundingClientRect().width")
-            widths = {}
-            for vw in (int(700 + beside), int(900 + beside), int(1280 + beside), int(2560 + beside)):
-                page.set_viewport_size({"width": vw, "height": 1000})
-                page.wait_for_timeout(2000)
-                over = page.evaluate("""() => [...document.querySelectorAll('.wb-app .js-plotly-plot, .wb-app .wb-gw-svg')].map(p => {
-                    const out = p.closest('.jp-OutputArea-output') || p.closest('.wb-app');
-                    const r = p.getBoundingClientRect(), o = out.getBoundingClientRect();
-                    return r.width > 0 ? r.right - o.right : -1; }).filter(d => d > 1)""")
-                assert over == [], (vw, over)
-                widths[vw] = page.evaluate("() => document.querySelector('.wb-app').getBoundingClientRect().width")
-            page.set_viewport_size({"width": 1280, "height": 1000})
-            page.wait_for_timeout(1500)
+            widths = _never_wider_than_the_area(page)
             # The model bar says which engine auto chose; parity badges turn green by themselves.
             assert "auto → ORT transformers optimizer" in _text(page, ".wb-engine-note")
             page.wait_for_selector(".wb-row.wb-step-attention .wb-badge.wb-ok", timeout=120_000)
             page.locator(".wb-rows").first.scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / "00_fusion_panel.png"))
 
-            # A click on the fused Attention node in the "after" pane rings what it replaced in the "before" pane;
-            # its hover names it.
-            page.locator(".wb-graph-panel").first.scroll_into_view_if_needed()
-            fused = page.locator(".wb-graph-after .wb-gw-node[data-op='Attention']").first
-            fused.hover()
-            page.wait_for_selector(".wb-graph-after .wb-gw-tip b", state="visible", timeout=10_000)
-            assert _text(page, ".wb-graph-after .wb-gw-tip").strip()
-            fused.click()
-            page.wait_for_selector(".wb-graph-before .wb-gw-selected", state="attached", timeout=30_000)
-            assert page.locator(".wb-graph-after .wb-gw-selected").count() == 1
-            fused.click()  # a second click clears the selection
-            page.wait_for_selector(".wb-graph-after .wb-gw-selected", state="detached", timeout=30_000)
-            # Zoom in and back: the nodes move apart, then return.
-            spread = lambda: page.evaluate("""() => { const n = [...document.querySelectorAll(
-                '.wb-graph-after .wb-gw-node')].map(e => e.getBoundingClientRect());
-                return Math.max(...n.map(r => r.y)) - Math.min(...n.map(r => r.y)); }""")
-            home = spread()
-            page.locator(".wb-graph-after .wb-gw-tools button").first.click()
-            page.wait_for_timeout(300)
-            assert spread() > 1.2 * home
-            page.locator(".wb-graph-after .wb-gw-tools button").nth(2).click()
-            page.wait_for_timeout(300)
-            assert abs(spread() - home) < 1
+            _click_rings_and_zoom(page)
 
             before_counts = _text(page, ".wb-counts table")
             before_title = _text(page, ".wb-graph-after .wb-gw-title")
@@ -267,22 +319,8 @@ def test_fusion_tour_in_jupyterlab(lab):
             page.wait_for_function(
                 "() => (document.querySelector('.wb-step-slider .widget-readout') || {}).textContent?.includes('gelu')",
                 timeout=30_000)
-            # Profile ops: the op-type breakdown fills and the graph switches to the latency overlay.
-            page.locator(".wb-profile-panel button:has-text('Profile ops')").first.click()
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('profile done'))",
-                timeout=120_000)
-            assert page.locator(".wb-graph-panel input[type=checkbox]").nth(1).is_checked()  # latency overlay
-            page.locator(".wb-profile-panel").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(SHOTS / "03_profile.png"))
-            # A benchmark: the live plot grows, the results table fills.
-            page.locator(".wb-profile-panel button:has-text('Run')").first.click()
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('benchmark done'))",
-                timeout=180_000)
-            assert page.locator(".wb-results table tr").count() >= 3
-            page.wait_for_selector(".wb-live-plot .js-plotly-plot .scatterlayer .trace", timeout=60_000)
-            assert page.locator(".wb-live-plot .scatterlayer .trace").count() >= 2
+            _fold_and_whole_model(page)
+            _profile_and_benchmark(page)
             # No errors in the browser console during load, toggles, a profile and a benchmark.
             assert console_errors == [], console_errors
         except Exception:

@@ -7,6 +7,7 @@ import time
 import onnx
 import pytest
 
+from workbench.graph.groups import view_groups
 from workbench.graph.layout import EMBEDDINGS, group_of_name, layout_graph, node_table, without_constants
 
 
@@ -69,26 +70,30 @@ def test_whole_model_layout_is_a_downward_dag(tiny_model):
     assert sum(k == "node" for k in lay.kinds) == len(tab.nodes)
     assert {"input", "output"} <= set(lay.kinds)
     _check_dag_layout(lay)
-    assert [b.group for b in lay.boxes] == ["layer 0", "layer 1"]
-    for b in lay.boxes:  # each box encloses exactly its layer's nodes
-        idx = [k for k, i in enumerate(lay.ids) if lay.kinds[k] == "node" and tab.by_id[i].group == b.group]
-        assert all(b.x0 < lay.x[k] < b.x1 and b.y0 < lay.y[k] < b.y1 for k in idx)
+    groups = view_groups(tab)
+    assert [b.group for b in lay.boxes if b.group.startswith("layer ")] == ["layer 0", "layer 1"]
+    assert [b.group for b in lay.boxes][:2] == ["embeddings", "attention mask"]  # in reading order
+    for b in lay.boxes:  # each box encloses exactly its group's nodes
+        idx = [k for k, i in enumerate(lay.ids) if lay.kinds[k] == "node" and groups.get(i) == b.group]
+        assert idx and all(b.x0 < lay.x[k] < b.x1 and b.y0 < lay.y[k] < b.y1 for k in idx)
 
 
 def test_collapsed_layers_become_one_item_each_and_expand(tiny_model):
     tab = node_table(tiny_model)
-    lay = layout_graph(tab)  # default: every encoder layer collapsed
+    lay = layout_graph(tab)  # default: every group collapsed
     groups = [i for i, k in zip(lay.ids, lay.kinds) if k == "group"]
-    assert groups == sorted(groups, key=lambda g: int(g.rsplit(" ", 1)[1])) or len(groups) == 2
-    assert set(groups) == {"group:layer 0", "group:layer 1"}
-    assert len(lay.members["group:layer 0"]) == len(tab.members("layer 0"))
+    assert {"group:layer 0", "group:layer 1", "group:embeddings", "group:attention mask"} <= set(groups)
+    members = view_groups(tab)
+    assert len(lay.members["group:layer 0"]) == sum(g == "layer 0" for g in members.values())
+    assert set(tab.members("layer 0")) <= set(lay.members["group:layer 0"])
     _check_dag_layout(lay)
     # layer 0 feeds layer 1
     k0, k1 = lay.ids.index("group:layer 0"), lay.ids.index("group:layer 1")
     assert (k0, k1) in lay.edges
     expanded = layout_graph(tab, collapsed={"layer 1"})
     assert "group:layer 0" not in expanded.ids and "group:layer 1" in expanded.ids
-    assert len(expanded) == len(lay) - 1 + len(tab.members("layer 0"))
+    opened = [g for g in groups if g != "group:layer 1"]
+    assert len(expanded) == len(lay) - len(opened) + sum(len(lay.members[g]) for g in opened)
 
 
 def test_one_layer_view_shows_the_layer_and_its_feeders(tiny_model):
@@ -200,13 +205,13 @@ def test_layout_is_fast_on_a_bert_base_sized_graph(twelve_layer_model):
     tab = node_table(twelve_layer_model)
     lay = layout_graph(tab, collapsed=set())
     fig = graph_figure(lay)
-    assert len(lay.boxes) == 12 and tab.layers == list(range(12))
+    assert sum(b.group.startswith("layer ") for b in lay.boxes) == 12 and tab.layers == list(range(12))
     _check_dag_layout(lay)
     assert fig.data[1].type == "scattergl"  # big views draw with WebGL
     one = graph_figure(layout_graph(tab, layer=5))
     assert one.data[1].type == "scatter"
     collapsed = layout_graph(tab)
-    assert sum(k == "group" for k in collapsed.kinds) == 12
+    assert sum(k == "group" and i.startswith("group:layer ") for k, i in zip(collapsed.kinds, collapsed.ids)) == 12
     _check_dag_layout(collapsed)
 
 

@@ -187,13 +187,13 @@ def test_magic_parses_and_registers():
     assert "exporter" in res.data and "<div" in res.data  # an HTML error box, no exception
 
 
-def test_lab_command_starts_jupyterlab_on_the_notebooks(capsys):
+def test_lab_command_starts_jupyterlab_on_the_notebooks(capsys, tmp_path):
     from workbench.cli import main
-    from workbench.cli.lab import notebooks_dir
 
-    assert main(["lab", "--no-browser", "--port", "8899", "--print-command"]) == 0
+    assert main(["lab", "--no-browser", "--port", "8899", "--print-command", "--folder", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "jupyterlab" in out and f"--ServerApp.root_dir={notebooks_dir()}" in out
+    assert "jupyterlab" in out and f"--ServerApp.root_dir={tmp_path.resolve()}" in out
+    assert (tmp_path / "01_fusion_tour.ipynb").is_file()  # the notebooks, copied there
     assert "--port=8899" in out and "--no-browser" in out and "--ip=127.0.0.1" in out
     assert main(["lab", "--port", "70000"]) == 2
 
@@ -309,9 +309,9 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
         assert w.wait_parity(300)
         assert all(sn.parity is not None and sn.parity.ok for sn in w.snapshots[1:])
         assert "attention" not in [s.step for s in w.snapshots]
-        shown = {r["name"] for r in w.step_rows() if r["index"] is not None}
+        shown = {r["name"] for r in w.step_rows() if r["index"] is not None and r["applies"]}
         badges = [w._rows[n][3].value for n in shown]
-        assert all("wb-ok" in b for b in badges), badges  # every step that ran: green
+        assert all("wb-ok" in b for b in badges), badges  # every step that ran: green (the folded ones say why)
         assert w.error is None
         w.toggle("attention", True)
         w.wait(300)

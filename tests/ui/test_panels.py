@@ -86,6 +86,29 @@ def test_fusion_panel_draws_rows_and_sends_clicks(loaded, stub):
     assert "18 → 16" in p.w_session_out.value
 
 
+def test_steps_that_cannot_apply_fold_under_one_line(loaded, stub):
+    """bert-tiny's graph lacks the anchors of some ORT steps: those sit under one line, hidden until clicked."""
+    from workbench.ui.panels.fusion import FusionPanel
+
+    p = FusionPanel(loaded, stub)
+    snaps = {sn.step: sn for sn in loaded.snapshots}
+    na = [r["name"] for r in loaded.rows if not r["applies"]]
+    assert "shape" in na and all(r["na_why"] == snaps[r["name"]].skipped for r in loaded.rows
+                                 if r["name"] in snaps and snaps[r["name"]].skipped)
+    shown = list(p.w_rows.children)
+    assert p.w_na_toggle.layout.display != "none"
+    assert p.w_na_toggle.description == f"not applicable to this model ({len(na)})"
+    assert [p.rows[n][0] for n in na] == list(p.w_na_box.children)  # not rows of their own among the steps
+    assert not {p.rows[n][0] for n in na} & set(shown) and p.rows["sdpa_attention"][0] in shown  # fused nothing, applies
+    assert p.w_na_box.layout.display == "none"
+    p.w_na_toggle.click()
+    assert p.w_na_box.layout.display == "flex"
+    assert "no Concat nodes" in p.rows["shape"][3].value  # each says why it cannot apply, in the engine's terms
+    # The step slider leaves them out too.
+    labels = [label for label, _ in p.w_step.options]
+    assert not [x for x in labels if x.split(": ", 1)[1] in na]
+
+
 def test_graph_panes_draw_the_pair_resize_and_report_clicks(loaded, stub):
     from workbench.ui.link import link_panes
     from workbench.ui.panels.graph import GraphPane, ViewBar

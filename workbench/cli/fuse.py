@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..export import export
-    from ..fusion import Timeline, get_step
+    from ..fusion import Timeline
     from ..models import resolve
     from . import print_json
 
@@ -65,15 +65,7 @@ def run(args) -> int:
         print(f"{source.label}, {result.config.exporter} export, {result.config.attention} attention, "
               f"opset {result.opset}: {tl.input.nodes} nodes")
         print(tl.engine_note)
-        print(f"{'step':28s} {'nodes':>6s} {'time':>7s}  {'fused here':30s} parity")
-        for s in snaps[1:]:
-            here = ", ".join(f"{op} {n}" for op, n in s.fused_here.items() if n) or "-"
-            par = "" if s.parity is None else (f"ok {s.parity.max_abs_diff:.1e}" if s.parity.ok
-                                               else f"MISMATCH {s.parity.max_abs_diff:.1e}")
-            print(f"{s.step:28s} {s.nodes:6d} {s.elapsed_s:6.2f}s  {here[:30]:30s} {par}"
-                  + (f"  {task_line(s.task_parity)}" if s.task_parity else ""))
-            if s.diagnostic and get_step(s.step).in_bert:
-                print(f"    why: {s.diagnostic}")
+        print_steps(snaps[1:])
         f = tl.final
         print("final: " + f"{f.nodes} nodes; " + ", ".join(f"{op} {n}" for op, n in f.fused.items()))
         if layer2 is not None:
@@ -83,6 +75,29 @@ def run(args) -> int:
         if out_path:
             print(out_path)
     return 0 if ok else 1
+
+
+def print_steps(snaps) -> None:
+    """The step table: what each step that applies fused (or why not); the steps that cannot apply to this
+    model (none of their anchors in the graph) in one line at the end."""
+    from ..report import not_applicable
+
+    na = []
+    print(f"{'step':28s} {'nodes':>6s} {'time':>7s}  {'fused here':30s} parity")
+    for s in snaps:
+        if not_applicable({"name": s.step, "skipped": s.skipped, "changed": not s.diff.empty,
+                           "diagnostic": s.diagnostic}):
+            na.append(s.step)
+            continue
+        here = ", ".join(f"{op} {n}" for op, n in s.fused_here.items() if n) or "-"
+        par = "" if s.parity is None else (f"ok {s.parity.max_abs_diff:.1e}" if s.parity.ok
+                                           else f"MISMATCH {s.parity.max_abs_diff:.1e}")
+        print(f"{s.step:28s} {s.nodes:6d} {s.elapsed_s:6.2f}s  {here[:30]:30s} {par}"
+              + (f"  {task_line(s.task_parity)}" if s.task_parity else ""))
+        if s.diagnostic:
+            print(f"    why: {s.diagnostic}")
+    if na:
+        print(f"not applicable to this model ({len(na)}): {', '.join(na)}  (--json says why)")
 
 
 def task_line(tp: dict) -> str:

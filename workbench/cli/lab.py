@@ -1,4 +1,4 @@
-"""``workbench lab``: open JupyterLab on the workshop notebooks."""
+"""``workbench lab``: copy the workshop notebooks into a working folder (once) and open JupyterLab there."""
 
 from __future__ import annotations
 
@@ -8,17 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import WorkbenchError
-
-
-def notebooks_dir() -> Path:
-    """The notebooks folder: next to the package in a checkout, else ./notebooks."""
-    here = Path(__file__).resolve().parents[2] / "notebooks"
-    if here.is_dir():
-        return here
-    cwd = Path.cwd() / "notebooks"
-    if cwd.is_dir():
-        return cwd
-    raise WorkbenchError("no notebooks folder found: run `workbench lab` from the project checkout")
+from ..workshop.notebooks import DEFAULT_FOLDER, copy_notebooks, notebooks_dir  # noqa: F401  (notebooks_dir: its earlier home)
 
 
 def lab_command(port: int | None = None, browser: bool = True, folder: Path | None = None) -> list[str]:
@@ -34,9 +24,12 @@ def lab_command(port: int | None = None, browser: bool = True, folder: Path | No
 
 
 def register(sub) -> None:
-    p = sub.add_parser("lab", help="open JupyterLab on the workshop notebooks",
-                       description="Start JupyterLab (bound to 127.0.0.1) in the notebooks folder. Without a browser, "
-                                   "use `workbench report` instead.")
+    p = sub.add_parser("lab", help="open JupyterLab on your copy of the workshop notebooks",
+                       description="Copy the workshop notebooks into a working folder (the first time; a notebook "
+                                   "you edited is never overwritten) and start JupyterLab there, bound to "
+                                   "127.0.0.1. Without a browser, use `workbench report` instead.")
+    p.add_argument("--folder", metavar="DIR", default=DEFAULT_FOLDER,
+                   help=f"your notebooks folder (default: ./{DEFAULT_FOLDER})")
     p.add_argument("--port", type=int, default=None, help="port (default: JupyterLab's, 8888 or the next free one)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser; print the URL")
     p.add_argument("--print-command", action="store_true", help=argparse_suppress())
@@ -52,11 +45,13 @@ def argparse_suppress():
 def run(args) -> int:
     if args.port is not None and not 1 <= args.port <= 65535:
         raise WorkbenchError(f"port must be between 1 and 65535, not {args.port}")
-    cmd = lab_command(args.port, not args.no_browser)
+    copied = copy_notebooks(args.folder)
+    print(copied.line(), file=sys.stderr)
+    cmd = lab_command(args.port, not args.no_browser, folder=copied.folder)
     if args.print_command:
         print(" ".join(cmd))
         return 0
     try:
-        return subprocess.call(cmd, cwd=notebooks_dir(), env=dict(os.environ))
+        return subprocess.call(cmd, cwd=copied.folder, env=dict(os.environ))
     except KeyboardInterrupt:
         return 0

@@ -22,8 +22,8 @@ def register(sub) -> None:
                    help="real models for notebook 05 (default: minilm; 'none' skips it)")
     p.add_argument("--modern", default="modernbert-base", metavar="MODEL,...",
                    help="rotary encoders for notebook 04's last section (default: modernbert-base; 'none' skips it)")
-    p.add_argument("--notebooks", default="01,02,03,04,05", type=common.steps_arg, metavar="NN,...",
-                   help="prepare only for these notebooks (default: all five)")
+    p.add_argument("--notebooks", default="01,02,03,04,05,06", type=common.steps_arg, metavar="NN,...",
+                   help="prepare only for these notebooks (default: all six)")
     p.add_argument("--cache", metavar="DIR", help="the folder to fill (default: $WORKBENCH_CACHE or the user cache)")
     p.add_argument("--check", metavar="DIR", help="only say whether DIR, prepared elsewhere, will be read as it is "
                                                   "here (same package versions)")

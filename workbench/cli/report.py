@@ -34,8 +34,9 @@ def run(args) -> int:
 
     from ..config import BenchConfig, FusionPlan
     from ..models import resolve
-    from ..report import collect
+    from ..report import collect, summary
     from ..viz.report import write_report
+    from ..viz.summary import summary_lines
 
     common.check_output(args.output, folder=True)
     source = resolve(args.model)
@@ -46,7 +47,6 @@ def run(args) -> int:
                        bench=not args.no_bench, progress=bar, text=text, tune=args.tune)
     out = Path(args.output) / f"report-{source.name}-{time.strftime('%Y%m%d-%H%M%S')}.html"
     path = write_report(data, out)
-    for err in data["errors"]:
-        print(f"warning: {err}")
-    print(path)
+    # What was found, in a few lines (the same facts as the report's first screen), then where the report is.
+    print("\n".join(summary_lines(summary(data), path)))
     return 0

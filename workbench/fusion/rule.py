@@ -137,6 +137,7 @@ class Rule:
         """Run the rule over ``model`` (an ``onnx_ir.Model``) in place."""
         graph, count, reasons = model.graph, 0, []
         anchors = set(self.anchors)
+        names = [v.name for v in graph.outputs]
         self.begin(model)
         try:
             for node in [n for n in graph if n.op_type in anchors]:
@@ -152,6 +153,7 @@ class Rule:
                 count += 1
         finally:
             self.end()
+        _keep_output_names(graph, names)
         finish(model, count, contrib=self.contrib)
         reasons = sorted(set(reasons))
         return RuleResult(count, reasons, self.notes(count, reasons))
@@ -196,6 +198,22 @@ class Rule:
                     h.update(f"{key}={value!r}".encode())
         h.update(repr(sorted((k, repr(v)) for k, v in vars(self).items() if not k.startswith("_"))).encode())
         return h.hexdigest()[:16]
+
+
+def _keep_output_names(graph, names: list[str]) -> None:
+    """Give the graph outputs back the names they had before a rewrite replaced their producer.
+
+    ``replace_all_uses_with(..., replace_graph_outputs=True)`` makes the new node's value the graph output
+    under its own name (``val_19``): the fused file would answer ``last_hidden_state`` under another name.
+    """
+    for v, name in zip(list(graph.outputs), names):
+        if v.name == name or not name:
+            continue
+        for node in graph:  # the replaced value, when its node is still there, gives its name up
+            for o in node.outputs:
+                if o.name == name and o is not v:
+                    o.name = f"{name}__replaced"
+        v.name = name
 
 
 def _place(graph, rw: Rewrite, anchor) -> None:

@@ -62,9 +62,10 @@ class Snapshot:
     task_parity: dict | None = None
     #: True when this snapshot was read back from the on-disk store (``persist.py``), not computed.
     persisted: bool = field(default=False, repr=False)
+    #: Why the step was not run at all (none of its anchor ops is in the graph: the engine's skip test), or "".
+    skipped: str = ""
     #: Called with the snapshot after :meth:`check_parity` fills ``parity`` (the timeline writes it to disk).
     on_checked: Callable[["Snapshot"], None] | None = field(default=None, repr=False, compare=False)
-    skipped: str = ""
 
     @property
     def model(self) -> onnx.ModelProto:

@@ -15,8 +15,9 @@ first consumer instead of at the top, where they would draw long edges.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
+from .groups import describe, group_key, view_groups
 from .markers import _layer_io, _spread_markers
 # The node table lives in graph/nodes.py; its names stay importable from here, where callers found them.
 from .nodes import (EMBEDDINGS, NodeInfo, NodeTable, _esc, _group_key, group_of_name, infer_shapes,  # noqa: F401
@@ -130,7 +131,7 @@ def _rank_and_order(n: int, preds: list[list[int]], sweeps: int = 4,
 
 
 def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Iterable[str] | None = None,
-                 show_io: bool = True, title: str = "") -> Layout:
+                 show_io: bool = True, title: str = "", groups: Mapping[str, str] | None = None) -> Layout:
     """Coordinates for one view of ``table``.
 
     Args:
@@ -140,78 +141,118 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
             attention mask, shape, other), and what it passes on as one "out"
             marker. ``None`` shows the whole model.
         collapsed: in the whole-model view, the groups drawn as one box each
-            ("embeddings", "layer 3", ...). ``None`` collapses every encoder
-            layer; an empty set expands everything.
+            ("embeddings", "attention mask", "layer 3", "final norm", ...). ``None``
+            collapses every group; an empty set expands everything.
         show_io: draw the graph inputs and outputs as items.
+        groups: node id → its group in the whole-model view (default :func:`~workbench.graph.groups.view_groups`).
     """
-    items: list[tuple[str, str, str, str]] = []  # (id, label, kind, op)
-    members: dict[str, list[str]] = {}
-    rep: dict[str, str] = {}  # node id -> item id drawn for it
-    ext: dict[str, str] = {}  # layer view: outside tensor -> the marker item drawn for it
-    out_item = None
+    v = _Items()
     if layer is not None:
-        g = f"layer {layer}"
-        inside = [n for n in table.nodes if n.group == g]
-        if not inside:
-            raise ValueError(f"no nodes in encoder layer {layer}")
-        inside_ids = {n.id for n in inside}
-        view = _layer_io(table, layer, inside, inside_ids)
-        for m in view.markers:
-            items.append((m.id, m.label, "in", m.label))
-            members[m.id] = list(m.members)
-            for nid in m.members:
-                rep.setdefault(nid, m.id)
-            for t in m.tensors:
-                ext[t] = m.id
-        marker_hover = {m.id: m.hover for m in view.markers}
-        for n in inside:
-            items.append((n.id, n.op_type, "node", n.op_type))
-            rep[n.id] = n.id
-        if view.out is not None:
-            items.append((view.out.id, view.out.label, "out", view.out.label))
-            members[view.out.id] = list(view.out.members)
-            for nid in view.out.members:
-                rep.setdefault(nid, view.out.id)
-            marker_hover[view.out.id] = view.out.hover
-            out_item = view.out
-        title = title or f"encoder layer {layer}: {len(inside)} nodes"
+        own = _layer_items(v, table, layer)
+        title = title or own
     else:
-        coll = {g for g in table.groups if g.startswith("layer ")} if collapsed is None else set(collapsed)
-        if show_io:
-            for name in table.graph_inputs:
-                if name not in table.initializers:
-                    items.append((f"input:{name}", name, "input", "input"))
-        placed: set[str] = set()
-        for n in table.nodes:
-            if n.group in coll:
-                gid = f"group:{n.group}"
-                members.setdefault(gid, []).append(n.id)
-                rep[n.id] = gid
-                if gid not in placed:
-                    placed.add(gid)
-                    items.append((gid, n.group, "group", n.group))
-            else:
-                items.append((n.id, n.op_type, "node", n.op_type))
-                rep[n.id] = n.id
-        if show_io:
-            for name in table.graph_outputs:
-                items.append((f"output:{name}", name, "output", "output"))
+        vg = dict(groups) if groups is not None else view_groups(table)
+        _model_items(v, table, vg, set(vg.values()) if collapsed is None else set(collapsed), show_io)
         title = title or f"whole model: {len(table.nodes)} nodes"
-    index = {it[0]: k for k, it in enumerate(items)}
-    preds: list[set[int]] = [set() for _ in items]
+    preds, edges = _edges(v, table, io=layer is None and show_io)
+    x, y = _place(v.items, preds)
+    if layer is not None:
+        _spread_markers(v.items, x, y)
+    else:  # a few boxes side by side (an architecture diagram) get room for their names
+        widest = max((y.count(r) for r in set(y)), default=1)
+        x = [xi * max(1.0, min(6.0, 12.0 / widest)) for xi in x]
+    boxes = [] if layer is not None else _boxes(v, x, y)
+    labels = [f"{it[1]} ({len(v.members[it[0]])})" if it[2] == "group" else it[1] for it in v.items]
+    return Layout(ids=[it[0] for it in v.items], labels=labels, kinds=[it[2] for it in v.items],
+                  ops=[it[3] for it in v.items], x=x, y=y, edges=sorted(edges), boxes=boxes,
+                  members=v.members, hover=_hovers(v, table), title=title)
+
+
+class _Items:
+    """What a view draws, while it is built: items, the nodes each stands for, and how edges map onto them."""
+
+    def __init__(self):
+        self.items: list[tuple[str, str, str, str]] = []  # (id, label, kind, op)
+        self.members: dict[str, list[str]] = {}
+        self.rep: dict[str, str] = {}  # node id -> item id drawn for it
+        self.ext: dict[str, str] = {}  # layer view: outside tensor -> the marker item drawn for it
+        self.out_item = None
+        self.marker_hover: dict[str, str] = {}
+        self.group_of: dict[str, str] = {}  # whole-model view: node id -> its group (drawn expanded or not)
+
+    def add(self, iid: str, label: str, kind: str, op: str) -> None:
+        self.items.append((iid, label, kind, op))
+
+
+def _layer_items(v: _Items, table: NodeTable, layer: int) -> str:
+    """One encoder layer's nodes and the markers for what feeds it and where its results go; its title."""
+    g = f"layer {layer}"
+    inside = [n for n in table.nodes if n.group == g]
+    if not inside:
+        raise ValueError(f"no nodes in encoder layer {layer}")
+    view = _layer_io(table, layer, inside, {n.id for n in inside})
+    for m in view.markers:
+        v.add(m.id, m.label, "in", m.label)
+        v.members[m.id] = list(m.members)
+        for nid in m.members:
+            v.rep.setdefault(nid, m.id)
+        for t in m.tensors:
+            v.ext[t] = m.id
+        v.marker_hover[m.id] = m.hover
+    for n in inside:
+        v.add(n.id, n.op_type, "node", n.op_type)
+        v.rep[n.id] = n.id
+    if view.out is not None:
+        v.add(view.out.id, view.out.label, "out", view.out.label)
+        v.members[view.out.id] = list(view.out.members)
+        for nid in view.out.members:
+            v.rep.setdefault(nid, view.out.id)
+        v.marker_hover[view.out.id] = view.out.hover
+        v.out_item = view.out
+    return f"encoder layer {layer}: {len(inside)} nodes"
+
+
+def _model_items(v: _Items, table: NodeTable, groups: dict[str, str], collapsed: set[str], show_io: bool) -> None:
+    """The whole model: graph inputs, each collapsed group as one item (at its first node), the other nodes."""
+    if show_io:
+        for name in table.graph_inputs:
+            if name not in table.initializers:
+                v.add(f"input:{name}", name, "input", "input")
+    for n in table.nodes:
+        g = groups.get(n.id)
+        if g is not None:
+            v.group_of[n.id] = g
+        if g in collapsed:
+            gid = f"group:{g}"
+            if gid not in v.members:
+                v.add(gid, g, "group", g)
+            v.members.setdefault(gid, []).append(n.id)
+            v.rep[n.id] = gid
+        else:
+            v.add(n.id, n.op_type, "node", n.op_type)
+            v.rep[n.id] = n.id
+    if show_io:
+        for name in table.graph_outputs:
+            v.add(f"output:{name}", name, "output", "output")
+
+
+def _edges(v: _Items, table: NodeTable, io: bool) -> tuple[list[set[int]], set[tuple[int, int]]]:
+    """Item → its predecessors, and the edges between items (one per pair, whatever the tensors)."""
+    index = {it[0]: k for k, it in enumerate(v.items)}
+    preds: list[set[int]] = [set() for _ in v.items]
     edges: set[tuple[int, int]] = set()
     inp = {name: index.get(f"input:{name}") for name in table.graph_inputs}
     for n in table.nodes:
-        v_id = rep.get(n.id)
-        if v_id is None or items[index[v_id]][2] not in ("node", "group"):
+        v_id = v.rep.get(n.id)
+        if v_id is None or v.items[index[v_id]][2] not in ("node", "group"):
             continue
-        v = index[v_id]
+        k = index[v_id]
         for t in n.inputs:
             p = table.producer.get(t)
-            if t in ext:
-                u = index[ext[t]]
+            if t in v.ext:
+                u = index[v.ext[t]]
             elif p is not None:
-                u_id = rep.get(p)
+                u_id = v.rep.get(p)
                 if u_id is None or u_id == v_id:
                     continue
                 u = index[u_id]
@@ -219,18 +260,20 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
                 u = inp[t]
             else:
                 continue
-            preds[v].add(u)
-            edges.add((u, v))
-        if layer is None and show_io:
-            for t in n.outputs:
-                k = index.get(f"output:{t}")
-                if k is not None:
-                    preds[k].add(v)
-                    edges.add((v, k))
-        if out_item is not None and set(n.outputs) & out_item.tensors:
-            k = index[out_item.id]
-            preds[k].add(v)
-            edges.add((v, k))
+            preds[k].add(u)
+            edges.add((u, k))
+        outs = [index.get(f"output:{t}") for t in n.outputs] if io else []
+        if v.out_item is not None and set(n.outputs) & v.out_item.tensors:
+            outs.append(index[v.out_item.id])
+        for o in outs:
+            if o is not None:
+                preds[o].add(k)
+                edges.add((k, o))
+    return preds, edges
+
+
+def _place(items: list[tuple[str, str, str, str]], preds: list[set[int]]) -> tuple[list[float], list[float]]:
+    """x and y of every item: ranks and barycentre order, on the items in a topological order."""
     # Groups collapse several nodes into one item placed at its first member;
     # a later member's input may come from an item placed after it. Order the
     # items topologically so ranking sees a DAG.
@@ -245,39 +288,40 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
     for new, old in enumerate(order):
         x[old] = xpos[new]
         y[old] = float(rank[new])
-    if layer is not None:
-        _spread_markers(items, x, y)
-    boxes = []
-    if layer is None:
-        by_group: dict[str, list[int]] = {}
-        for k, (iid, _, kind, _) in enumerate(items):
-            if kind == "node":
-                g = table.by_id[iid].group
-                if g and g.startswith("layer "):
-                    by_group.setdefault(g, []).append(k)
-        for g, ks in sorted(by_group.items(), key=lambda kv: _group_key(kv[0])):
-            boxes.append(Box(g, min(x[k] for k in ks) - 0.6, min(y[k] for k in ks) - 0.6,
-                             max(x[k] for k in ks) + 0.6, max(y[k] for k in ks) + 0.6))
+    return x, y
+
+
+def _boxes(v: _Items, x: list[float], y: list[float]) -> list[Box]:
+    """A box around each expanded group's nodes, in reading order (embeddings, mask, layers, the rest)."""
+    by_group: dict[str, list[int]] = {}
+    for k, (iid, _, kind, _) in enumerate(v.items):
+        if kind == "node" and iid in v.group_of:
+            by_group.setdefault(v.group_of[iid], []).append(k)
+    return [Box(g, min(x[k] for k in ks) - 0.6, min(y[k] for k in ks) - 0.6,
+                max(x[k] for k in ks) + 0.6, max(y[k] for k in ks) + 0.6)
+            for g, ks in sorted(by_group.items(), key=lambda kv: group_key(kv[0]))]
+
+
+def _hovers(v: _Items, table: NodeTable) -> list[str]:
     hover = []
-    for iid, label, kind, _ in items:
+    for iid, label, kind, _ in v.items:
         if kind == "node":
             hover.append(table.hover(iid))
         elif kind in ("in", "out"):
-            hover.append(marker_hover[iid])
+            hover.append(v.marker_hover[iid])
         elif kind == "group":
-            ms = members[iid]
+            ms = v.members[iid]
             ops: dict[str, int] = {}
             for m in ms:
                 op = table.by_id[m].op_type
                 ops[op] = ops.get(op, 0) + 1
             top = ", ".join(f"{op} {c}" for op, c in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
-            hover.append(f"<b>{label}</b>: {len(ms)} nodes<br>{top}<br><i>click to expand</i>")
+            what = describe(label)
+            hover.append(f"<b>{_esc(label)}</b>: {len(ms)} nodes<br>" + (f"<i>{_esc(what)}</i><br>" if what else "")
+                         + f"{top}<br><i>click to expand</i>")
         else:
             hover.append(f"<b>graph {kind}</b><br>{_esc(label)} {table.shapes.get(label, '')}")
-    labels = [f"{it[1]} ({len(members[it[0]])})" if it[2] == "group" else it[1] for it in items]
-    return Layout(ids=[it[0] for it in items], labels=labels, kinds=[it[2] for it in items],
-                  ops=[it[3] for it in items], x=x, y=y, edges=sorted(edges), boxes=boxes,
-                  members=members, hover=hover, title=title)
+    return hover
 
 
 def _topo(n: int, preds: list[set[int]]) -> list[int]:

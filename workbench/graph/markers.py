@@ -60,8 +60,15 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
     out-of-layer, out-of-group ancestors (the mask and shape plumbing), each node
     counted under the first role that claims it.
     """
-    g = f"layer {layer}"
-    ext: dict[str, str | None] = {}  # tensor -> producer id (None: a graph input)
+    ext = _external_inputs(table, inside, inside_ids)
+    roles, cones = _roles(table, ext, inside_ids)
+    return LayerIO(markers=_input_markers(table, layer, ext, roles, cones),
+                   out=_out_marker(table, layer, inside_ids))
+
+
+def _external_inputs(table: NodeTable, inside: list[NodeInfo], inside_ids: set[str]) -> dict[str, str | None]:
+    """Tensor read inside the layer but made outside it → its producer (None: a graph input)."""
+    ext: dict[str, str | None] = {}
     for n in inside:
         for t in n.inputs:
             if not t or t in table.initializers or t in ext:
@@ -72,6 +79,12 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
             if p is None and t not in table.graph_inputs:
                 continue
             ext[t] = p
+    return ext
+
+
+def _roles(table: NodeTable, ext: dict[str, str | None],
+           inside_ids: set[str]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Each outside tensor's role, and the cone of out-of-group nodes behind it (what its marker stands for)."""
 
     def ancestry(p: str) -> set[str]:
         """``p`` and its ancestors that sit in no group (stops at embeddings and layers)."""
@@ -90,11 +103,8 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
         return seen
 
     def reads_mask(ids: set[str]) -> bool:
-        for u in ids:
-            if table.by_id[u].group is None and any(
-                    t in table.graph_inputs and "mask" in t.lower() for t in table.by_id[u].inputs):
-                return True
-        return False
+        return any(table.by_id[u].group is None and any(t in table.graph_inputs and "mask" in t.lower()
+                                                        for t in table.by_id[u].inputs) for u in ids)
 
     roles: dict[str, str] = {}
     cones: dict[str, set[str]] = {}
@@ -105,8 +115,7 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
             cones[t] = set()
             continue
         pn = table.by_id[p]
-        cone = ancestry(p)
-        cones[t] = cone
+        cones[t] = cone = ancestry(p)
         if pn.op_type == "EmbedLayerNormalization":
             roles[t] = "mask" if t in pn.outputs[1:2] else "hidden"
         elif pn.group is not None and not dtype.startswith(_INT_TYPES):
@@ -117,7 +126,13 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
             roles[t] = "shape"
         else:
             roles[t] = "other"
-    markers = []
+    return roles, cones
+
+
+def _input_markers(table: NodeTable, layer: int, ext: dict[str, str | None], roles: dict[str, str],
+                   cones: dict[str, set[str]]) -> list[Marker]:
+    """One marker per role that has tensors, standing for their producers and the plumbing behind them."""
+    g = f"layer {layer}"
     # Each tensor's own producer belongs to its role's marker; then the plumbing behind it, first come first served.
     claimed: dict[str, str] = {}
     for role, _, _ in INPUT_ROLES:
@@ -129,18 +144,17 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
             if roles[t] == role:
                 for u in cones[t]:
                     claimed.setdefault(u, role)
+    order = {n.id: k for k, n in enumerate(table.nodes)}
+    markers = []
     for role, label, what in INPUT_ROLES:
         tensors = [t for t in ext if roles[t] == role]
         if not tensors:
             continue
-        ids = [u for u, r in claimed.items() if r == role]
-        order = {n.id: k for k, n in enumerate(table.nodes)}
-        ids.sort(key=order.__getitem__)
+        ids = sorted((u for u, r in claimed.items() if r == role), key=order.__getitem__)
+        origin = ""
         if role == "hidden":
             srcs = sorted({table.by_id[ext[t]].group or table.by_id[ext[t]].op_type for t in tensors if ext[t]})
             origin = "from " + (", ".join(srcs) if srcs else "the graph inputs")
-        else:
-            origin = ""
         lines = [f"<b>{label}</b>{' ' + _esc(origin) if origin else ''}", f"<i>{what}</i>"]
         if ids:
             lines.append(f"stands for {len(ids)} node{'s' if len(ids) != 1 else ''} outside {g}: "
@@ -156,7 +170,12 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
             lines.append(f"in: ... {len(tensors) - 4} more")
         markers.append(Marker(id=f"in:{role}", label=label, role=role, members=tuple(ids),
                               tensors=frozenset(tensors), hover="<br>".join(lines)))
-    # What leaves the layer: tensors read by nodes outside it, or graph outputs.
+    return markers
+
+
+def _out_marker(table: NodeTable, layer: int, inside_ids: set[str]) -> Marker | None:
+    """What leaves the layer: tensors read by nodes outside it, or graph outputs."""
+    g = f"layer {layer}"
     outs: dict[str, list[str]] = {}
     for n in table.nodes:
         if n.id in inside_ids:
@@ -174,26 +193,25 @@ def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: 
         outs = {t: cs for t, cs in outs.items() if t not in sizes}
     else:
         sizes = []
-    out = None
-    if outs:
-        order = {n.id: k for k, n in enumerate(table.nodes)}
-        consumers = sorted({c for cs in outs.values() for c in cs}, key=order.__getitem__)
-        dests = sorted({table.by_id[c].group or table.by_id[c].op_type for c in consumers},
-                       key=lambda d: _group_key(d) if d == EMBEDDINGS or d.startswith("layer ") else (3, 0))
-        if any(t in table.graph_outputs for t in outs):
-            dests.append("graph output")
-        label = "to " + (dests[0] if len(dests) == 1 else f"{dests[0]} +{len(dests) - 1}")
-        lines = [f"<b>out</b>: what {g} passes on, to {_esc(', '.join(dests))}"]
-        if consumers:
-            lines.append(f"stands for the {len(consumers)} node{'s' if len(consumers) != 1 else ''} that read it: "
-                         f"{_op_counts(table, consumers)}")
-        for t in list(outs)[:4]:
-            lines.append(f"out: {_esc(_short(t, 40))} {table.shapes.get(t, '')}")
-        if sizes:
-            lines.append(f"also hands on {len(sizes)} shape value{'s' if len(sizes) != 1 else ''} (not drawn)")
-        out = Marker(id="out:", label=label, role="out", members=tuple(consumers), tensors=frozenset(outs),
-                     hover="<br>".join(lines))
-    return LayerIO(markers=markers, out=out)
+    if not outs:
+        return None
+    order = {n.id: k for k, n in enumerate(table.nodes)}
+    consumers = sorted({c for cs in outs.values() for c in cs}, key=order.__getitem__)
+    dests = sorted({table.by_id[c].group or table.by_id[c].op_type for c in consumers},
+                   key=lambda d: _group_key(d) if d == EMBEDDINGS or d.startswith("layer ") else (3, 0))
+    if any(t in table.graph_outputs for t in outs):
+        dests.append("graph output")
+    label = "to " + (dests[0] if len(dests) == 1 else f"{dests[0]} +{len(dests) - 1}")
+    lines = [f"<b>out</b>: what {g} passes on, to {_esc(', '.join(dests))}"]
+    if consumers:
+        lines.append(f"stands for the {len(consumers)} node{'s' if len(consumers) != 1 else ''} that read it: "
+                     f"{_op_counts(table, consumers)}")
+    for t in list(outs)[:4]:
+        lines.append(f"out: {_esc(_short(t, 40))} {table.shapes.get(t, '')}")
+    if sizes:
+        lines.append(f"also hands on {len(sizes)} shape value{'s' if len(sizes) != 1 else ''} (not drawn)")
+    return Marker(id="out:", label=label, role="out", members=tuple(consumers), tensors=frozenset(outs),
+                  hover="<br>".join(lines))
 
 
 #: Left-to-right order of the input markers.

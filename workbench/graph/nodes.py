@@ -28,6 +28,8 @@ class NodeInfo:
     outputs: tuple[str, ...]
     attrs: tuple[tuple[str, str], ...] = ()
     group: str | None = None  # "embeddings", "layer 0", ... or None
+    #: The module path the exporter recorded for the node (``("inner", "rotary_emb")``), without the op's own name.
+    scope: tuple[str, ...] = ()
 
     @property
     def fused(self) -> bool:
@@ -51,6 +53,8 @@ class NodeTable:
     shapes: dict[str, str] = field(default_factory=dict)  # tensor -> "float[batch,sequence,768]"
     initializers: frozenset[str] = frozenset()
     hidden: int = 0  # nodes left out of this table for readability (see without_constants)
+    #: Single-number constants (initializers and Constant nodes) by tensor name: what a group's name may quote.
+    scalars: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         self.by_id = {n.id: n for n in self.nodes}
@@ -136,6 +140,43 @@ def group_of_name(*names: str) -> str | None:
     return None
 
 
+def _scopes(node) -> list[str]:
+    """The module scopes the dynamo exporter wrote on ``node`` (outermost first; the last is the op's own)."""
+    for p in getattr(node, "metadata_props", ()):
+        if p.key == "pkg.torch.onnx.name_scopes":
+            return re.findall(r"'([^']*)'", p.value)
+    return []
+
+
+def _module_path(node) -> tuple[str, ...]:
+    """Where in the PyTorch module tree ``node`` was made: dynamo's deepest module scope, else the TorchScript
+    name's path (``/inner/rotary_emb/Cos`` → ``("inner", "rotary_emb")``); () when neither says."""
+    scopes = _scopes(node)
+    if scopes:
+        modules = [s for s in scopes[:-1] if s]
+        return tuple(modules[-1].split(".")) if modules else ()
+    parts = [p for p in (node.name or "").split("/") if p]
+    return tuple(parts[:-1]) if len(parts) > 1 and (node.name or "").startswith("/") else ()
+
+
+def _scalars(g) -> dict[str, float]:
+    """Tensor name → value of every one-element numeric initializer or Constant output (weights skipped)."""
+    from onnx import numpy_helper
+
+    out: dict[str, float] = {}
+    tensors = [(t.name, t) for t in g.initializer if not t.dims or all(d == 1 for d in t.dims)]
+    tensors += [(n.output[0], a.t) for n in g.node if n.op_type == "Constant" and n.output
+                for a in n.attribute if a.name == "value" and (not a.t.dims or all(d == 1 for d in a.t.dims))]
+    for name, t in tensors:
+        try:
+            v = numpy_helper.to_array(t)
+            if v.size == 1 and v.dtype.kind in "iuf":
+                out[name] = float(v.reshape(-1)[0])
+        except Exception:  # an external or stub tensor: not a value to quote
+            continue
+    return out
+
+
 def _scope_group(node) -> str | None:
     """The encoder group of the module scopes the dynamo exporter wrote on ``node``, if any.
 
@@ -143,12 +184,10 @@ def _scope_group(node) -> str | None:
     path (``['', 'inner', 'inner.encoder', 'inner.encoder.layer.0', ..., 'linear']``)
     is in the node's metadata. The innermost scope that names a group wins.
     """
-    for p in getattr(node, "metadata_props", ()):
-        if p.key == "pkg.torch.onnx.name_scopes":
-            for scope in reversed(re.findall(r"'([^']*)'", p.value)):
-                grp = group_of_name(scope.replace(".", "/"))
-                if grp:
-                    return grp
+    for scope in reversed(_scopes(node)):
+        grp = group_of_name(scope.replace(".", "/"))
+        if grp:
+            return grp
     return None
 
 
@@ -271,12 +310,13 @@ def node_table(model, *, layer_of: Mapping[str, int] | None = None, shapes: bool
                 group[r[0]] = succ.pop()
     nodes = [NodeInfo(id=nid, name=n.name, op_type=n.op_type, domain=n.domain or "ai.onnx",
                       inputs=tuple(n.input), outputs=tuple(n.output),
-                      attrs=tuple((a.name, _attr_text(a)) for a in n.attribute), group=group[nid])
+                      attrs=tuple((a.name, _attr_text(a)) for a in n.attribute), group=group[nid],
+                      scope=_module_path(n))
              for nid, n, _ in raw]
     return NodeTable(nodes=nodes, graph_inputs=tuple(i.name for i in g.input),
                      graph_outputs=tuple(o.name for o in g.output),
                      shapes=infer_shapes(model) if shapes else {},
-                     initializers=frozenset(t.name for t in g.initializer))
+                     initializers=frozenset(t.name for t in g.initializer), scalars=_scalars(g))
 
 
 def without_ops(table: NodeTable, ops: Iterable[str] = ("Constant",)) -> NodeTable:
@@ -290,7 +330,7 @@ def without_ops(table: NodeTable, ops: Iterable[str] = ("Constant",)) -> NodeTab
     if len(keep) == len(table.nodes):
         return table
     return NodeTable(nodes=keep, graph_inputs=table.graph_inputs, graph_outputs=table.graph_outputs,
-                     shapes=table.shapes, initializers=table.initializers)
+                     shapes=table.shapes, initializers=table.initializers, scalars=table.scalars)
 
 
 def without_constants(table: NodeTable) -> NodeTable:
@@ -312,7 +352,7 @@ def without_constants(table: NodeTable) -> NodeTable:
         return table
     return NodeTable(nodes=keep, graph_inputs=table.graph_inputs, graph_outputs=table.graph_outputs,
                      shapes=table.shapes, initializers=table.initializers,
-                     hidden=table.hidden + len(table.nodes) - len(keep))
+                     hidden=table.hidden + len(table.nodes) - len(keep), scalars=table.scalars)
 
 
 # --------------------------------------------------------------------------- layout

@@ -5,6 +5,7 @@ No widgets here; the fusion panel draws these rows and the tests read them direc
 
 from __future__ import annotations
 
+from ..viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
 from .views import step_name
 
 #: Ops a fusion emits (what the "fused here" column names).
@@ -12,9 +13,6 @@ FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "Layer
              "FastGelu", "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization",
              "SimplifiedLayerNormalization", "GemmFastGelu", "FusedMatMul", "BiasAdd", "BiasSplitGelu", "QuickGelu",
              "RotaryEmbedding", "GroupQueryAttention", "SDPA"}
-
-#: What each engine is called in the model bar.
-ENGINE_TITLES = {"ort": "ORT transformers optimizer", "onnxscript": "onnxscript rules"}
 
 
 def engine_summary(asked: str, used: str, fused: dict[str, dict[str, int]]) -> str:
@@ -107,10 +105,13 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
     snapshot, or None when the step is off), ``nodes``, ``here`` ("+12 Attention"),
     ``parity`` (None: not checked yet, True, False), ``parity_tip``, ``answers`` / ``answers_tip``
     (task parity on real text, when checked), ``why`` (the diagnostic, when the step fused fewer
-    than it could) and ``tip``. Steps the engine does not run are left out, and so are steps for
-    patterns a BERT encoder lacks unless they changed something.
+    than it could), ``tip`` and ``applies`` / ``na_why``: False and the reason when the step cannot apply
+    to this model (:func:`workbench.report.not_applicable`: the engine's skip test found none of its anchors),
+    which the panel folds under one line. Steps the engine does not run are left out, and so are switched-off
+    steps for patterns a BERT encoder lacks.
     """
     from ..fusion import BY_NAME
+    from ..report import not_applicable
 
     if timeline is None or not snapshots:
         return []
@@ -126,8 +127,10 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         i = index.get(name)
         sn = snapshots[i] if i is not None else None
         changed = sn is not None and getattr(getattr(sn, "diff", None), "empty", True) is False
-        if not getattr(step, "in_bert", True) and not changed:
+        if sn is None and not getattr(step, "in_bert", True):
             continue
+        na = "" if sn is None else not_applicable({"name": name, "skipped": getattr(sn, "skipped", ""),
+                                                   "changed": changed, "diagnostic": sn.diagnostic})
         made = {op: n for op, n in (sn.fused_here if sn else {}).items() if n}
         # The fused ops, not the Cast / ReduceSum helpers a fusion adds for its mask input.
         shown = {op: n for op, n in made.items() if op in FUSED_OPS} or made
@@ -141,7 +144,7 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         rows.append({"name": name, "title": step.title or name, "kind": step.kind, "on": on,
                      "index": i, "nodes": sn.nodes if sn else None, "here": here, "parity": ok,
                      "parity_tip": tip, "answers": answers, "answers_tip": answers_tip, "why": why,
-                     "tip": step_tip(step)})
+                     "tip": step_tip(step), "applies": not na, "na_why": na})
     return rows
 
 

@@ -58,6 +58,7 @@ class GraphViews:
 
     def layout(self, sn, *, view: str = "layer", layer: int = 0, expanded=(), expand_all: bool = False,
                constants: bool = False):
+        from ..graph.groups import view_groups
         from ..graph.layout import layout_graph
 
         key = (id(sn), constants, view, layer, tuple(sorted(expanded)), expand_all)
@@ -66,9 +67,9 @@ class GraphViews:
             tab = self.table(sn, constants)
             if view == "layer" and layer in tab.layers:
                 return layout_graph(tab, layer=layer)
-            groups = [g for g in tab.groups if g.startswith("layer ")]
-            collapsed = [] if expand_all else [g for g in groups if g not in expanded]
-            return layout_graph(tab, collapsed=collapsed)
+            groups = view_groups(tab)  # layers, embeddings, attention mask, the head: each a box to open
+            collapsed = [] if expand_all else [g for g in set(groups.values()) if g not in expanded]
+            return layout_graph(tab, collapsed=collapsed, groups=groups)
 
         return self._cached(self._layouts, key, sn, make)
 

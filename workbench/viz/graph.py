@@ -105,11 +105,11 @@ def short_label(label: str, limit: int = 12) -> str:
 
 def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int,
                    xrange: tuple[float, float], yrange: tuple[float, float]) -> list[str]:
-    """``labels`` with the ones that would collide blanked out (hover still names every node).
+    """``labels`` in the longest form that fits beside each item (hover still names every node in full).
 
-    A label is drawn to the right of its node; it is kept only when it ends
-    before the next node of the same row and inside the figure, and when rows
-    are far enough apart for one line of text.
+    A label is drawn to the right of its node and ends before the next node of
+    the same row and inside the figure (:func:`fit_label`: the full name, else
+    shortened); rows must be far enough apart for one line of text.
     """
     n = len(layout)
     if n == 0 or n > LABEL_LIMIT:
@@ -143,12 +143,19 @@ def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int
             room = (xrange[1] - layout.x[k]) * px_x
             if j + 1 < len(ks):
                 room = min(room, (layout.x[ks[j + 1]] - layout.x[k]) * px_x - 7)
-            # The full name if it fits, else a three-letter code, so no node is an unnamed dot.
-            for text in (labels[k], tiny_label(labels[k].strip()) if layout.kinds[k] == "node" else None):
-                if text and 9 + CHAR_PX * len(text) <= room:  # marker radius and gap, then the text
-                    out[k] = text
-                    break
+            out[k] = fit_label(labels[k], int((room - 9) // CHAR_PX), node=layout.kinds[k] == "node")
     return out
+
+
+def fit_label(label: str, chars: int, *, node: bool = True) -> str:
+    """The longest form of ``label`` in ``chars`` characters: the full name, its short form (``SkipLN``), its
+    first letters and "…" (at least four), a node's three-letter code, or "" (its hover still names it)."""
+    forms = [label, SHORT_OPS.get(label, "")]
+    if chars >= 5 and len(label) > chars:
+        forms.append(label[: chars - 1] + "…")
+    if node:
+        forms.append(tiny_label(label.strip()))
+    return next((f for f in forms if f and len(f) <= chars), "")
 
 
 def marker_short(label: str) -> str:
@@ -221,7 +228,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
             colours.append(op_colour(op))
     w = int(width or DEFAULT_WIDTH)
     h = int(height or min(900, max(360, 22 * layout.depth + 80)))
-    xr = _range(layout.x, 2.5)
+    xr = _x_range(layout, w)
     yr = list(yrange) if yrange is not None else _range(layout.y, 1.2)
     # A collapsed layer's square may not be taller than the gap between rows, or the squares overlap.
     row_px = (h - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yr[1] - yr[0]))
@@ -230,11 +237,10 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
              for k, op in zip(layout.kinds, layout.ops)]
     symbols = ["diamond" if (op in FUSED_OPS and k == "node") else KIND_STYLE[k][0]
                for op, k in zip(layout.ops, layout.kinds)]
-    # A ringed node's label starts past its ring (an en space), or the ring hides its first letters.
-    ringed = highlight | selected
-    labels = [lb if kd in MARKER_KINDS else ("\u2002" if iid in ringed else "") + short_label(lb)
-              for iid, lb, kd in zip(layout.ids, layout.labels, layout.kinds)]
-    texts = visible_labels(layout, labels, width=w, height=h, xrange=(xr[0], xr[1]), yrange=(yr[0], yr[1]))
+    # The labels do not depend on the rings (the widget starts a ringed node's label past its ring), so a
+    # click that only moves rings sends only the rings.
+    texts = visible_labels(layout, list(layout.labels), width=w, height=h, xrange=(xr[0], xr[1]),
+                           yrange=(yr[0], yr[1]))
     index = layout.index()
     edges: list[int] = []
     for u, v in layout.edges:
@@ -273,6 +279,9 @@ def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
         ex += [layout.x[u], layout.x[v], None]
         ey += [layout.y[u], layout.y[v], None]
     show_text = any(nd["label"])
+    ringed = set(sc["highlight"]) | set(sc["selected"])  # plotly starts a label at the node: past the ring
+    text = [("\u2002" + t if t and k in ringed and p == "r" else t) for k, (t, p) in enumerate(zip(nd["label"],
+                                                                                                 nd["labelpos"]))]
 
     def ring(ks: list[int]) -> tuple[list, list]:
         return [layout.x[k] for k in ks], [layout.y[k] for k in ks]
@@ -283,7 +292,7 @@ def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
         dict(type=kind, name="edges", x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
              line=dict(color="#9aa5b1", width=1)),
         dict(type=kind, name="nodes", x=list(layout.x), y=list(layout.y),
-             mode="markers+text" if show_text else "markers", text=nd["label"] if show_text else None,
+             mode="markers+text" if show_text else "markers", text=text if show_text else None,
              textposition=[_PLOTLY_POS[p] for p in nd["labelpos"]],
              textfont=dict(size=9, color="#333"),
              customdata=list(layout.ids), hovertext=nd["hover"], hoverinfo="text", showlegend=False,
@@ -325,6 +334,21 @@ def shared_yrange(*layouts: Layout, max_ratio: float = 2.5) -> tuple[float, floa
     lo = min(min(lay.y) for lay in layouts if len(lay))
     hi = max(max(lay.y) for lay in layouts if len(lay))
     return (lo - 1.2, hi + 1.2)
+
+
+def _x_range(layout: Layout, width: int) -> list[float]:
+    """The x range to draw: 2.5 units either side, and on the right what the rightmost labels need (at most
+    as much again as the graph's own width), so a name at the edge is not cut."""
+    xr = _range(layout.x, 2.5)
+    if not layout.x or len(layout) > LABEL_LIMIT:
+        return xr
+    wpx = width - _MARGIN["l"] - _MARGIN["r"]
+    lo, right = xr[0], xr[1]
+    for x, label, kind in zip(layout.x, layout.labels, layout.kinds):
+        need = 9 + CHAR_PX * len(label)
+        if kind not in MARKER_KINDS and need < 0.6 * wpx:  # (x1 - x) / (x1 - lo) * wpx >= need
+            right = max(right, (x * wpx - need * lo) / (wpx - need))
+    return [lo, min(right, xr[1] + (xr[1] - lo))]
 
 
 def _range(v: list[float], pad: float) -> list[float]:

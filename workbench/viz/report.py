@@ -7,19 +7,20 @@ HTML file out, written atomically and never over an existing file.
 from __future__ import annotations
 
 import html
-import json
-import math
 import os
 from pathlib import Path
 
 from ..paths import atomic_write_text
+from ..report import plural  # noqa: F401  (re-exported: its earlier home)
 from .labels import variant_label
+from .summary import task_parity_words  # noqa: F401  (re-exported: its earlier home)
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
 h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}
-th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:.85rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}td,th{border:1px solid #ddd;padding:.25rem .6rem;text-align:left}
+th{background:#f4f4f4}td.n{text-align:right}.note{color:#666;font-size:.85rem}
+table.kv td{text-align:left}details{margin:.4rem 0}details summary{cursor:pointer;color:#444}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#cf222e;font-weight:600}.warn{background:#fff8c5;padding:.4rem .6rem}
 """
 
@@ -45,7 +46,9 @@ def _table(rows: list[dict], columns: list[str] | None = None) -> str:
             elif isinstance(v, bool):
                 cells.append(f"<td>{'yes' if v else 'no'}</td>")
             elif isinstance(v, float):
-                cells.append(f"<td>{v:.4g}</td>")
+                cells.append(f"<td class='n'>{v:.4g}</td>")
+            elif isinstance(v, int):
+                cells.append(f"<td class='n'>{v}</td>")
             else:
                 cells.append(f"<td>{_e(v if v is not None else '')}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -60,36 +63,6 @@ TASK_KINDS = {
     "classification": "classifier: the label of each answer, and the largest change of any class probability",
 }
 _KIND_SHORT = {"embedding": "sentence embeddings", "masked_lm": "masked LM", "classification": "classification"}
-
-
-def _pct(x: float) -> str:
-    """A share as a percentage that says 100% only when every answer agrees (0.9996 is 99.9%)."""
-    if x >= 1.0:
-        return "100%"
-    return f"{math.floor(x * 1000) / 10:.1f}".removesuffix(".0") + "%"
-
-
-def task_parity_words(tp: dict | None) -> str:
-    """One task parity dict (``Snapshot.task_parity`` / ``VariantStats.task_parity``) in words.
-
-    "top-1 100%, Spearman 1.0000" for embeddings, "top-1 100%, top-5 98% (12 blanks)" for a masked
-    LM, "labels 100%, largest probability change 2.1e-05" for a classifier; "" for None.
-    """
-    if not tp:
-        return ""
-    kind = tp.get("kind")
-    if kind == "embedding":
-        return f"top-1 {_pct(tp['top1_agreement'])}, Spearman {tp['spearman']:.4f}"
-    if kind == "masked_lm":
-        if tp.get("top1_agreement") is None:
-            return "no masked positions"
-        return (f"top-1 {_pct(tp['top1_agreement'])}, top-5 {_pct(tp['top5_agreement'])} "
-                f"({tp.get('positions', '?')} blanks)")
-    if kind == "classification":
-        if tp.get("label_agreement") is None:
-            return "no answers"
-        return f"labels {_pct(tp['label_agreement'])}, largest probability change {tp['max_prob_change']:.2g}"
-    return json.dumps(tp)
 
 
 def _answers_changed(tp: dict | None) -> bool:
@@ -118,11 +91,6 @@ def _task_column(items: list[dict]) -> str | None:
     if not kinds:
         return None
     return f"answers on the text ({_KIND_SHORT.get(kinds[0], kinds[0])})"
-
-
-def plural(count: int, noun: str) -> str:
-    """"1 batch", "2 batches", "8 sentences"."""
-    return f"{count} {noun}" + ("" if count == 1 else ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s"))
 
 
 def _text_note(data: dict, items: list[dict], reference: str) -> str:
@@ -179,8 +147,10 @@ def _figures(data: dict) -> str:
         import plotly.io as pio
     except ImportError:
         return ""
+    from ..report import not_applicable
+
     parts = []
-    steps = (data.get("fusion") or {}).get("steps") or []
+    steps = [st for st in (data.get("fusion") or {}).get("steps") or [] if not not_applicable(st)]
     if steps:
         fig = go.Figure(go.Bar(x=[s["name"] for s in steps], y=[s["nodes"] for s in steps], marker_color="#4C72B0"))
         fig.update_layout(title="Node count after each fusion step", height=340, margin=dict(l=40, r=10, t=40, b=90))
@@ -205,98 +175,163 @@ def _figures(data: dict) -> str:
 
 
 def render(data: dict) -> str:
+    """The report's HTML: the summary first (the facts beside one layer before and after), then the
+    recommendation of a tune, latency, the fusion steps, model and export settings, the machine, the ablation."""
+    from ..report import summary
+    from .summary import CSS as SUMMARY_CSS, summary_box
+
     model = data.get("model", {})
     title = f"BERT Fusion Workbench report: {model.get('label', model.get('name', 'model'))}"
-    s = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+    s = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+         f"<style>{_CSS}{SUMMARY_CSS}</style></head><body>",
          f"<h1>{_e(title)}</h1>", f"<p class='note'>generated {_e(data.get('created', ''))}"
-         f" by workbench {_e(data.get('version', ''))}</p>"]
-    if model.get("random_weights"):
-        s.append("<p class='warn'>This model has <b>random weights</b> (built from its config, seeded): "
-                 "latency and fusions are those of the real architecture; its outputs mean nothing.</p>")
+         f" by workbench {_e(data.get('version', ''))}</p>",
+         summary_box(summary(data), data.get("layer_pictures"), bool(model.get("random_weights")))]
     if data.get("tune"):
         s.append(tune_section(data["tune"]))
-    s.append("<h2>Model</h2>" + _kv(model))
-    if data.get("export"):
-        s.append("<h2>Export</h2>" + _kv(data["export"]))
-    fusion = data.get("fusion")
-    if fusion:
-        s.append(f"<h2>Fusion timeline ({_e(fusion.get('engine'))})</h2>")
-        if fusion.get("engine_note"):
-            s.append(f"<p>{_e(fusion['engine_note'])}</p>")
-        rows = []
-        steps = fusion.get("steps", [])
-        task_col = _task_column(steps)
-        for st in steps:
-            par = st.get("parity") or {}
-            row = {"step": st["name"], "nodes": st["nodes"],
-                   "fused": ", ".join(f"{k} {v}" for k, v in (st.get("fused") or {}).items() if v),
-                   "elapsed s": st.get("elapsed_s"),
-                   "parity": par.get("ok") if par else ""}
-            if task_col:
-                row[task_col] = _task_cell(st.get("task_parity"))
-            row["why not fused"] = st.get("diagnostic") or ""
-            rows.append(row)
-        s.append(_table(rows))
-        if task_col:
-            s.append(_text_note(data, steps, "the unfused export"))
-    pics = data.get("layer_pictures") or {}
-    if pics.get("before") and pics.get("after"):  # SVG the workbench drew itself (labels escaped)
-        s.append("<h3>One encoder layer before and after the fusions</h3>"
-                 f"<div style='display:flex;flex-wrap:wrap;gap:12px'>{pics['before']}{pics['after']}</div>")
-    bench = data.get("bench")
-    if bench:
-        s.append("<h2>Latency</h2>")
-        cfg = bench.get("config", {})
-        if cfg:
-            s.append(f"<p>{_e(', '.join(f'{k} {words(v)}' for k, v in cfg.items() if v is not None))}; variants "
-                     "measured interleaved in one "
-                     "worker process, thread spinning off.</p>")
-        rows = []
-        variants = bench.get("variants", [])
-        task_col = _task_column(variants)
-        for v in variants:
-            par = v.get("parity") or {}
-            row = {"variant": variant_label(v["name"]), "provider": v.get("provider"), "p50 ms": v.get("p50_ms"),
-                   "p90 ms": v.get("p90_ms"), "p99 ms": v.get("p99_ms"), "runs": v.get("runs"),
-                   "floor": v.get("floor_precision"), "x floor": v.get("floor_ratio"),
-                   "x MatMuls alone": v.get("bound_ratio"),
-                   "max abs diff": par.get("max_abs_diff", ""), "cosine": par.get("cosine", "")}
-            if task_col:
-                row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "")
-            rows.append(row)
-        s.append(_table(rows))
-        if task_col:
-            ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
-            s.append(_text_note(data, variants, ref))
-        if bench.get("floor_ms"):
-            bound = (f"; the MatMuls alone with weights read from memory: {bench['matmul_bound_ms']:.2f} ms "
-                     f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
-            s.append(f"<p class='note'>hardware floor: {bench['floor_ms']:.2f} ms (model FLOPs / measured "
-                     f"matrix-multiply rate of this machine){bound}</p>")
-        from ..measure.explain import explain
-
-        for line in explain(bench.get("rates") or {}, bench.get("machine") or {}):
-            s.append(f"<p class='note'>{_e(line)}</p>")
-        if bench.get("machine"):
-            from ..ort.machine import machine_line
-
-            s.append(f"<h2>Machine</h2><p>{_e(machine_line(bench['machine']))}</p>" + _kv(bench["machine"]))
-    ab = data.get("ablation")
-    if ab:
-        s.append("<h2>What each fusion buys here</h2>")
-        s.append(f"<p>The full plan (p50 {ab['full_p50_ms']:.2f} ms) against the plan without each step, interleaved, "
-                 f"the full plan measured twice: noise band ±{ab['noise_pct']:.1f}%.</p>")
-        s.append(_table([{"step left out": r["step"],
-                          "what it fuses": ", ".join(f"{k} {v}" for k, v in sorted(r["fused_here"].items())),
-                          "p50 without (ms)": r["p50_without_ms"], "saves (ms)": r["saves_ms"],
-                          "saves (%)": r["saves_pct"], "verdict": r["verdict"]} for r in ab.get("rows", [])]))
-        off = ab.get("tuned_plan", {}).get("disabled") or []
-        s.append(f"<p class='note'>tuned plan for this machine: {_e('switch off ' + ', '.join(off)) if off else 'the full plan'}</p>")
-    for err in data.get("errors", []):
-        s.append(f"<p class='bad'>{_e(err)}</p>")
+    if data.get("bench"):
+        s.append(_latency_section(data))
+    if data.get("fusion"):
+        s.append(_fusion_section(data))
+    s.append(_settings_section(data))
+    if (data.get("bench") or {}).get("machine"):
+        s.append(_machine_section(data["bench"]["machine"]))
+    if data.get("ablation"):
+        s.append(_ablation_section(data["ablation"]))
     s.append(_figures(data))
     s.append("</body></html>")
     return "\n".join(s)
+
+
+def _latency_section(data: dict) -> str:
+    from .summary import ms, sci
+
+    bench = data["bench"]
+    s = ["<h2>Latency</h2>"]
+    cfg = bench.get("config", {})
+    if cfg:
+        s.append(f"<p>{_e(', '.join(f'{k} {words(v)}' for k, v in cfg.items() if v is not None))}; variants "
+                 "measured interleaved in one worker process, thread spinning off.</p>")
+    rows = []
+    variants = bench.get("variants", [])
+    task_col = _task_column(variants)
+    for v in variants:
+        par = v.get("parity") or {}
+        row = {"variant": variant_label(v["name"]), "p50 ms": v.get("p50_ms"), "p90 ms": v.get("p90_ms"),
+               "p99 ms": v.get("p99_ms"), "runs": v.get("runs"), "floor": v.get("floor_precision"),
+               "x floor": v.get("floor_ratio"), "x MatMuls alone": v.get("bound_ratio"),
+               "max abs diff": sci(par["max_abs_diff"]) if par.get("max_abs_diff") is not None else "",
+               "cosine": f"{par['cosine']:.6f}" if par.get("cosine") is not None else ""}
+        if task_col:
+            row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "")
+        rows.append(row)
+    s.append(_table(_drop_empty_columns(rows)))
+    if task_col:
+        ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
+        s.append(_text_note(data, variants, ref))
+    if bench.get("floor_ms"):
+        bound = (f"; the MatMuls alone with weights read from memory: {ms(bench['matmul_bound_ms'])} "
+                 f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
+        s.append(f"<p class='note'>hardware floor: {ms(bench['floor_ms'])} (model FLOPs / measured "
+                 f"matrix-multiply rate of this machine){bound}</p>")
+    from ..measure.explain import explain
+
+    for line in explain(bench.get("rates") or {}, bench.get("machine") or {}):
+        s.append(f"<p class='note'>{_e(line)}</p>")
+    return "\n".join(s)
+
+
+def _fusion_section(data: dict) -> str:
+    """The steps that apply, each with what it fused or why not; the steps that cannot apply folded in one line."""
+    from ..report import not_applicable
+
+    from ..graph.summary import FUSED_OPS
+    from .summary import ENGINE_TITLES
+
+    fusion = data["fusion"]
+    s = [f"<h2>Fusion timeline ({_e(ENGINE_TITLES.get(fusion.get('engine'), fusion.get('engine')))})</h2>"]
+    if fusion.get("engine_note"):
+        s.append(f"<p>{_e(fusion['engine_note'])}</p>")
+    steps = [st for st in fusion.get("steps", []) if st.get("name") != "export"]
+    applies = [st for st in steps if not not_applicable(st)]
+    task_col = _task_column(steps)
+    rows = []
+    for st in applies:
+        par = st.get("parity") or {}
+        here = {op: n for op, n in (st.get("fused_here") or {}).items() if n}
+        here = {op: n for op, n in here.items() if op in FUSED_OPS} or here  # not the Cast a fusion adds for its mask
+        row = {"step": st["name"], "nodes": st["nodes"], "fused here": ", ".join(f"{k} {v}" for k, v in here.items()),
+               "seconds": f"{st['elapsed_s']:.2f}" if st.get("elapsed_s") is not None else "",
+               "parity": par.get("ok") if par else ""}
+        if task_col:
+            row[task_col] = _task_cell(st.get("task_parity"))
+        row["why not fused"] = st.get("diagnostic") or ""
+        rows.append(row)
+    s.append(_table(rows))
+    na = [st for st in steps if not_applicable(st)]
+    if na:
+        items = "".join(f"<tr><td>{_e(st['name'])}</td><td>{_e(not_applicable(st))}</td></tr>" for st in na)
+        s.append(f"<details class='na'><summary>not applicable to this model ({len(na)})</summary>"
+                 f"<table><tr><th>step</th><th>why it cannot apply</th></tr>{items}</table></details>")
+    if task_col:
+        s.append(_text_note(data, steps, "the unfused export"))
+    return "\n".join(s)
+
+
+def _settings_section(data: dict) -> str:
+    """The model and its export in words: rows with nothing to say are left out."""
+    from .summary import export_words, sci
+
+    m, ex = data.get("model") or {}, data.get("export") or {}
+    rows = [("model", m.get("label") or m.get("name")),
+            ("architecture", ", ".join(x for x in (
+                m.get("model_type"), f"{m['layers']} layers" if m.get("layers") else "",
+                f"hidden size {m['hidden']}" if m.get("hidden") else "", f"{m['heads']} heads" if m.get("heads") else "")
+                if x)),
+            ("task", m.get("task")), ("folder", m.get("path")),
+            ("untested", f"{m['untested']}" if m.get("untested") else ""), ("notes", "; ".join(m.get("notes") or []))]
+    if ex:
+        cfg = {**(ex.get("export") or {}), "opset": ex.get("opset")}
+        extra = ["dynamic batch and sequence" if cfg.get("dynamic_axes") else "fixed shapes"]
+        if cfg.get("seed") is not None and m.get("random_weights"):
+            extra.append(f"weights seeded with {cfg['seed']}")
+        par = ex.get("parity") or {}
+        rows += [("export", f"{export_words(cfg)}, {', '.join(extra)}"),
+                 ("exported graph", f"{ex.get('nodes')} nodes; " + ("read from the cache" if ex.get("cached")
+                                                                 else f"exported in {ex.get('export_s', 0):.1f} s")),
+                 ("against PyTorch", (f"{'same outputs' if par.get('ok') else 'DIFFERENT outputs'}: max abs diff "
+                                      f"{sci(par.get('max_abs_diff'))}, cosine {par.get('cosine', 0):.6f}")
+                  if par else ""),
+                 ("file", ex.get("path"))]
+    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows if v not in (None, "", [], {}))
+    return f"<h2>Model</h2><table class='kv'>{body}</table>"
+
+
+def _machine_section(machine: dict) -> str:
+    from ..ort.machine import machine_line
+
+    return (f"<h2>Machine</h2><p>{_e(machine_line(machine))}</p><details><summary>every detail</summary>"
+            f"{_kv({k: v for k, v in machine.items() if v not in (None, '', [], {})})}</details>")
+
+
+def _ablation_section(ab: dict) -> str:
+    s = ["<h2>What each fusion buys here</h2>",
+         f"<p>The full plan (p50 {ab['full_p50_ms']:.2f} ms) against the plan without each step, interleaved, "
+         f"the full plan measured twice: noise band ±{ab['noise_pct']:.1f}%.</p>",
+         _table([{"step left out": r["step"],
+                  "what it fuses": ", ".join(f"{k} {v}" for k, v in sorted(r["fused_here"].items())),
+                  "p50 without (ms)": r["p50_without_ms"], "saves (ms)": r["saves_ms"],
+                  "saves (%)": r["saves_pct"], "verdict": r["verdict"]} for r in ab.get("rows", [])])]
+    off = ab.get("tuned_plan", {}).get("disabled") or []
+    s.append(f"<p class='note'>tuned plan for this machine: "
+             f"{_e('switch off ' + ', '.join(off)) if off else 'the full plan'}</p>")
+    return "\n".join(s)
+
+
+def _drop_empty_columns(rows: list[dict]) -> list[dict]:
+    """The rows without the columns that are empty in every row (a length mix has no floor)."""
+    keep = [c for c in (rows[0] if rows else {}) if any(r.get(c) not in (None, "") for r in rows)]
+    return [{c: r.get(c) for c in keep} for r in rows]
 
 
 def write_report(data: dict, path: str | os.PathLike) -> Path:

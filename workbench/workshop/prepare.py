@@ -185,10 +185,11 @@ STAGES: tuple[tuple[str, Callable], ...] = (
 
 
 def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
-            modern: tuple[str, ...] = ("modernbert-base",), notebooks=("01", "02", "03", "04", "05"), say: Say | None = None) -> Prepared:
-    """Build everything notebooks 01-05 need for ``models`` (and notebook 05's ``real`` models) into the cache.
+            modern: tuple[str, ...] = ("modernbert-base",), notebooks=("01", "02", "03", "04", "05", "06"),
+            say: Say | None = None) -> Prepared:
+    """Build everything notebooks 01-06 need for ``models`` (and notebook 05's ``real`` models) into the cache.
 
-    ``notebooks`` picks the notebooks to prepare for, by number ("01" ... "05"); ``modern`` are the rotary
+    ``notebooks`` picks the notebooks to prepare for, by number ("01" ... "06"); ``modern`` are the rotary
     encoders of notebook 04's last section.
 
     The cache is ``$WORKBENCH_CACHE`` (set it before calling, as ``workbench prepare --cache DIR`` does).
@@ -212,9 +213,13 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     if os.environ.get("WORKBENCH_TIMELINE_CACHE"):
         raise WorkbenchError("WORKBENCH_TIMELINE_CACHE puts the timelines outside the prepared folder; unset it "
                              "and run again")
-    unknown = sorted(set(notebooks) - {"01", "02", "03", "04", "05"})
+    from .notebooks import notebook_names
+
+    files = notebook_names()  # the notebooks this install has, found as `workbench lab` finds them
+    known = sorted({name[:2] for name in files})
+    unknown = sorted(set(notebooks) - set(known))
     if unknown:
-        raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are 01, 02, 03, 04 and 05")
+        raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are {', '.join(known)}")
     _check_names(real, modern)
     # A bad name fails here, before anything is written or long starts, and never reaches for the network.
     sources = [resolve(m, hub=False) for m in models]
@@ -246,7 +251,8 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     flush()  # the timeline store writes on a background thread: all of it is in the folder before it is copied
     out.seconds = time.perf_counter() - t0
     done = [s["model"] for s in out.stages if s["stage"] == "05 real text" and "skipped" not in s]
-    out.manifest = {"models": [s.name for s in sources], "notebooks": list(notebooks), "real": done,
+    out.manifest = {"models": [s.name for s in sources], "notebooks": list(notebooks),
+                    "notebook_files": [f for f in files if f[:2] in notebooks], "real": done,
                     "modern": list(modern) if "04" in notebooks else [], "versions": versions(),
                     "prepared": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": round(out.seconds, 1)}
     atomic_write_text(out.folder / MANIFEST, json.dumps(out.manifest, indent=1))

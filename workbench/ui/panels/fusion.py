@@ -46,9 +46,19 @@ class FusionPanel(Panel):
         # Every row shares these layout and style models: each widget would otherwise bring two or three
         # of its own, about 150 more models for the browser to make before bert-base's first graph.
         self._shared = {"cb": L(width="20px", flex="0 0 auto"), "name": L(width="215px", flex="0 0 auto"),
-                        "info": L(flex="1 1 auto"), "row": L(width="100%"), "cb_style": CheckboxStyle(),
+                        "info": L(flex="1 1 auto"), "row": L(width="100%", flex="0 0 auto"), "cb_style": CheckboxStyle(),
                         "name_style": W.ButtonStyle(), "info_style": HTMLStyle()}
         self._shape = None
+        # Steps that cannot apply to this model (none of their anchors in the graph) fold under one line.
+        self.w_na_toggle = W.Button(description="not applicable to this model", icon="caret-right",
+                                    layout=L(width="auto", align_self="flex-start", flex="0 0 auto", display="none"),
+                                    style=W.ButtonStyle(button_color="transparent"),
+                                    tooltip="steps whose anchor ops this model's graph lacks: the engine did not "
+                                            "run them; click to show them")
+        self.w_na_toggle.add_class("wb-na-toggle")
+        self.w_na_box = W.VBox(layout=L(display="none", flex="0 0 auto", border="1px solid #e3e3e3"))
+        self.w_na_box.add_class("wb-na-rows")
+        self.w_na_toggle.on_click(lambda _: self._fold(self.w_na_box.layout.display == "none"))
         self.w_rows = W.VBox([W.HTML("<div class='wb-why' style='color:#666;padding:4px'>the steps appear after "
                                      "the first run</div>")])
         self.w_rows.add_class("wb-rows")
@@ -69,7 +79,7 @@ class FusionPanel(Panel):
         self.w_diag.add_class("wb-diagnostics")
         left = W.VBox([W.HTML(f"<div class='wb-section'>Fusion steps <span style='font-weight:normal;font-size:11px'>"
                               f"{_HELP}</span></div>"),
-                       self.w_rows, self.w_step, W.HBox([self.w_session, self.w_warm], layout=L(align_items="center")),
+                       self.w_rows, self.w_na_toggle, self.w_na_box, self.w_step, W.HBox([self.w_session, self.w_warm], layout=L(align_items="center")),
                        self.w_session_out], layout=L(width="58%", min_width="360px"))
         right = W.VBox([W.HTML("<div class='wb-section'>Op counts before → after the selected step</div>"),
                         self.w_diag, self.w_counts], layout=L(width="40%", min_width="280px"))
@@ -77,7 +87,7 @@ class FusionPanel(Panel):
                                                      justify_content="space-between"))
         self.widget.add_class("wb-fusion-panel")
         self.watch("rows", self.draw_rows)
-        self.watch(["snapshots", "step"], self.draw_slider)
+        self.watch(["snapshots", "step", "rows"], self.draw_slider)
         self.watch("pair", self.draw_pair)
         self.watch("session_line", lambda: setattr(self.w_session_out, "value",
                                                    f"<div style='font-size:12px'>{esc(self.state.session_line)}</div>"
@@ -132,18 +142,26 @@ class FusionPanel(Panel):
         if not rows or not snaps:
             return
         answers = any(r.get("answers") for r in rows)
-        shape = (tuple(r["name"] for r in rows), answers)
+        shape = (tuple((r["name"], r.get("applies", True)) for r in rows), answers)
         if self._shape != shape:
             head = W.HTML("<div class='wb-head'><span style='width:20px'>on</span><span style='width:215px'>step"
                           "</span><span style='width:44px;text-align:right'>nodes</span><span style='width:120px'>"
                           "fused here</span><span style='width:56px'>parity</span>"
-                          + ("<span>answers</span>" if answers else "") + "</div>")
+                          + ("<span>answers</span>" if answers else "") + "</div>", layout=W.Layout(flex="0 0 auto"))
             kids = [head, self._export_row()]
             for kind, label in (("fusion", "Fusions"), ("cleanup", "Graph clean-ups")):
-                group = [r for r in rows if r["kind"] == kind]
+                group = [r for r in rows if r["kind"] == kind and r.get("applies", True)]
                 if group:
-                    kids.append(W.HTML(f"<div class='wb-sub' style='padding:0 4px'>{label}</div>"))
+                    kids.append(W.HTML(f"<div class='wb-sub' style='padding:0 4px'>{label}</div>",
+                                       layout=W.Layout(flex="0 0 auto")))
                     kids += [self._row(r)[0] for r in group]
+            # Under the list (not inside its scroll area), so what opens shows where the user clicked.
+            na = [r for r in rows if not r.get("applies", True)]
+            self.w_na_box.children = [self._row(r)[0] for r in na]
+            self.w_na_toggle.description = f"not applicable to this model ({len(na)})"
+            self.w_na_toggle.layout.display = "flex" if na else "none"
+            if not na:
+                self._fold(False)
             self.w_rows.children = kids
             self._shape = shape
         sel = self.state.pair.index if self.state.pair is not None else -1
@@ -155,30 +173,40 @@ class FusionPanel(Panel):
             row, cb, btn, info = self._row(r)
             self.silently(cb, "value", bool(r["on"]), self._quiet)
             btn.disabled = r["index"] is None
-            why = r["why"]
+            why = r["why"] or r.get("na_why", "")
             short = why if len(why) <= 170 else why[:169] + "…"
             why_html = (f"<div class='wb-why' title='{esc(why)}'>{esc(short)}</div>"
                         if why and r["index"] is not None else "")
             ran = r["index"] is not None
-            par = "" if not ran else badge(r["parity"], "ok" if r["parity"] else
-                                           ("differs" if r["parity"] is False else "…"), r["parity_tip"])
-            ans = (f"<span class='wb-ans' title='{esc(r.get('answers_tip', ''))}'>{esc(r.get('answers', ''))}</span>"
-                   if answers and ran else "")
-            value = (f"<div class='wb-cells'><span class='wb-n'>{r['nodes'] if ran else 'off'}</span>"
-                     f"<span class='wb-h' title='{esc(r['here'])}'>{esc(r['here'])}</span>"
-                     f"<span class='wb-p'>{par}</span>{ans}</div>{why_html}")
+            if not r.get("applies", True):  # folded: what a user needs is why it cannot apply
+                value = f"<div class='wb-why' title='{esc(why)}'>{esc(short)}</div>"
+            else:
+                par = "" if not ran else badge(r["parity"], "ok" if r["parity"] else
+                                               ("differs" if r["parity"] is False else "…"), r["parity_tip"])
+                ans = (f"<span class='wb-ans' title='{esc(r.get('answers_tip', ''))}'>"
+                       f"{esc(r.get('answers', ''))}</span>" if answers and ran else "")
+                value = (f"<div class='wb-cells'><span class='wb-n'>{r['nodes'] if ran else 'off'}</span>"
+                         f"<span class='wb-h' title='{esc(r['here'])}'>{esc(r['here'])}</span>"
+                         f"<span class='wb-p'>{par}</span>{ans}</div>{why_html}")
             if info.value != value:
                 info.value = value
             (row.add_class if ran and r["index"] == sel else row.remove_class)("wb-row-sel")
             (row.remove_class if r["on"] else row.add_class)("wb-row-off")
+
+    def _fold(self, open_: bool) -> None:
+        """Show or hide the steps that cannot apply (what the one line folds)."""
+        self.w_na_box.layout.display = "flex" if open_ else "none"
+        self.w_na_toggle.icon = "caret-down" if open_ else "caret-right"
 
     # ----------------------------------------------------------------- slider, counts, diagnostics
     def draw_slider(self) -> None:
         snaps = self.state.snapshots
         if not snaps:
             return
-        opts = [(f"{i}: {getattr(sn.step, 'name', sn.step) or 'export'}", i) for i, sn in enumerate(snaps)]
         step = self.state.step if 0 <= self.state.step < len(snaps) else len(snaps) - 1
+        na = {r["index"] for r in self.state.rows or () if not r.get("applies", True)} - {step}  # folded away
+        opts = [(f"{i}: {getattr(sn.step, 'name', sn.step) or 'export'}", i) for i, sn in enumerate(snaps)
+                if i not in na]
         self._quiet.append(True)
         try:
             if list(self.w_step.options) != opts:

@@ -65,8 +65,9 @@ class ViewBar(Panel):
                                       style={"button_width": "110px"})
         self.w_layer = W.BoundedIntText(value=s.layer, min=0, max=max(0, s.layer_max), description="layer",
                                         layout=L(width="140px"))
-        self.w_expand = W.Checkbox(value=s.expand_all, description="expand all layers", indent=False,
-                                   layout=L(width="150px"))
+        self.w_expand = W.Checkbox(value=s.expand_all, description="expand all groups", indent=False,
+                                   layout=L(width="150px"),
+                                   tooltip="open every box of the whole-model view (embeddings, mask, layers, head)")
         self.w_overlay = W.Checkbox(value=s.overlay, description="latency overlay", indent=False,
                                     layout=L(width="140px"))
         self.w_constants = W.Checkbox(value=s.constants, description="show constants", indent=False,

@@ -59,10 +59,16 @@ function draw(el, sc, view, rings) {
     out.push(`${symbol(n.symbol[k], x, y, n.size[k])} class="wb-gw-node" data-i="${k}" data-op="${esc(n.op[k])}" ` +
       `fill="${n.color[k]}"/>`);
   }
+  // A ringed node's label starts past its ring, or the ring hides its first letters.
+  const ringed = {};
+  for (const [name, ks] of [["highlight", rings.highlight], ["selected", rings.selected]]) {
+    for (const k of ks) ringed[k] = Math.max(ringed[k] || 0, RING[name][1] / 2);
+  }
   for (let k = 0; k < n.x.length; k++) {
     const t = n.label[k];
     if (!t) continue;
-    const x = px(n.x[k]), y = py(n.y[k]), r = n.size[k] / 2, pos = n.labelpos[k];
+    const x = px(n.x[k]), y = py(n.y[k]), pos = n.labelpos[k];
+    const r = pos === "r" && ringed[k] ? Math.max(n.size[k] / 2, ringed[k]) : n.size[k] / 2;
     const [tx, ty, anchor, base] = pos === "t" ? [x, y - r - 3, "middle", "auto"]
       : pos === "b" ? [x, y + r + 3, "middle", "hanging"] : [x + r + 3, y, "start", "central"];
     out.push(`<text class="wb-gw-label" x="${tx.toFixed(1)}" y="${ty.toFixed(1)}" text-anchor="${anchor}" ` +
