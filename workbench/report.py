@@ -98,13 +98,17 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
                                          exporter=export_cfg.exporter, opset=export_cfg.opset, plan=plan,
                                          progress=lambda s, f: progress(f"benchmark: {s}", 0.6 + 0.1 * f))
             # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
-            res = benchmark(variants, cfg, text=text, floor=text is None)
+            from .measure.answers import builtin_answers_text, int8_flags
+
+            answers = builtin_answers_text(src) if text is None and cfg.provider == "cpu" else None  # int8's answers
+            res = benchmark(variants, cfg, text=text if text is not None else answers,
+                            text_answers_only=text is None, floor=text is None)
             from .viz.report import plural
 
             t = data.get("text") or {}
             shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                      if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-            data["bench"] = {**res.to_dict(samples=False),
+            data["bench"] = {**res.to_dict(samples=False), "int8_flags": int8_flags(res.variants),
                              "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
         except WorkbenchError as e:
             data["errors"].append(f"benchmark: {e}")

@@ -87,6 +87,8 @@ def run(args) -> int:
 
 def task_line(tp: dict) -> str:
     """One short line for a task parity dict."""
+    if tp.get("too_small"):
+        return tp["too_small"]
     if tp["kind"] == "embedding":
         return f"top-1 {tp['top1_agreement']:.0%}, spearman {tp['spearman']:.4f}"
     if tp["kind"] == "masked_lm":

@@ -131,4 +131,33 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
     return out
 
 
-__all__ = ["PRECISIONS", "task_answers", "neighbour_changes"]
+
+
+def builtin_answers_text(src):
+    """The built-in sentences through the model's tokenizer, to check answers on when no text was given
+    (cheap: a few dozen sentences); None for a model without a tokenizer."""
+    from ..errors import WorkbenchError
+    from ..text import text_batches
+
+    try:
+        return text_batches(src)
+    except WorkbenchError:
+        return None
+
+
+def int8_flags(stats) -> list[str]:
+    """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
+    pointing at the guarded int8 and at ``workbench tune``."""
+    from .guarded import answers_line, holds
+
+    out = []
+    for v in stats:
+        name = v["name"] if isinstance(v, dict) else v.name
+        tp = v.get("task_parity") if isinstance(v, dict) else v.task_parity
+        if "int8" in name and tp and not holds(tp):
+            out.append(f"{name}: its answers change ({answers_line(tp)}); use int8-guarded (`--variants "
+                       f"int8-guarded`) or `workbench tune`, which keep the answers")
+    return out
+
+
+__all__ = ["PRECISIONS", "task_answers", "neighbour_changes", "builtin_answers_text", "int8_flags"]

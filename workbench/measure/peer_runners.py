@@ -27,6 +27,18 @@ def compile_torch(model, name: str):
     return torch.compile(model, backend="inductor")
 
 
+def ov_config(threads: int, precision: str | None = None, *, shipped: bool = False) -> dict:
+    """OpenVINO's compile settings: the thread budget and LATENCY hint (what optimum-intel, and so
+    sentence-transformers, passes by default); interleaved runs also pin one stream; ``precision``
+    is the inference precision hint (None: OpenVINO's default on this CPU)."""
+    cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY"}
+    if not shipped:
+        cfg["NUM_STREAMS"] = 1
+    if precision:
+        cfg["INFERENCE_PRECISION_HINT"] = precision
+    return cfg
+
+
 class OpenVinoRunner:
     """OpenVINO on the variant's ONNX file, CPU plugin."""
 
@@ -47,13 +59,12 @@ class OpenVinoRunner:
             raise BenchmarkError(f"{self.name}: model file {path} does not exist")
         self.spec = spec_from_onnx(onnx.load(str(path), load_external_data=False))
         self.graph_flops_source = path
-        cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
-        precision = (v.get("options") or {}).get("precision")
-        if precision:
-            cfg["INFERENCE_PRECISION_HINT"] = precision
+        options = v.get("options") or {}
+        cfg = ov_config(threads, options.get("precision"), shipped=bool(v.get("spinning")))
+        ir = Path(options["ir"]) if options.get("ir") else None  # an OpenVINO IR (the int8 models) beside the ONNX file
         try:
             core = ov.Core()
-            self.compiled = core.compile_model(core.read_model(str(path)), "CPU", cfg)
+            self.compiled = core.compile_model(core.read_model(str(ir or path)), "CPU", cfg)
         except Exception as e:
             raise BenchmarkError(f"{self.name}: OpenVINO cannot compile {path.name}: {_first_line(e)}") from e
         prec = self.compiled.get_property("INFERENCE_PRECISION_HINT")
@@ -84,4 +95,4 @@ class OpenVinoRunner:
         self.compiled = None
 
 
-__all__ = ["OpenVinoRunner", "compile_torch"]
+__all__ = ["OpenVinoRunner", "compile_torch", "ov_config"]

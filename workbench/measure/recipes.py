@@ -13,9 +13,12 @@ compare the same things:
 ``torch-compile``  ``torch.compile`` (inductor) on the PyTorch model;
 ``tuned``    the export fused under this machine's plan (``workbench ablate``'s tuned plan, cached);
 ``int8-guarded``   the fastest int8 model whose answers hold on the sentences (:mod:`.guarded`);
-``openvino-f32``, ``openvino``  OpenVINO on the export (f32, or its default precision on this CPU).
+``int8-static``    ``fused`` after static QDQ int8, calibrated on the text's search part (:mod:`.static_int8`);
+``openvino-f32``, ``openvino``  OpenVINO on the export (f32, or its default precision on this CPU);
+``openvino-int8``, ``openvino-int8-guarded``  NNCF's static int8 of the export, plain or accuracy-controlled
+                   (:mod:`.ov_quant`).
 
-The last five are built by :func:`workbench.measure.recipes_extra.variants`, which takes every
+The last eight are built by :func:`workbench.measure.recipes_extra.variants`, which takes every
 name; the peers (torch-compile, openvino*) are skipped with a reason where they cannot run
 (:func:`workbench.measure.recipes_extra.available`).
 
@@ -34,7 +37,8 @@ from ..errors import BenchmarkError, ConfigError, RuntimeUnavailableError
 from .bench import Variant
 
 STANDARD = ("torch", "unfused", "fused", "int8", "fp16")
-EXTRA = ("torch-compile", "tuned", "int8-guarded", "openvino-f32", "openvino")
+EXTRA = ("torch-compile", "tuned", "int8-guarded", "int8-static", "openvino-f32", "openvino", "openvino-int8",
+         "openvino-int8-guarded")
 ALL = STANDARD + EXTRA
 RECIPE_VERSION = 2
 Progress = Callable[[str, float], None]
@@ -54,15 +58,16 @@ def _derived_dir(export_path: Path, recipe: str) -> Path:
     return cache_entry("variants", hashlib.sha256(key.encode()).hexdigest()[:24])  # leased while this process runs
 
 
-def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Path:
-    """Build ``<cache>/variants/<key>/model.onnx`` once; later calls are a lookup."""
+def _cached(export_path: Path, recipe: str, build: Callable[[Path], None], name: str = "model.onnx") -> Path:
+    """Build ``<cache>/variants/<key>/model.onnx`` once (``build`` is given that path in a temporary folder);
+    later calls are a lookup. ``name``: the file that marks the entry built (an OpenVINO IR's ``.xml``)."""
     import os
     import shutil
     import tempfile
 
     final = _derived_dir(export_path, recipe)
-    if (final / "model.onnx").is_file():
-        return final / "model.onnx"
+    if (final / name).is_file():
+        return final / name
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
     try:
@@ -75,7 +80,7 @@ def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Pa
             shutil.rmtree(tmp, ignore_errors=True)  # another process built it first
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final / "model.onnx"
+    return final / name
 
 
 def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = False,
