@@ -129,7 +129,7 @@ def throughput_job(ch, job: dict, workdir) -> None:
     """See the module doc."""
     from ..errors import BenchmarkError
     from .runners import run_error
-    from .worker import _fault, build_runners, peak_rss_mb, send_ready
+    from .worker_base import _fault, build_runners, peak_rss_mb, send_ready
 
     cfg, serve = job["cfg"], job["serve"]
     runners = build_runners(ch, job, workdir)

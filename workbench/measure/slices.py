@@ -74,7 +74,7 @@ def slice_main(conn, env: dict | None = None) -> None:
     try:
         job = conn.recv()["job"]
         from .runners import make_runner
-        from .worker import _set_threads, peak_rss_mb
+        from .worker_base import _set_threads, peak_rss_mb
 
         threads = int(job["threads"])
         _set_threads(threads, job["variant"].get("kind") == "torch")

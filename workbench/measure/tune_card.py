@@ -5,11 +5,12 @@ from __future__ import annotations
 from .guarded import answers_line
 from .labels import MODES, variant_label
 
+CARD_TEXT = "The cat sat on the mat."
+
 
 def run_lines(out_dir: str, session: dict, engine: str, threads: int) -> list[str]:
     """The lines that load and run the saved model (plain onnxruntime + the tokenizer, or OpenVINO on its IR)."""
     from .peer_runners import ov_config
-    from .tune_save import CARD_TEXT
 
     if engine == "openvino":
         cfg = ov_config(threads, (session.get("options") or {}).get("precision"), shipped=True)
@@ -49,8 +50,9 @@ def _precision(result: dict, variant: str) -> list[str]:
              "openvino-int8": "Precision: NNCF static int8 (model type transformer, calibrated on the search part: "
                               "sentence-transformers' export_static_quantized_openvino_model recipe); the rest at "
                               "OpenVINO's default precision.",
-             "openvino-int8-guarded": "Precision: NNCF's accuracy-controlled int8 (quantize_with_accuracy_control, "
-                                      "validated on the search part's answers); what it kept out of int8 runs f32.",
+             "openvino-int8-guarded": "Precision: NNCF static int8 with the layer roles whose quantization broke the "
+                                      "search part's answers kept out of int8 (an ignored scope); the rest at "
+                                      "OpenVINO's default precision.",
              }.get(variant, "Precision: fp32 throughout.")]
 
 

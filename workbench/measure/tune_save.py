@@ -27,8 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-
-CARD_TEXT = "The cat sat on the mat."
+from .tune_card import CARD_TEXT, model_card
 #: What makes a model folder a sentence-transformers one, copied beside the model when present.
 ST_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 
@@ -185,8 +184,6 @@ def save(result: dict, out_dir, source) -> dict:
     """
     from ..models import ModelSource, resolve
     from ..paths import atomic_write_text
-    from .tune_card import model_card
-
     out = check_target(out_dir)
     held = saved_variants(result)
     src = source if isinstance(source, ModelSource) else resolve(source)

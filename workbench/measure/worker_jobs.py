@@ -56,7 +56,7 @@ def profile_job(ch, job: dict, workdir: Path) -> None:
     from ..ort.inputs import make_inputs
     from .profile_events import parse_profile_events, layer_map
     from .runners import OrtRunner, run_error
-    from .worker import _set_threads
+    from .worker_base import _set_threads
 
     cfg = job["cfg"]
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])

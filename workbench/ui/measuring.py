@@ -109,11 +109,20 @@ class MeasureActions:
                     self._last_series = now
                     s.series = {k: tuple(v) for k, v in series.items()}
 
-            self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample, text=text)
+            answers = None
+            if text is None and any("int8" in v.name for v in vs):  # int8's answers, on the built-in sentences
+                from ..measure.answers import builtin_answers_text
+                answers = builtin_answers_text(self.export_result.source)
+            self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample,
+                                           text=text if text is not None else answers,
+                                           text_answers_only=text is None)
             r = self._bench.result(None)
+            from ..measure.answers import int8_flags
+
             with s.hold_trait_notifications():
                 s.series = {k: tuple(v) for k, v in series.items()}
-                s.explanation = tuple(explain(r.rates, r.machine))
+                s.explanation = tuple(f"warning: {f}" for f in int8_flags(r.variants)) + tuple(explain(r.rates,
+                                                                                                      r.machine))
                 s.bench_result = r
             keys = [v.name for v in r.variants]
             msg = f"benchmark {'stopped' if r.stopped else 'done'}: " + ", ".join(
