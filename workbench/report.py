@@ -108,7 +108,12 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
             t = data.get("text") or {}
             shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                      if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-            data["bench"] = {**res.to_dict(samples=False), "int8_flags": int8_flags(res.variants),
+            flags, int8_answers = int8_flags(res.variants), {}
+            if text is None:  # the built-in sentences checked int8 only; the latency table stays as without text
+                int8_answers = {v.name: v.task_parity for v in res.variants if "int8" in v.name and v.task_parity}
+                for v in res.variants:
+                    v.task_parity = None
+            data["bench"] = {**res.to_dict(samples=False), "int8_flags": flags, "int8_answers": int8_answers,
                              "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
         except WorkbenchError as e:
             data["errors"].append(f"benchmark: {e}")

@@ -70,7 +70,7 @@ def test_tune_json_has_the_interface_the_checks_read(tuned):
     by = {v["name"]: v for v in doc["variants"]}
     # Each variant's memory is its own process's: PyTorch's runtime is not in ONNX Runtime's figure.
     assert by["torch"]["peak_rss_mb"] > by["int8"]["peak_rss_mb"]
-    assert by["int8"]["size_mb"] < by["fused"]["size_mb"] and by["openvino-int8"]["size_mb"] < by["openvino"]["size_mb"]
+    assert by["int8"]["size_mb"] < by["fused"]["size_mb"]  # int8 weights on disk
     # The batch-size search tried sizes from 1 to 64 and kept the fastest it tried.
     tried = by["fused"]["batch_search"]
     assert "1" in tried and by["fused"]["batch"] == int(max(tried, key=tried.get))

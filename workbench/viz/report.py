@@ -273,6 +273,9 @@ def render(data: dict) -> str:
         if task_col:
             ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
             s.append(_text_note(data, variants, ref))
+        for name, tp in (bench.get("int8_answers") or {}).items():
+            s.append(f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against "
+                     f"{_e(variant_label(variants[0]['name']))}: {_e(task_parity_words(tp))}</p>")
         for line in bench.get("int8_flags") or ():
             s.append(f"<p class='note bad'>warning: {_e(line)}</p>")
         if bench.get("floor_ms"):
