@@ -79,6 +79,9 @@ class AblationResult:
     machine: dict
     config: dict
     plan: FusionPlan = field(default_factory=FusionPlan)
+    #: The floor as computed from the measured rate, before the plausibility check (``floor_ms`` is None
+    #: when this exceeds a measured time); None only when no rate could be measured.
+    floor_computed_ms: float | None = None
 
     @property
     def tuned_plan(self) -> FusionPlan:
@@ -133,7 +136,8 @@ class AblationResult:
         t = self.tuned_plan
         return {"model": self.model, "engine": self.engine, "full_p50_ms": self.full_p50_ms,
                 "noise_pct": self.noise_pct, "unfused_p50_ms": self.unfused_p50_ms, "floor_ms": self.floor_ms,
-                "matmul_bound_ms": self.matmul_bound_ms, "machine": self.machine, "config": self.config,
+                "matmul_bound_ms": self.matmul_bound_ms, "floor_computed_ms": self.floor_computed_ms,
+                "machine": self.machine, "config": self.config,
                 "rows": [dict(r.__dict__) for r in self.rows],
                 "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled), "enabled": sorted(t.opted_in)}}
 
@@ -248,7 +252,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     rows, band = _rows(res, todo, switch_on, emitted, change)
     progress("done", 1.0)
     return AblationResult(src.name, engine, rows, res[FULL].p50_ms, band, res[UNFUSED].p50_ms, res.floor_ms,
-                          res.matmul_bound_ms, res.machine, dict(res.config), plan)
+                          res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"))
 
 
 def _rows(res, todo: list, switch_on: set, emitted: dict, change: dict) -> tuple[list[AblationRow], float]:

@@ -31,6 +31,13 @@ MODES = {"interleaved": "interleaved in one worker, thread spinning off",
          "shipped": "as shipped, each engine in alternating time slices of its own process"}
 
 
+def workload_figure(workload: str, value: float | None) -> str:
+    """A workload's deciding figure in words: "1.23 ms" (latency), "812 sentences/s" (throughput), "-"."""
+    if value is None:
+        return "-"
+    return f"{value:.2f} ms" if workload == "latency" else f"{value:.0f} sentences/s"
+
+
 def variant_label(name: str) -> str:
     """``"unfused"`` → ``"ONNX Runtime, no optimizations"``; ``"fused-without-gelu"`` → ``"fused without gelu"``;
     any other name (a single snapshot) is shown as it is."""
@@ -39,4 +46,4 @@ def variant_label(name: str) -> str:
     return VARIANT_LABELS.get(name, name)
 
 
-__all__ = ["VARIANT_LABELS", "WITHOUT", "MODES", "variant_label"]
+__all__ = ["VARIANT_LABELS", "WITHOUT", "MODES", "variant_label", "workload_figure"]

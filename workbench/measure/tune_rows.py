@@ -7,7 +7,7 @@ are the as-shipped figures where the variant was measured that way, else the int
 
 from __future__ import annotations
 
-from .labels import variant_label
+from .labels import variant_label, workload_figure
 
 #: What a user would pick instead, as its users ship it.
 PEERS = ("torch", "torch-compile", "openvino-f32", "openvino", "openvino-int8")
@@ -82,10 +82,7 @@ def _faster(workload: str, a: float, b: float) -> float:
     return b / a if workload == "latency" else a / b
 
 
-def fig(workload: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f} ms" if workload == "latency" else f"{value:.0f} sentences/s"
+fig = workload_figure
 
 
 def why(rec: dict, rows: list[dict], workload: str, machine: dict, rates: dict) -> str:

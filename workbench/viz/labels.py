@@ -2,6 +2,6 @@
 so figures, the app and the report read the same names as the tune's tables and model card)."""
 from __future__ import annotations
 
-from ..measure.labels import VARIANT_LABELS, WITHOUT, variant_label
+from ..measure.labels import MODES, VARIANT_LABELS, WITHOUT, variant_label, workload_figure
 
-__all__ = ["VARIANT_LABELS", "WITHOUT", "variant_label"]
+__all__ = ["VARIANT_LABELS", "WITHOUT", "MODES", "variant_label", "workload_figure"]

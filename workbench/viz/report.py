@@ -154,7 +154,7 @@ def _kv(d: dict) -> str:
 
 def tune_section(t: dict) -> str:
     """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
-    from ..measure.tune_rows import fig
+    from .labels import workload_figure as fig
 
     base = next((r["p50_ms"] for r in t["variants"] if r["name"] == "torch"), None)
     rows = [{"variant": variant_label(r["name"]), "p50 ms": r["p50_ms"], "p90 ms": r.get("p90_ms"),

@@ -269,8 +269,7 @@ class ProfilePanel(Panel):
 
 def tune_html(res: dict) -> str:
     """The tune's recommendation per workload, the peers, and each variant's figures and answers."""
-    from ...measure.tune_rows import fig
-    from ...viz.labels import variant_label
+    from ...viz.labels import variant_label, workload_figure as fig
     from ...viz.report import task_parity_words as answers_line
 
     heads = "".join(
