@@ -98,22 +98,17 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
                                          exporter=export_cfg.exporter, opset=export_cfg.opset, plan=plan,
                                          progress=lambda s, f: progress(f"benchmark: {s}", 0.6 + 0.1 * f))
             # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
-            from .measure.answers import builtin_answers_text, int8_flags
+            from .measure.answers import builtin_answers_text, int8_report
 
             answers = builtin_answers_text(src) if text is None and cfg.provider == "cpu" else None  # int8's answers
-            res = benchmark(variants, cfg, text=text if text is not None else answers,
-                            text_answers_only=text is None, floor=text is None)
+            res = benchmark(variants, cfg, text=text or answers, text_answers_only=text is None, floor=text is None)
             from .viz.report import plural
 
             t = data.get("text") or {}
             shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                      if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-            flags, int8_answers = int8_flags(res.variants), {}
-            if text is None:  # the built-in sentences checked int8 only; the latency table stays as without text
-                int8_answers = {v.name: v.task_parity for v in res.variants if "int8" in v.name and v.task_parity}
-                for v in res.variants:
-                    v.task_parity = None
-            data["bench"] = {**res.to_dict(samples=False), "int8_flags": flags, "int8_answers": int8_answers,
+            int8 = int8_report(res, text)
+            data["bench"] = {**res.to_dict(samples=False), **int8,
                              "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
         except WorkbenchError as e:
             data["errors"].append(f"benchmark: {e}")

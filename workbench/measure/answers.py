@@ -160,4 +160,15 @@ def int8_flags(stats) -> list[str]:
     return out
 
 
-__all__ = ["PRECISIONS", "task_answers", "neighbour_changes", "builtin_answers_text", "int8_flags"]
+def int8_report(res, text=None) -> dict:
+    """``{"int8_flags", "int8_answers"}`` for a benchmark result; without a text (the built-in sentences
+    checked int8 only) the variants' own task parity is cleared, so their table reads as without text."""
+    flags, answers = int8_flags(res.variants), {}
+    if text is None:
+        answers = {v.name: v.task_parity for v in res.variants if "int8" in v.name and v.task_parity}
+        for v in res.variants:
+            v.task_parity = None
+    return {"int8_flags": flags, "int8_answers": answers}
+
+
+__all__ = ["PRECISIONS", "task_answers", "neighbour_changes", "builtin_answers_text", "int8_flags", "int8_report"]

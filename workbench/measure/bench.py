@@ -410,7 +410,7 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
 
 
 def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, reference: str | None = None,
-               batches: dict | None = None, passes: int = 5, timeout: float | None = None,
+               batches: dict | None = None, passes: int = 3, timeout: float | None = None,
                on_event: Callable[[dict], None] | None = None) -> tuple[dict, dict]:
     """The throughput workload in one worker, interleaved (see :mod:`.serve`).
 

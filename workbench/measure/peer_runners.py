@@ -5,7 +5,7 @@ the benchmark's thread count, ``PERFORMANCE_HINT`` LATENCY (one stream), and the
 ``INFERENCE_PRECISION_HINT`` (absent: OpenVINO's default on this CPU, bf16 where the CPU has native
 bf16, f32 on an AVX2-only CPU). OpenVINO's threads are TBB workers, which block rather than spin
 between runs. ``compile_torch`` wraps a PyTorch model in ``torch.compile`` (inductor); the
-compilation happens at the first run of each shape, inside the warm-up.
+compilation (``dynamic=True``: one graph for every batch and length) happens in the warm-up.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def compile_torch(model, name: str):
         raise RuntimeUnavailableError(f"{name}: {why}")
     import torch
 
-    return torch.compile(model, backend="inductor")
+    # dynamic: one graph for every (batch, length) a text brings, instead of a recompile per new shape
+    return torch.compile(model, backend="inductor", dynamic=True)
 
 
 def ov_config(threads: int, precision: str | None = None, *, shipped: bool = False) -> dict:

@@ -2,7 +2,7 @@
 
 ``throughput_job`` (worker mode ``"throughput"``): every variant serves the corpus (sentences sorted
 by length, batches padded to each batch's longest; :mod:`.workload`) at its own batch size, found by
-a short search (one pass per size: 1, 4, 16, 64, then the powers of two beside the best) unless the
+a short search (one pass per size: 1, 8, 64, then the powers of two beside the best) unless the
 job fixes it; one pass each as warm-up, which also keeps each variant's outputs of the text's
 sentences as served (padded, in their batch) for the batched answers; then whole passes timed round
 robin. Messages: ``batch`` per variant (``batch``, ``tried``: sentences/s per size), ``parity`` with
@@ -11,7 +11,7 @@ the batched answers, ``sample`` per pass (``ms``, ``sentences``), ``memory``.
 
 from __future__ import annotations
 
-COARSE = (1, 4, 16, 64)
+COARSE = (1, 8, 64)
 
 
 def parity_of_parts(text: dict, ref: list, cand: list, batches: list) -> dict:
@@ -155,7 +155,7 @@ def throughput_job(ch, job: dict, workdir) -> None:
     _send_batched_parity(ch, job, runners, rows)
     rows.clear()
     n = len(serve["corpus"])
-    for i in range(int(job.get("passes") or 5)):
+    for i in range(int(job.get("passes") or 3)):
         for r in runners:
             ch.check_stop()
             try:

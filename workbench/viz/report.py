@@ -152,6 +152,14 @@ def _kv(d: dict) -> str:
                    for k, v in d.items()])
 
 
+def _int8_notes(bench: dict) -> list[str]:
+    """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break."""
+    ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
+    out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
+           f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
+    return out + [f"<p class='note bad'>warning: {_e(line)}</p>" for line in bench.get("int8_flags") or ()]
+
+
 def tune_section(t: dict) -> str:
     """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
     from .labels import workload_figure as fig
@@ -273,11 +281,7 @@ def render(data: dict) -> str:
         if task_col:
             ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
             s.append(_text_note(data, variants, ref))
-        for name, tp in (bench.get("int8_answers") or {}).items():
-            s.append(f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against "
-                     f"{_e(variant_label(variants[0]['name']))}: {_e(task_parity_words(tp))}</p>")
-        for line in bench.get("int8_flags") or ():
-            s.append(f"<p class='note bad'>warning: {_e(line)}</p>")
+        s += _int8_notes(bench)
         if bench.get("floor_ms"):
             bound = (f"; the MatMuls alone with weights read from memory: {bench['matmul_bound_ms']:.2f} ms "
                      f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
