@@ -60,7 +60,8 @@ def test_tune_json_has_the_interface_the_checks_read(tuned):
         best = min(ok, key=lambda v: v[key]) if key == "p50_ms" else max(ok, key=lambda v: v[key])
         assert rec["variant"] == best["name"] and rec["mode"] == "shipped"
     names = [v["name"] for v in doc["variants"]]
-    assert names[:6] == ["torch", "torch-compile", "unfused", "fused", "tuned", "int8"]
+    assert [n for n in names if n != "tuned"][:5] == ["torch", "torch-compile", "unfused", "fused", "int8"]
+    assert "tuned" in names or "tuned" in {s["name"] for s in doc["skipped"]}  # the same file as fused: once
     assert {"int8-guarded", "int8-static", "openvino-int8", "openvino-int8-guarded"} <= set(names)
     for v in doc["variants"]:
         assert FIELDS <= set(v), v["name"]
