@@ -276,3 +276,17 @@ def test_the_split_keeps_parts_apart_and_refuses_too_little_text():
     assert small.check == tuple(mine[:4]) and set(small.search) <= set(BUILTIN_SENTENCES)
     with pytest.raises(ConfigError, match="too small to check answers: 2 distinct sentences"):
         split(["a b", "c d", "a b"])
+
+
+def test_a_sentence_transformers_folder_stays_one_when_saved(tmp_path):
+    """modules.json, the pooling config and the tokenizer travel with the saved model (the packaged MiniLM)."""
+    from workbench.measure.tune_save import _write_model_files
+    from workbench.models import resolve
+
+    src = resolve("minilm")
+    assert _write_model_files(src, tmp_path)
+    assert (tmp_path / "modules.json").is_file() and (tmp_path / "1_Pooling" / "config.json").is_file()
+    assert (tmp_path / "config_sentence_transformers.json").is_file() and (tmp_path / "tokenizer.json").is_file()
+    import json
+
+    assert [m["path"] for m in json.loads((tmp_path / "modules.json").read_text())][:2] == ["", "1_Pooling"]

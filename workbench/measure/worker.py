@@ -13,6 +13,8 @@ worker → caller
     ``{"type": "sample", "variant", "run_index", "ms"}`` per timed run,
     ``{"type": "parity", "variant", "max_abs_diff", "cosine"}``,
     ``{"type": "profile", "records": [...], ...}`` for profiling jobs,
+    ``{"type": "batch", "variant", "batch", "tried", "sentences"}`` for throughput jobs (:mod:`.serve`),
+    ``{"type": "memory", "peak_rss_mb"}`` after the timed runs (the worker's, all variants together),
     then exactly one of ``{"type": "done", "stopped"}`` or
     ``{"type": "error", "error": class name, "message"}``.
 
