@@ -411,8 +411,10 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
 
 def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, reference: str | None = None,
                batches: dict | None = None, passes: int = 3, timeout: float | None = None,
-               on_event: Callable[[dict], None] | None = None) -> tuple[dict, dict]:
+               on_event: Callable[[dict], None] | None = None, batch1: dict | None = None) -> tuple[dict, dict]:
     """The throughput workload in one worker, interleaved (see :mod:`.serve`).
+
+    ``batch1``: each variant's sentences/s at batch 1, known from the latency workload (not measured again).
 
     Returns ``({name: {"batch", "tried", "sentences_per_s", "samples_ms", "task_parity",
     "task_parity_parts", "cosine"}}, machine)``; the answers are each variant's as served, in its
@@ -420,7 +422,7 @@ def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, refere
     """
     described, cleanup = _prepare(variants)
     job = {"mode": "throughput", "variants": described, "cfg": asdict(cfg), "reference": reference,
-           "serve": serve, "batches": batches or {}, "passes": passes}
+           "serve": serve, "batches": batches or {}, "passes": passes, "batch1": batch1 or {}}
     handle = BenchHandle(job, cfg, described, on_event=on_event, cleanup=cleanup)
     with handle:
         handle.result(timeout)

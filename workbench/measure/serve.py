@@ -2,8 +2,8 @@
 
 ``throughput_job`` (worker mode ``"throughput"``): every variant serves the corpus (sentences sorted
 by length, batches padded to each batch's longest; :mod:`.workload`) at its own batch size, found by
-a short search (one pass per size: 1, 8, 64, then the powers of two beside the best) unless the
-job fixes it; one pass each as warm-up, which also keeps each variant's outputs of the text's
+a short search (one pass per size: 1, 8, 64, then the powers of two beside the best; batch 1's
+rate may come from the latency workload, ``batch1``) unless the job fixes it; one pass each as warm-up, which also keeps each variant's outputs of the text's
 sentences as served (padded, in their batch) for the batched answers; then whole passes timed round
 robin. Messages: ``batch`` per variant (``batch``, ``tried``: sentences/s per size), ``parity`` with
 the batched answers, ``sample`` per pass (``ms``, ``sentences``), ``memory``.
@@ -68,11 +68,13 @@ def _row(out, k: int, length: int, padded: int):
     return row[:length].copy() if out.ndim == 3 and out.shape[1] == padded else row.copy()
 
 
-def search_batch(ch, r, serve: dict, sizes=None) -> tuple[int, dict]:
-    """The batch size with the most sentences per second over one pass of the corpus each."""
+def search_batch(ch, r, serve: dict, sizes=None, batch1: float | None = None) -> tuple[int, dict]:
+    """The batch size with the most sentences per second over one pass of the corpus each; ``batch1``: the
+    rate at batch 1 already known from the latency workload (the same sentences one at a time), not measured
+    again (its pass is the slowest of all)."""
     sizes = sorted(sizes or serve["batch_sizes"])
     n = len(serve["corpus"])
-    tried: dict[int, float] = {}
+    tried: dict[int, float] = {1: float(batch1)} if batch1 and 1 in sizes else {}
 
     def measure(b: int) -> None:
         if b in tried or b not in sizes:
@@ -143,7 +145,8 @@ def throughput_job(ch, job: dict, workdir) -> None:
         if longest > r.spec.max_positions:
             raise BenchmarkError(f"sequence {longest} is longer than {r.name}'s {r.spec.max_positions} positions")
         try:
-            b, tried = (int(fixed[r.name]), {}) if r.name in fixed else search_batch(ch, r, serve)
+            b, tried = (int(fixed[r.name]), {}) if r.name in fixed else search_batch(
+                ch, r, serve, batch1=(job.get("batch1") or {}).get(r.name))
             plan[r.name] = _batches(serve, b)
             ch.send({"type": "batch", "variant": r.name, "batch": b, "tried": tried,
                      "sentences": len(serve["corpus"])})

@@ -103,7 +103,8 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     if "throughput" in loads and lat is not None:
         say("measuring: throughput (batch-size search, then passes), interleaved", 0.55)
         serve = serve_job(lat, idx, pad_id_of(src))
-        thr, _ = throughput(vs, cfg, serve, reference=ref, timeout=timeout)
+        batch1 = {v.name: 1e3 / res[v.name].mean_ms for v in vs if res[v.name].mean_ms}  # the same sentences, one by one
+        thr, _ = throughput(vs, cfg, serve, reference=ref, timeout=timeout, batch1=batch1)
     ship = {}
     if shipped:
         say("measuring: as shipped, alternating time slices", 0.75)
