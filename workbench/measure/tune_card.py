@@ -92,7 +92,7 @@ def model_card(result: dict, info: dict, out_dir: str) -> str:
 
     m, plan, sp = result["model"], result["plan"], result["config"]["split"]
     lines = [f"# {m.get('label') or result['source']}, tuned for this machine", "",
-             f"Measured on: {machine_line(result['machine'])}; {result['threads']} threads. Figures "
+             f"Measured on: {machine_line(result['machine'])}. Figures "
              f"{MODES['shipped'] if result.get('shipped') else MODES['interleaved']}.", ""]
     lines += _recommendations(result, info)
     lines += [f"ONNX Runtime model: `model.onnx`, {variant_label(info['onnxruntime'])} (`{info['onnxruntime']}`)."]
