@@ -189,6 +189,14 @@ def test_bench_on_too_little_text_reports_no_answers(tiny, tmp_path):
     assert "too small to check answers: 1 distinct sentence" in row and "spearman" not in row.lower()
 
 
+def test_fuse_on_too_little_text_reports_no_answers(tiny, tmp_path):
+    text = tmp_path / "one.txt"
+    text.write_text("Only this sentence.\n")
+    p = _cli("fuse", str(tiny), "--text", str(text))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "too small to check answers: 1 distinct sentence" in p.stdout and "spearman 1.0000" not in p.stdout.lower()
+
+
 def test_bench_takes_the_new_variant_names_and_checks_int8_on_the_built_in_sentences(tiny, tuned):
     p = _cli("bench", str(tiny), *FAST, "--json",
              "--variants", "torch,int8,int8-static,openvino-f32,openvino-int8,openvino-int8-guarded")
