@@ -1,13 +1,21 @@
-"""``workbench tune`` figures: the recommendation against every peer measured in the same run, with the machine.
+"""``workbench tune`` figures (issue 30), per workload, with the machine.
 
-    python benchmarks/tune.py bert-base --seq 128 --threads 2
-    python benchmarks/tune.py minilm --text builtin --threads 2
+    python benchmarks/tune.py minilm --text builtin --workload both --threads 2
+    python benchmarks/tune.py bert-base --seq 128 --threads 2 --workload latency
 
-Prints the processor (lscpu model name and the instruction sets that matter), the load average,
-each variant's p50 and answers against PyTorch eager, the int8 search's candidates, and the two
-checks of issue 25: the recommended variant is faster than every peer (PyTorch eager,
-torch.compile, OpenVINO f32 and default), and int8-guarded keeps the answers (embeddings: Spearman
->= 0.99, top-1 100%) at >= 1.3x the fused fp32 model's speed.
+Prints the processor (lscpu model name and the instruction sets that matter), the load average before
+and after, the total tune wall time, then per workload: every variant's figure as shipped and
+interleaved, its answers at batch 1 and in padded batches (check part, the sentences the int8
+recipes never saw; search part too), size and peak memory, and the checks:
+
+* the recommended variant is at least as fast as every peer whose answers hold (PyTorch eager,
+  torch.compile, OpenVINO f32, OpenVINO default (bf16 on AMX/AVX512-BF16 CPUs), openvino-int8),
+  all as shipped;
+* its answers hold (top-1 100%, Spearman >= 0.99) at batch 1 and batched;
+* where an unguarded int8 breaks the answers, its guarded form holds and by how much it beats every
+  holding fp32/bf16 variant;
+* the recommended variant's throughput against PyTorch eager as shipped (target: 5x on MiniLM);
+* the whole tune under 5 minutes.
 """
 
 from __future__ import annotations
@@ -17,6 +25,10 @@ import json
 import os
 import subprocess
 import sys
+import time
+
+FP = ("torch", "torch-compile", "unfused", "fused", "tuned", "openvino-f32", "openvino")
+GUARDS = {"int8": "int8-guarded", "openvino-int8": "openvino-int8-guarded"}
 
 
 def lscpu() -> str:
@@ -31,59 +43,110 @@ def lscpu() -> str:
     return f"{model}; instruction sets: {', '.join(keep)}"
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _table(res: dict, w: str) -> None:
+    from workbench.measure.guarded import answers_line
+
+    key = "p50_ms" if w == "latency" else "sentences_per_s"
+    unit = "p50 ms" if w == "latency" else "sentences/s"
+    torch = next((r for r in res["variants"] if r["name"] == "torch"), None)
+    print(f"| variant | {unit} as shipped | {unit} interleaved | vs PyTorch eager (shipped) | batch | MB on disk | "
+          f"peak MB | answers batch 1 (check / search) | answers batched (check / search) | holds |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---|---|")
+    for r in res["variants"]:
+        v, vi = r.get(key), (r.get("interleaved") or {}).get(key)
+        vs = "-"
+        if torch and torch.get(key) and v:
+            vs = f"{(torch[key] / v if w == 'latency' else v / torch[key]):.2f}x"
+        f = (lambda x: f"{x:.2f}") if w == "latency" else (lambda x: f"{x:.0f}")
+        a1 = "reference" if r["reference"] else (f"{answers_line(r['task_parity'])} / "
+                                                 f"{answers_line(r.get('task_parity_search'))}")
+        ab = "reference" if r["reference"] else (f"{answers_line(r.get('task_parity_batched'))} / "
+                                                 f"{answers_line(r.get('task_parity_batched_search'))}")
+        print(f"| {r['label']} (`{r['name']}`) | {f(v) if v else '-'} | {f(vi) if vi else '-'} | {vs} | "
+              f"{r.get('batch') or 1 if w == 'throughput' else 1} | {r['size_mb']:.1f} | "
+              f"{r['peak_rss_mb'] or 0:.0f} | {a1} | {ab} | {'yes' if r['holds'] else 'no'} |")
+
+
+def _checks(res: dict, w: str) -> None:
+    from workbench.measure.guarded import answers_line
+    from workbench.measure.tune_rows import PEERS, fig, peers_line
+
+    key = "p50_ms" if w == "latency" else "sentences_per_s"
+    rec = res["recommended"].get(w)
+    if not rec:
+        print(f"no recommendation for {w}")
+        return
+    better = (lambda a, b: a <= b) if w == "latency" else (lambda a, b: a >= b)
+    by = {r["name"]: r for r in res["variants"]}
+    peers = [r for r in res["variants"] if r["name"] in PEERS and r["holds"] and r.get(key) and r["name"] != rec["variant"]]
+    print(f"\nRecommended for {w}: {rec['variant']} ({fig(w, rec[key])}, batch {rec['batch']}, {rec['mode']}). "
+          f"{rec['why']}\nPeers: {peers_line(res, w)}")
+    print(f"CHECK {w}: recommended at least as fast as every peer whose answers hold: "
+          f"{all(better(rec[key], r[key]) for r in peers)} ({len(peers)} peers: "
+          f"{', '.join(r['name'] for r in peers)})")
+    r = by[rec["variant"]]
+    print(f"CHECK {w}: recommended answers hold at batch 1 ({answers_line(r['task_parity'])}) and batched "
+          f"({answers_line(r.get('task_parity_batched'))}): {r['holds']}")
+    if w == "throughput" and by.get("torch") and by["torch"].get(key):
+        print(f"CHECK throughput: recommended {rec[key] / by['torch'][key]:.2f}x PyTorch eager as shipped "
+              f"(target 5x): {rec[key] / by['torch'][key] >= 5}")
+    for plain, guard in GUARDS.items():
+        p, g = by.get(plain), by.get(guard)
+        if p and g and not p["holds"]:
+            fp = [x for x in res["variants"] if x["name"] in FP and x["holds"] and x.get(key)]
+            best = (min(fp, key=lambda x: x[key]) if w == "latency" else max(fp, key=lambda x: x[key])) if fp else None
+            gain = (best[key] / g[key] if w == "latency" else g[key] / best[key]) if best and g.get(key) else None
+            print(f"CHECK {w}: {plain} breaks the answers; {guard} holds: {g['holds']}; "
+                  + (f"{gain:.2f}x the fastest holding fp32/bf16 variant ({best['name']})" if gain else ""))
+
+
 def main(argv=None) -> int:
     from workbench.config import BenchConfig
     from workbench.measure.guarded import answers_line
-    from workbench.measure.tune import PEERS, peers_line, tune
+    from workbench.measure.tune import tune
     from workbench.models import resolve
-    from workbench.text import read_sentences, text_batches
+    from workbench.text import BUILTIN_SENTENCES, read_sentences
 
     p = argparse.ArgumentParser()
-    p.add_argument("model", nargs="?", default="bert-base")
-    p.add_argument("--text", default=None)
+    p.add_argument("model", nargs="?", default="minilm")
+    p.add_argument("--text", default="builtin")
+    p.add_argument("--workload", default="both", choices=("latency", "throughput", "both"))
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--json", default=None, help="also write the whole result here")
     a = p.parse_args(argv)
     src = resolve(a.model)
-    text = None if not a.text else text_batches(src, None if a.text == "builtin" else read_sentences(a.text))
-    print(f"CPU: {lscpu()}; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
-          f"(machine shared with other helpers)", flush=True)
-    res = tune(src, text=text, cfg=BenchConfig(seq=a.seq, threads=a.threads, runs=a.runs),
-               progress=lambda s, f: print(f"  [{f:4.0%}] {s}", file=sys.stderr, flush=True))
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{res['model']['label']}, timed on {res['config']['timed_on']}, {a.threads} threads, {a.runs} runs each, "
-          f"interleaved in one worker; answers against PyTorch eager on {res['config']['answers_text']['sentences']} "
-          f"sentences\n")
-    torch_p50 = next((r["p50_ms"] for r in res["variants"] if r["name"] == "torch"), None)
-    fused = next((r["p50_ms"] for r in res["variants"] if r["name"] == "fused"), None)
-    print("| variant | p50 ms | vs PyTorch | vs fused fp32 | answers | holds |\n|---|---:|---:|---:|---|---|")
-    for r in res["variants"]:
-        ans = "reference" if r["parity"] is None else answers_line(r["task_parity"])
-        vs = f"{torch_p50 / r['p50_ms']:.2f}x" if torch_p50 else "-"
-        vf = f"{fused / r['p50_ms']:.2f}x" if fused else "-"
-        print(f"| {r['label']} (`{r['name']}`) | {r['p50_ms']:.2f} | {vs} | {vf} | {ans} | {'yes' if r['holds'] else 'no'} |")
-    for sk in res["skipped"]:
-        print(f"| {sk['name']} | skipped: {sk['why']} | | | | |")
+    text = list(BUILTIN_SENTENCES) if a.text == "builtin" else (None if a.text == "none" else read_sentences(a.text))
+    print(f"CPU: {lscpu()}; {a.threads} threads; load average before: {load()}", flush=True)
+    t0 = time.perf_counter()
+    res = tune(src, text=text, cfg=BenchConfig(seq=a.seq, threads=a.threads, runs=a.runs), workload=a.workload,
+               progress=lambda s, f: print(f"  [{time.perf_counter() - t0:6.1f} s {f:4.0%}] {s}", file=sys.stderr,
+                                           flush=True))
+    wall = time.perf_counter() - t0
+    print(f"load average after: {load()}; total tune wall time {wall:.0f} s (under 5 minutes: {wall < 300})")
+    sp = res["split"]
+    print(f"{res['model']['label']}; answers against PyTorch eager: check part {len(sp['check'])} sentences "
+          f"(decides), search part {len(sp['search'])} ({sp['source']}); figures as shipped, each engine in "
+          f"alternating time slices of its own process; interleaved = one worker, spinning off\n")
+    for w in res["workloads"]:
+        print(f"## {w}\n")
+        _table(res, w)
+        _checks(res, w)
+        print()
+    g = res.get("openvino_guard")
+    if g:
+        print(f"openvino-int8-guarded: {g['chosen']} ({g['kept_share']:.0%} of the MatMul weights kept out of int8), "
+              f"holds on the search part: {g['holds']}; {len(g['tried'])} candidates in {g.get('seconds')} s: "
+              + "; ".join(f"{t['label']}: {answers_line(t['task_parity'])}" for t in g["tried"]))
     s = res.get("int8_search")
     if s:
-        print(f"\nint8 search (answers against the fp32 fused model; p50 in a short timing of its own, fp32 "
-              f"{s['fp32_p50_ms']:.2f} ms):\n\n| candidate | kept in fp32 | answers | p50 ms | holds |\n|---|---:|---|---:|---|")
-        for c in s["candidates"]:
-            print(f"| {c['label']} | {c['kept_fp32_share']:.0%} | {answers_line(c['task_parity'])} | "
-                  f"{c['p50_ms']:.2f} | {'yes' if c['holds'] else 'no'} |" if c.get("p50_ms") else
-                  f"| {c['label']} | {c['kept_fp32_share']:.0%} | {answers_line(c['task_parity'])} | not timed | "
-                  f"{'yes' if c['holds'] else 'no'} |")
-    rec = res["recommended"]
-    print(f"\nRecommended: {rec['variant']}, {rec['p50_ms']:.2f} ms. {rec['why']}\nPeers: {peers_line(res)}")
-    peers = [r for r in res["variants"] if r["name"] in PEERS and r["name"] != rec["variant"]]
-    print(f"CHECK recommended faster than every peer measured: "
-          f"{all(rec['p50_ms'] < r['p50_ms'] for r in peers)} ({len(peers)} peers)")
-    g = next((r for r in res["variants"] if r["name"] == "int8-guarded"), None)
-    if g and fused:
-        print(f"CHECK int8-guarded: {answers_line(g['task_parity'])}, {fused / g['p50_ms']:.2f}x fused fp32; "
-              f"holds {g['holds']}, >= 1.3x {fused / g['p50_ms'] >= 1.3}")
+        print(f"int8-guarded: {s['chosen']} ({s['method']}), {s['kept_fp32_share']:.0%} of the weights kept fp32, "
+              f"{len(s['candidates'])} candidates")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1, default=str)

@@ -156,6 +156,8 @@ def test_without_text_the_report_is_unchanged(plain_data):
     html = render(data)
     assert _header(html, "step") == STEP_COLUMNS and _header(html, "variant") == VARIANT_COLUMNS
     assert "answers on the text" not in html and "Task parity" not in html
+    # int8 is never shown unchecked: its answers on the built-in sentences (issue 29), in a note.
+    assert data["bench"]["int8_answers"]["int8"]["sentences"] == 39 and "int8 (dynamic)'s answers on the built-in" in html
     # Only the last step is checked without text, as before.
     assert [s["parity"] is not None for s in data["fusion"]["steps"]][-1]
 

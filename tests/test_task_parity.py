@@ -113,3 +113,31 @@ def test_kinds_and_bad_input():
         task_parity("embedding", [h], [h, h], [{"attention_mask": m}])
     with pytest.raises(ValueError, match="unknown"):
         task_parity("ranking", [h], [h], [{"attention_mask": m}])
+
+
+@pytest.mark.parametrize("rows, distinct", [([[5, 6, 7]], 1), ([[5, 6, 7], [5, 6, 7]], 1), ([[5, 6], [7, 8]], 2)])
+def test_a_ranking_over_too_few_sentences_is_not_reported_as_perfect(rows, distinct):
+    """Fewer than three distinct sentences give fewer than three pairs: no Spearman, a line that says so."""
+    from workbench.ort.task_parity import task_parity
+
+    ids = np.array(rows, dtype=np.int64)
+    feeds = [{"input_ids": ids, "attention_mask": np.ones_like(ids)}]
+    rng = np.random.default_rng(0)
+    ref = [rng.normal(size=(*ids.shape, 4))]
+    tp = task_parity("embedding", ref, [ref[0] + 0.5], feeds)
+    assert tp["spearman"] is None and tp["top1_agreement"] is None and tp["distinct"] == distinct
+    assert tp["too_small"] == (f"too small to check answers: {distinct} distinct sentence{'s' if distinct > 1 else ''}; "
+                               "a similarity ranking needs at least 3 distinct sentences")
+    from workbench.measure.guarded import answers_line, holds
+
+    assert not holds(tp) and answers_line(tp) == tp["too_small"]
+
+
+def test_three_distinct_sentences_are_enough_for_a_ranking():
+    from workbench.ort.task_parity import task_parity
+
+    ids = np.array([[5, 6], [7, 8], [9, 10], [9, 10]], dtype=np.int64)
+    feeds = [{"input_ids": ids, "attention_mask": np.ones_like(ids)}]
+    ref = [np.random.default_rng(1).normal(size=(4, 2, 4))]
+    tp = task_parity("embedding", ref, ref, feeds)
+    assert tp["spearman"] == pytest.approx(1.0) and "too_small" not in tp

@@ -19,8 +19,10 @@ def test_the_report_leads_with_the_recommendation_and_shows_no_raw_dicts():
     data = collect("bert-tiny", bench_cfg=BenchConfig(seq=16, runs=3, warmup=1, threads=1))
     # A tune result as measure.tune returns it, without running a tune (that is test_tune's job): plain data.
     data["tune"] = {
-        "recommended": {"variant": "int8-guarded", "label": "x", "p50_ms": 1.5, "why": "the fastest whose answers hold.",
-                        "task_parity": None, "parity": None},
+        "recommended": {"latency": {"variant": "int8-guarded", "label": "x", "p50_ms": 1.5, "batch": 1,
+                                    "why": "the fastest whose answers hold.", "task_parity": None, "parity": None},
+                        "throughput": {"variant": "openvino", "label": "y", "sentences_per_s": 812.0, "batch": 32,
+                                       "why": "the fastest in batches.", "task_parity": None, "parity": None}},
         "variants": [{"name": "torch", "p50_ms": 9.0, "p90_ms": 9.5, "parity": None, "task_parity": None, "holds": True},
                      {"name": "openvino", "p50_ms": 3.0, "p90_ms": 3.1, "parity": {"cosine": 1.0}, "holds": True,
                       "task_parity": {"kind": "embedding", "top1_agreement": 1.0, "spearman": 0.9991}},
@@ -29,7 +31,8 @@ def test_the_report_leads_with_the_recommendation_and_shows_no_raw_dicts():
         "skipped": [{"name": "torch-compile", "why": "no C++ compiler"}]}
     html = render(data)
     first_h2 = re.search(r"<h2>(.*?)</h2>", html).group(1)
-    assert first_h2.startswith("Recommended here: answer-guarded int8")
+    assert first_h2.startswith("Recommended here: answer-guarded int8 for latency, 1.50 ms")
+    assert "Recommended here: OpenVINO, its default precision for throughput, 812 sentences/s" in html
     assert html.index("Recommended here") < html.index("<h2>Model</h2>")
     assert "OpenVINO, its default precision" in html and "torch.compile (inductor) not measured: no C++ compiler" in html
     for t in _tables(html):  # export settings, parity, machine, packages: words, never {...} or ["..."]

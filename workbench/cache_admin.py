@@ -166,7 +166,8 @@ def _group_entries(folder: Path, leases: _Leases) -> list[Entry]:
 
     group_held = f"models/{folder.name}" in leases.names
     out, reads, readers = [], {}, {}
-    for graph in sorted(folder.glob("*.onnx")):
+    stems = {p.with_suffix("") for p in [*folder.glob("*.onnx"), *folder.glob("*.json")]}
+    for graph in sorted(s.with_suffix(".onnx") for s in stems):
         prefix, _, key = graph.stem.partition("-")
         kind = {"export": "exports", "variant": "variants"}.get(prefix)
         if kind is None or not BY_NAME["models"].owns_file(graph.name):
@@ -278,6 +279,13 @@ def _remove(e: Entry, leases: _Leases) -> list[Path]:
                 p.unlink()
             except OSError:
                 pass
+        whole = e.path.with_suffix("")
+        if e.kind != "models" and whole.is_dir() and not whole.is_symlink():  # a build kept whole
+            for d, _, _ in sorted(os.walk(whole), key=lambda t: -len(t[0])):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
         _collect(e.path if e.kind == "models" else e.path.parent, leases)
         return []
     if e.temp and e.path.is_dir() and not e.path.is_symlink():

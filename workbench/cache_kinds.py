@@ -67,7 +67,8 @@ _STEM = r"(export|variant)-[0-9a-f]{24}"
 KINDS: tuple[CacheKind, ...] = (
     CacheKind("models", "exports and the models built from them (fused, int8, ...), one folder per source "
               "model, each weight stored once in it", _HEX24,
-              (r"weights/[0-9a-f]{64}\.bin", _STEM + r"\.(onnx|json)", _STEM + r"\.[\w-]+(\.[\w-]+)*")),
+              (r"weights/[0-9a-f]{64}\.bin", _STEM + r"\.(onnx|json)", _STEM + r"\.[\w-]+(\.[\w-]+)*",
+               _STEM + r"/[\w-]+(\.[\w-]+)*")),
     CacheKind("timelines", "fusion timelines: weight-free snapshots of every step, their parity",
               r"[0-9a-f]{24}", (r"key\.json", r"input\.json", r"graphs/[0-9a-f]{40}\.onnx", r"weights/[0-9a-f]{32}\.pb",
                                r"steps/[0-9a-f]{32}/(meta|parity|task_parity)\.json"),

@@ -10,6 +10,7 @@ ONNX external data, one file per tensor named by its content::
       export-<key>.json            its meta; written last, so an entry is complete when its meta exists
       variant-<key>.onnx / .json   a model built from an export, and its origin
       variant-<key>.<name>         files the build wrote beside it (a search report, ...): :func:`sidecar`
+      variant-<key>/               a build that is no ONNX model (an OpenVINO IR), kept whole
 
 So a second exporter or opset of the same model adds only its graph, a fused variant only the tensors the
 fusions made (packed QKV), and the folder still is plain ONNX: ``onnx.load``, ONNX Runtime and OpenVINO read
@@ -81,23 +82,28 @@ def paths(kind: str, key: str, group: str) -> tuple[Path, Path]:
     return folder / f"{stem}.onnx", folder / f"{stem}.json"
 
 
-def find(kind: str, key: str, group: str) -> tuple[Path, dict] | None:
-    """The graph and meta of a complete entry (leased and marked used now), or None."""
+def find(kind: str, key: str, group: str, name: str = "model.onnx") -> tuple[Path, dict] | None:
+    """The stored file and meta of a complete entry (leased and marked used now), or None.
+
+    ``name``: ``model.onnx`` gives the entry's graph; another name, the file of that name in an entry kept
+    whole in its folder (:func:`publish` of a build that is no ONNX model).
+    """
     from .paths import cache_entry
 
     cache_entry(kind, key)
     graph, meta = paths(kind, key, group)
+    target = graph if name.endswith(".onnx") else graph.with_suffix("") / name
     try:
         doc = json.loads(meta.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or not graph.is_file():
+    if not isinstance(doc, dict) or not target.is_file():
         return None
     try:
         os.utime(meta)
     except OSError:
         pass
-    return graph, doc
+    return target, doc
 
 
 def sidecar(model_path: Path, name: str) -> Path:
@@ -107,11 +113,12 @@ def sidecar(model_path: Path, name: str) -> Path:
 
 
 def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path:
-    """Store the model at ``model`` (any ONNX file: weights inside it or beside it) as entry ``kind``/``key``
-    of ``group``: its large tensors into ``weights/`` (those already there are not written again), its graph,
-    the other files of its folder as side files, then its meta. Returns the stored graph's path.
+    """Store the build at ``model`` as entry ``kind``/``key`` of ``group`` and return the stored file's path.
 
-    The source file is only read; the caller removes it.
+    An ONNX model (weights inside it or beside it) has its large tensors moved into ``weights/`` (those
+    already there are not written again), its graph stored, the other files of its folder kept as side files;
+    anything else (an OpenVINO IR) is kept whole: its folder's files move into ``<stem>/``. The meta comes
+    last. The source is only read or moved out of its temporary folder; the caller removes that folder.
     """
     from .modelio import load_model
     from .paths import atomic_write_text, cache_entry
@@ -119,14 +126,21 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
     cache_entry(kind, key)
     folder = open_group(group)
     graph, meta_path = paths(kind, key, group)
-    stored = _externalize(load_model(model, check=False, check_runtime=False), folder)
-    _atomic_bytes(graph, stored.SerializeToString())
-    data_files = {model.name} | _data_files(model)
-    for f in sorted(model.parent.iterdir()):
-        if f.is_file() and f.name not in data_files:
-            _atomic_bytes(sidecar(graph, f.name), f.read_bytes())
+    if model.suffix == ".onnx":
+        stored = _externalize(load_model(model, check=False, check_runtime=False), folder)
+        _atomic_bytes(graph, stored.SerializeToString())
+        data_files = {model.name} | _data_files(model)
+        for f in sorted(model.parent.iterdir()):
+            if f.is_file() and f.name not in data_files:
+                _atomic_bytes(sidecar(graph, f.name), f.read_bytes())
+        out = graph
+    else:
+        whole = graph.with_suffix("")
+        shutil.rmtree(whole, ignore_errors=True)  # an earlier copy of the same build (same key, same content)
+        shutil.copytree(model.parent, whole)
+        out = whole / model.name
     atomic_write_text(meta_path, json.dumps(meta, indent=1, default=str))
-    return graph
+    return out
 
 
 def _data_files(model: Path) -> set[str]:
@@ -202,9 +216,14 @@ def read_files(graph: Path) -> set[str]:
 
 
 def entry_files(graph: Path) -> list[Path]:
-    """An entry's own files: its graph, meta and side files (not the weights it shares)."""
+    """An entry's own files: its graph, meta, side files and the folder of a build kept whole (not the
+    weights it shares)."""
     stem = graph.stem
-    return [p for p in graph.parent.iterdir() if p.is_file() and (p.name.startswith(stem + "."))]
+    own = [p for p in graph.parent.iterdir() if p.is_file() and (p.name.startswith(stem + "."))]
+    whole = graph.with_suffix("")
+    if whole.is_dir() and not whole.is_symlink():
+        own += [Path(d) / n for d, _, names in os.walk(whole) for n in names]
+    return own
 
 
 def unused_weights(folder: Path) -> list[Path]:

@@ -126,11 +126,15 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                                      exporter=export_cfg.exporter, opset=export_cfg.opset, plan=plan,
                                      progress=progress)
         # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
-        res = benchmark(variants, cfg, text=text, floor=text is None)
+        # Without text, int8's answers are still checked, on the built-in sentences (cheap).
+        from .measure.answers import builtin_answers_text, int8_report
+
+        answers = builtin_answers_text(src) if text is None and cfg.provider == "cpu" else None
+        res = benchmark(variants, cfg, text=text or answers, text_answers_only=text is None, floor=text is None)
         t = data.get("text") or {}
         shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                  if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-        data["bench"] = {**res.to_dict(samples=False),
+        data["bench"] = {**res.to_dict(samples=False), **int8_report(res, text),
                          "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
     except WorkbenchError as e:
         data["errors"].append(f"benchmark: {e}")

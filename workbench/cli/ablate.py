@@ -6,6 +6,8 @@ from . import common
 
 
 def register(sub) -> None:
+    from ..config import ATTENTIONS, EXPORTERS
+
     p = sub.add_parser("ablate", help="time the fusion plan without each of its steps: what each fusion buys here",
                        description="Fuse the model with the full plan, then once more per fusion step with that "
                                    "step switched off (ONNX Runtime's session transformer for it too), and time all "
@@ -14,9 +16,9 @@ def register(sub) -> None:
                                    "keeps only what helps.")
     common.add_model_arg(p)
     common.add_plan_args(p)
-    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+    p.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
                    help="torch.onnx exporter (default: torchscript)")
-    p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export (default: eager)")
     p.add_argument("--steps", default="", metavar="STEP,...",
                    help="only these steps (default: every fusion step that fired)")

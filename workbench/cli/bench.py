@@ -8,22 +8,25 @@ from . import common
 
 
 def register(sub) -> None:
+    from ..config import ATTENTIONS, EXPORTERS
+
     p = sub.add_parser("bench", help="measure latency of the standard variants side by side",
                        description="Time the standard variants of a model in one worker process, interleaved "
                                    "round robin with thread spinning off: torch (PyTorch eager), unfused (ONNX "
                                    "Runtime, optimizations off), fused (ONNX Runtime's BERT fusions), int8 (fused, "
                                    "dynamic quantization), fp16 (fused, float16). Reports p50/p90/p99, parity "
-                                   "against the first variant and the distance to the hardware floor.")
+                                   "against the first variant and the distance to the hardware floor; an int8 "
+                                   "variant's answers are checked on the built-in sentences when no --text is given.")
     common.add_model_arg(p)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
     common.add_measure_args(p)
     p.add_argument("--variants", default=None,
-                   help="comma-separated subset of torch,unfused,fused,int8,fp16 and the peers torch-compile, "
-                        "tuned, int8-guarded, openvino-f32, openvino "
+                   help="comma-separated subset of torch,unfused,fused,int8,fp16 and torch-compile, tuned, "
+                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded "
                         "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
-    p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
-    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+    p.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     common.add_plan_args(p)
     common.add_text_arg(p)
@@ -33,59 +36,95 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def _names(args) -> tuple[list[str], list[dict]]:
+    """The variants to time and those skipped; every one asked for skipped: the reasons, in one line."""
+    from ..errors import RuntimeUnavailableError
+    from ..measure.recipes import default_variants
+    from ..measure.recipes_extra import available
+
+    if not args.variants:
+        return default_variants(args.model, args.provider)
+    asked = [n.strip() for n in args.variants.split(",") if n.strip()]
+    names, skipped = available(asked)
+    if asked and not names:
+        raise RuntimeUnavailableError("; ".join(dict.fromkeys(f"{s['name']}: {s['why']}" for s in skipped)))
+    return names, skipped
+
+
+def _texts(args, cfg, names):
+    """``(text, answers_text, cfg)``: ``--text`` (timed on, the shape sized to it), or, when int8 is timed
+    without it, the built-in sentences to check the answers on (the timing keeps its one shape)."""
+    import dataclasses
+
+    from ..models import resolve
+
+    if args.text:
+        text = common.text_batches(args, resolve(args.model))
+        cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
+                                  seq=max(text.lengths))
+        return text, None, cfg
+    if any("int8" in n for n in names) and args.provider == "cpu":
+        from ..measure.answers import builtin_answers_text
+        return None, builtin_answers_text(resolve(args.model)), cfg
+    return None, None, cfg
+
+
+def _measure(args, cfg, variants, text, answers):
     from tqdm import tqdm
 
     from ..measure.bench import stream_benchmark
-    from ..ort.machine import machine_line
-    from ..measure.recipes_extra import variants as all_variants
-    from .fuse import task_line
-    from . import print_json
 
-    plan = common.fusion_plan(args)
-    from ..measure.recipes import default_variants
-
-    skipped: list[dict] = []
-    if args.variants:
-        from ..measure.recipes_extra import available
-        names, skipped = available([n.strip() for n in args.variants.split(",") if n.strip()])
-    else:
-        names, skipped = default_variants(args.model, args.provider)
-    cfg = common.bench_config(args, args.provider)
-    common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
-    text = None
-    if args.text:
-        from ..models import resolve
-        text = common.text_batches(args, resolve(args.model))
-        import dataclasses
-        cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
-                                  seq=max(text.lengths))
-    with common.StageBar(f"prepare {args.model}") as bar:
-        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
-                                     progress=bar, plan=plan, exporter=args.exporter,
-                                     extra={"text": text, "threads": cfg.threads})
-    for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
-        print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
-    show = sys.stderr.isatty()
-    pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr, disable=not show,
-                leave=False)
+    pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr,
+                disable=not sys.stderr.isatty(), leave=False)
 
     def on_event(msg: dict) -> None:
         if msg.get("type") == "status":
             pbar.set_postfix_str(f"{msg['stage']} {msg.get('variant') or ''}".strip())
 
-    handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event, text=text,
+    handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event,
+                              text=text if text is not None else answers, text_answers_only=text is None,
                               floor=text is None)  # one floor means one shape; a length mix has many
     try:
         with handle:
-            res = handle.result()
+            return handle.result()
     finally:
         pbar.close()
+
+
+def run(args) -> int:
+    from ..measure.answers import int8_flags
+    from ..measure.recipes_extra import variants as all_variants
+    from . import print_json
+
+    plan = common.fusion_plan(args)
+    names, skipped = _names(args)
+    cfg = common.bench_config(args, args.provider)
+    common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
+    text, answers, cfg = _texts(args, cfg, names)
+    with common.StageBar(f"prepare {args.model}") as bar:
+        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
+                                progress=bar, plan=plan, exporter=args.exporter,
+                                extra={"text": text, "threads": cfg.threads})
+    for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
+        print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
+    res = _measure(args, cfg, variants, text, answers)
+    flags = int8_flags(res.variants)
     if args.json:
         doc = res.to_dict(samples=args.samples)
         doc["skipped"] = skipped
+        doc["answers_text"] = "text" if text is not None else ("built-in sentences" if answers is not None else None)
+        doc["int8_flags"] = flags
         print_json(doc)
         return 0
+    _print(res, cfg, text, answers, flags)
+    return 0
+
+
+def _print(res, cfg, text, answers, flags) -> None:
+    from ..measure.explain import explain
+    from ..ort.machine import machine_line
+    from .fuse import task_line
+
     print(machine_line(res.machine))
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
     if text is not None:
@@ -96,13 +135,11 @@ def run(args) -> int:
               f"interleaved")
     else:
         print(f"batch {cfg.batch}, sequence {cfg.seq}, {cfg.threads} threads, {cfg.runs} runs each, interleaved; "
-              f"hardware floor {floor}")
+              f"hardware floor {floor}" + ("; answers checked on the built-in sentences" if answers else ""))
     if res.floor_ms and res.matmul_bound_ms:
         print(f"  floor = FLOPs / {res.floor['gflops']:.0f} GFLOP/s (MatMul with its weight in cache); "
               f"MatMuls alone {res.matmul_bound_ms:.2f} ms at {res.floor['stream_gflops']:.0f} GFLOP/s "
               f"(weights read from memory, as in the model)")
-    from ..measure.explain import explain
-
     first = res.variants[0]
     print(f"{'variant':<14}{'provider':<9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'floor':>11}{'x floor':>9}"
           f"{'x MatMuls':>10}{'vs ' + first.name:>12}{'cosine':>10}")
@@ -115,6 +152,7 @@ def run(args) -> int:
               f"{(v.floor_precision or '-'):>11}{ratio:>9}{bound:>10}"
               f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}"
               + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
+    for line in flags:
+        print(f"  warning: {line}")
     for line in explain(res.rates, res.machine):
         print(f"  {line}")
-    return 0

@@ -119,6 +119,21 @@ def text_batches(args, source):
     return _batches(source, sentences)
 
 
+def text_sentences(args) -> list[str] | None:
+    """The sentences ``--text`` names, as a list (None without it; the built-in ones for 'builtin')."""
+    if not getattr(args, "text", None):
+        return None
+    from ..text import BUILTIN_SENTENCES, read_sentences
+
+    if args.text == "builtin":
+        return list(BUILTIN_SENTENCES)
+    notes: list[str] = []
+    sentences = read_sentences(args.text, notes=notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return sentences
+
+
 def check_output(path, *, folder: bool = False, existing_ok: bool = False):
     """Refuse an output path that cannot be written before any work (one line, exit 2); nothing is created."""
     from ..paths import check_output_path

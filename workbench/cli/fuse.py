@@ -102,6 +102,8 @@ def print_steps(snaps) -> None:
 
 def task_line(tp: dict) -> str:
     """One short line for a task parity dict."""
+    if tp.get("too_small"):
+        return tp["too_small"]
     if tp["kind"] == "embedding":
         return f"top-1 {tp['top1_agreement']:.0%}, spearman {tp['spearman']:.4f}"
     if tp["kind"] == "masked_lm":

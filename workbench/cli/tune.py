@@ -1,4 +1,5 @@
-"""``workbench tune``: the fastest model that keeps its answers here, against the peers, saved ready to deploy."""
+"""``workbench tune``: the fastest model that keeps its answers here, per workload, against the peers as
+they ship, saved ready to deploy."""
 
 from __future__ import annotations
 
@@ -8,20 +9,31 @@ from . import common
 
 
 def register(sub) -> None:
+    from ..config import ATTENTIONS, EXPORTERS
+    from ..measure.workload import WORKLOADS
+
     p = sub.add_parser("tune", help="find the fastest variant whose answers hold on this machine, and save it",
-                       description="In one run: this machine's fusion plan (a short ablation), the answer-guarded "
-                                   "int8 model, then PyTorch eager, torch.compile, ONNX Runtime unfused/fused/tuned/"
-                                   "int8/int8-guarded and OpenVINO (f32 and its default precision, where installed) "
-                                   "timed interleaved in one worker, each with its answers against PyTorch; "
-                                   "recommends the fastest whose answers hold and, with -o DIR, saves it with its "
-                                   "tokenizer and a model card.")
+                       description="In one run: this machine's fusion plan (a short ablation), answer-guarded and "
+                                   "calibrated int8 models for ONNX Runtime and OpenVINO (NNCF, sentence-"
+                                   "transformers' recipe), then PyTorch eager, torch.compile, ONNX Runtime and "
+                                   "OpenVINO measured interleaved and as shipped (alternating time slices), each "
+                                   "with its answers against PyTorch on sentences the int8 recipes did not tune "
+                                   "on; recommends per workload the fastest whose answers hold and, with -o DIR, "
+                                   "saves it with its tokenizer and a model card.")
     common.add_model_arg(p)
     common.add_measure_args(p)
     common.add_plan_args(p)
     common.add_text_arg(p)
-    p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
+    p.add_argument("--workload", choices=WORKLOADS, default=None,
+                   help="latency: one sentence at a time; throughput: the text repeated to a few hundred sentences, "
+                        "sorted by length, in padded batches of each variant's best size (1-64); both (default with "
+                        "--text; latency without)")
+    p.add_argument("--no-shipped", action="store_true",
+                   help="skip the as-shipped measurement (faster; the figures are then the interleaved ones, "
+                        "spinning off, and no peak memory is measured)")
+    p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
-    p.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+    p.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     p.add_argument("-o", "--out", metavar="DIR", default=None,
                    help="save the recommended model here (a new or empty folder; never overwritten)")
@@ -29,30 +41,41 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _f(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def _print(res: dict, saved: dict | None) -> None:
     from ..measure.guarded import answers_line
-    from ..measure.tune import peers_line
+    from ..measure.tune_rows import fig, peers_line
     from ..ort.machine import machine_line
 
     print(machine_line(res["machine"]))
-    print(f"timed on {res['config']['timed_on']}, {res['threads']} threads, interleaved; answers against "
-          f"{res['reference']} on {res['config']['answers_text']['sentences']} sentences")
-    print(f"{'variant':<14}{'p50 ms':>9}{'p90 ms':>9}  answers")
+    sp = res["config"]["split"]
+    print(f"{res['threads']} threads; answers against {res['reference']}: check part {sp['check']} sentences "
+          f"(decides), search part {sp['search']} (the int8 recipes tune on it; {sp['source']})")
+    mode = "as shipped (alternating slices)" if res.get("shipped") else "interleaved, spinning off"
+    print(f"figures {mode}; answers at batch 1 | in padded batches (check part)")
+    print(f"{'variant':<22}{'p50 ms':>9}{'sent/s':>9}{'batch':>6}{'MB':>8}{'peak MB':>9}  answers")
     for r in res["variants"]:
-        ans = "reference" if r["parity"] is None else answers_line(r["task_parity"])
-        print(f"{r['name']:<14}{r['p50_ms']:>9.2f}{r['p90_ms']:>9.2f}  {ans}{'' if r['holds'] else '  (changed)'}")
+        ans = "reference" if r["reference"] else (f"{answers_line(r['task_parity'])} | "
+                                                  f"{answers_line(r['task_parity_batched'])}")
+        print(f"{r['name']:<22}{_f(r['p50_ms'], '.2f'):>9}{_f(r['sentences_per_s'], '.0f'):>9}"
+              f"{_f(r['batch'], 'd'):>6}{_f(r['size_mb'], '.1f'):>8}{_f(r['peak_rss_mb'], '.0f'):>9}  {ans}"
+              f"{'' if r['holds'] else '  (changed)'}")
     s = res.get("int8_search")
     if s:
-        kept = s["kept_fp32"]
-        print(f"int8-guarded: {s['chosen']}; kept in fp32: {len(kept)} node(s), {s['kept_fp32_share']:.0%} of the "
-              f"weights; {len(s['candidates'])} candidates tried")
-    rec = res["recommended"]
-    print(f"recommended: {rec['variant']} ({rec['p50_ms']:.2f} ms). {rec['why']}")
-    print(f"  peers: {peers_line(res)}")
+        print(f"int8-guarded: {s['chosen']}; kept in fp32: {len(s['kept_fp32'])} node(s), {s['kept_fp32_share']:.0%} "
+              f"of the weights; {len(s['candidates'])} candidates tried")
+    for w, rec in res["recommended"].items():
+        key = "p50_ms" if w == "latency" else "sentences_per_s"
+        print(f"recommended for {w}: {rec['variant']} ({fig(w, rec[key])}, batch {rec['batch']}, {rec['mode']}). "
+              f"{rec['why']}")
+        print(f"  peers: {peers_line(res, w)}")
     if saved:
         diff = saved.get("saved_max_abs_diff")
-        print(f"saved {saved['variant']} to {saved['dir']} ({', '.join(saved['files'])})"
-              + (f"; reproduces the timed session (max abs diff {diff:g})" if diff is not None else ""))
+        print(f"saved {saved['variant']} ({saved['engine']}) to {saved['dir']} ({', '.join(saved['files'])})"
+              + (f"; reproduces the timed outputs (max abs diff {diff:g})" if diff is not None else ""))
 
 
 def run(args) -> int:
@@ -62,20 +85,23 @@ def run(args) -> int:
     from . import print_json
 
     if args.out:
-        check_target(args.out)  # before minutes of measuring
+        check_target(args.out)  # before minutes of measuring: /proc, through a file, not empty
     plan = common.fusion_plan(args)
     cfg = common.bench_config(args)
     src = resolve(args.model)
-    text = common.text_batches(args, src)
+    text = common.text_sentences(args)
+    if text is not None or args.workload:
+        from ..measure.workload import split, workloads
+        workloads(args.workload, text is not None)
+        split(text)  # too few sentences: one line now, not after the export
     with common.StageBar(f"tune {args.model}") as bar:
         res = tune(src, text=text, cfg=cfg, plan=plan, exporter=args.exporter, attention=args.attention,
-                   progress=bar)
+                   workload=args.workload, shipped=not args.no_shipped, progress=bar)
     for sk in res["skipped"]:
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
-    saved = save(res, args.out, src, text=text) if args.out else None
+    saved = save(res, args.out, src) if args.out else None
     if args.json:
-        doc = {k: v for k, v in res.items() if k not in ("paths",)}
-        doc["saved"] = saved
+        doc = dict(res, saved=saved)
         print_json(doc)
         return 0
     _print(res, saved)

@@ -79,6 +79,9 @@ class AblationResult:
     machine: dict
     config: dict
     plan: FusionPlan = field(default_factory=FusionPlan)
+    #: The floor as computed from the measured rate, before the plausibility check (``floor_ms`` is None
+    #: when this exceeds a measured time); None only when no rate could be measured.
+    floor_computed_ms: float | None = None
 
     @property
     def tuned_plan(self) -> FusionPlan:
@@ -133,7 +136,8 @@ class AblationResult:
         t = self.tuned_plan
         return {"model": self.model, "engine": self.engine, "full_p50_ms": self.full_p50_ms,
                 "noise_pct": self.noise_pct, "unfused_p50_ms": self.unfused_p50_ms, "floor_ms": self.floor_ms,
-                "matmul_bound_ms": self.matmul_bound_ms, "machine": self.machine, "config": self.config,
+                "matmul_bound_ms": self.matmul_bound_ms, "floor_computed_ms": self.floor_computed_ms,
+                "machine": self.machine, "config": self.config,
                 "rows": [dict(r.__dict__) for r in self.rows],
                 "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled), "enabled": sorted(t.opted_in)}}
 
@@ -245,6 +249,14 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable"))
     progress("measuring", 0.75)
     res = benchmark(variants, cfg, timeout=timeout)
+    rows, band = _rows(res, todo, switch_on, emitted, change)
+    progress("done", 1.0)
+    return AblationResult(src.name, engine, rows, res[FULL].p50_ms, band, res[UNFUSED].p50_ms, res.floor_ms,
+                          res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"))
+
+
+def _rows(res, todo: list, switch_on: set, emitted: dict, change: dict) -> tuple[list[AblationRow], float]:
+    """Each step's row from the interleaved result, and the noise band (twice the gap of the two full plans)."""
     full_p50 = res[FULL].p50_ms
     noise = abs(_round_by_round(res[AGAIN], res[FULL]) - 1.0) * 100.0
     band = max(1.0, 2.0 * noise)
@@ -254,13 +266,10 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
         v = res[f"{'with' if on else 'without'} {step}"]
         without, with_ = (full_p50, v.p50_ms) if on else (v.p50_ms, full_p50)
         pct = (_round_by_round(res[FULL], v) if on else _round_by_round(v, res[FULL])) * 100.0 - 100.0
-        saves = full_p50 * pct / 100.0
         verdict = "helps" if pct > band else "hurts" if pct < -band else "within noise"
-        rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], without, saves, pct, verdict,
-                                (v.parity or {}).get("max_abs_diff"), "on" if on else "off", with_))
-    progress("done", 1.0)
-    return AblationResult(src.name, engine, rows, full_p50, band, res[UNFUSED].p50_ms, res.floor_ms,
-                          res.matmul_bound_ms, res.machine, dict(res.config), plan)
+        rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], without, full_p50 * pct / 100.0, pct,
+                                verdict, (v.parity or {}).get("max_abs_diff"), "on" if on else "off", with_))
+    return rows, band
 
 
 __all__ = ["fusion_ablation", "AblationResult", "AblationRow"]

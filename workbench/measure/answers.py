@@ -131,4 +131,44 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
     return out
 
 
-__all__ = ["PRECISIONS", "task_answers", "neighbour_changes"]
+
+
+def builtin_answers_text(src):
+    """The built-in sentences through the model's tokenizer, to check answers on when no text was given
+    (cheap: a few dozen sentences); None for a model without a tokenizer."""
+    from ..errors import WorkbenchError
+    from ..text import text_batches
+
+    try:
+        return text_batches(src)
+    except WorkbenchError:
+        return None
+
+
+def int8_flags(stats) -> list[str]:
+    """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
+    pointing at the guarded int8 and at ``workbench tune``."""
+    from .guarded import answers_line, holds
+
+    out = []
+    for v in stats:
+        name = v["name"] if isinstance(v, dict) else v.name
+        tp = v.get("task_parity") if isinstance(v, dict) else v.task_parity
+        if "int8" in name and tp and not holds(tp):
+            out.append(f"{name}: its answers change ({answers_line(tp)}); use int8-guarded (`--variants "
+                       f"int8-guarded`) or `workbench tune`, which keep the answers")
+    return out
+
+
+def int8_report(res, text=None) -> dict:
+    """``{"int8_flags", "int8_answers"}`` for a benchmark result; without a text (the built-in sentences
+    checked int8 only) the variants' own task parity is cleared, so their table reads as without text."""
+    flags, answers = int8_flags(res.variants), {}
+    if text is None:
+        answers = {v.name: v.task_parity for v in res.variants if "int8" in v.name and v.task_parity}
+        for v in res.variants:
+            v.task_parity = None
+    return {"int8_flags": flags, "int8_answers": answers}
+
+
+__all__ = ["PRECISIONS", "task_answers", "neighbour_changes", "builtin_answers_text", "int8_flags", "int8_report"]

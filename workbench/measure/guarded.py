@@ -38,6 +38,8 @@ def holds(tp: dict | None) -> bool:
     """Whether a task-parity dict meets :data:`THRESHOLDS` for its kind (None: no check, holds)."""
     if not tp:
         return True
+    if tp.get("too_small"):
+        return False  # answers unknown, never called good
     need = THRESHOLDS.get(tp.get("kind"), {})
     return all(tp.get(k) is not None and tp[k] >= v - 1e-12 for k, v in need.items())
 
@@ -45,6 +47,8 @@ def holds(tp: dict | None) -> bool:
 def answers_line(tp: dict | None) -> str:
     if not tp:
         return "-"
+    if tp.get("too_small"):
+        return tp["too_small"]
     if tp.get("kind") == "embedding":
         return f"top-1 {tp['top1_agreement']:.0%}, Spearman {tp['spearman']:.4f}"
     if tp.get("kind") == "masked_lm":

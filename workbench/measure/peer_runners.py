@@ -5,7 +5,7 @@ the benchmark's thread count, ``PERFORMANCE_HINT`` LATENCY (one stream), and the
 ``INFERENCE_PRECISION_HINT`` (absent: OpenVINO's default on this CPU, bf16 where the CPU has native
 bf16, f32 on an AVX2-only CPU). OpenVINO's threads are TBB workers, which block rather than spin
 between runs. ``compile_torch`` wraps a PyTorch model in ``torch.compile`` (inductor); the
-compilation happens at the first run of each shape, inside the warm-up.
+compilation (``dynamic=True``: one graph for every batch and length) happens in the warm-up.
 """
 
 from __future__ import annotations
@@ -24,7 +24,20 @@ def compile_torch(model, name: str):
         raise RuntimeUnavailableError(f"{name}: {why}")
     import torch
 
-    return torch.compile(model, backend="inductor")
+    # dynamic: one graph for every (batch, length) a text brings, instead of a recompile per new shape
+    return torch.compile(model, backend="inductor", dynamic=True)
+
+
+def ov_config(threads: int, precision: str | None = None, *, shipped: bool = False) -> dict:
+    """OpenVINO's compile settings: the thread budget and LATENCY hint (what optimum-intel, and so
+    sentence-transformers, passes by default); interleaved runs also pin one stream; ``precision``
+    is the inference precision hint (None: OpenVINO's default on this CPU)."""
+    cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY"}
+    if not shipped:
+        cfg["NUM_STREAMS"] = 1
+    if precision:
+        cfg["INFERENCE_PRECISION_HINT"] = precision
+    return cfg
 
 
 class OpenVinoRunner:
@@ -47,13 +60,12 @@ class OpenVinoRunner:
             raise BenchmarkError(f"{self.name}: model file {path} does not exist")
         self.spec = spec_from_onnx(onnx.load(str(path), load_external_data=False))
         self.graph_flops_source = path
-        cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
-        precision = (v.get("options") or {}).get("precision")
-        if precision:
-            cfg["INFERENCE_PRECISION_HINT"] = precision
+        options = v.get("options") or {}
+        cfg = ov_config(threads, options.get("precision"), shipped=bool(v.get("spinning")))
+        ir = Path(options["ir"]) if options.get("ir") else None  # an OpenVINO IR (the int8 models) beside the ONNX file
         try:
             core = ov.Core()
-            self.compiled = core.compile_model(core.read_model(str(path)), "CPU", cfg)
+            self.compiled = core.compile_model(core.read_model(str(ir or path)), "CPU", cfg)
         except Exception as e:
             raise BenchmarkError(f"{self.name}: OpenVINO cannot compile {path.name}: {_first_line(e)}") from e
         prec = self.compiled.get_property("INFERENCE_PRECISION_HINT")
@@ -84,4 +96,4 @@ class OpenVinoRunner:
         self.compiled = None
 
 
-__all__ = ["OpenVinoRunner", "compile_torch"]
+__all__ = ["OpenVinoRunner", "compile_torch", "ov_config"]

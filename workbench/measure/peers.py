@@ -5,6 +5,8 @@
 * ``openvino-f32`` / ``openvino``: OpenVINO on the same ONNX file, with
   ``INFERENCE_PRECISION_HINT`` f32, or at OpenVINO's default precision on this CPU (bf16 where the
   CPU has AVX512-BF16 or AMX, f32 on an AVX2-only CPU). OpenVINO is the optional ``peers`` extra.
+* ``openvino-int8`` / ``openvino-int8-guarded``: NNCF's static int8 of that file (:mod:`.ov_quant`);
+  NNCF is in the ``peers`` extra too.
 
 Each ``*_status()`` returns ``(ok, why)``: ``why`` is the one line a user reads when the variant is
 skipped. ``WORKBENCH_DISABLE_OPENVINO=1`` makes the workbench behave as if OpenVINO were not
@@ -18,8 +20,11 @@ import shutil
 
 INSTALL_PEERS = 'pip install "bert-fusion-workbench[peers]"'
 DISABLE_ENV = "WORKBENCH_DISABLE_OPENVINO"
-#: variant name → OpenVINO's inference precision hint (None: its default on this CPU).
-OPENVINO_VARIANTS = {"openvino-f32": "f32", "openvino": None}
+#: variant name → OpenVINO's inference precision hint (None: its default on this CPU; the int8 models keep
+#: what they do not quantize at that default, as they were checked, :mod:`.ov_quant`).
+OPENVINO_VARIANTS = {"openvino-f32": "f32", "openvino": None, "openvino-int8": None, "openvino-int8-guarded": None}
+#: The OpenVINO variants NNCF quantizes.
+NNCF_VARIANTS = ("openvino-int8", "openvino-int8-guarded")
 
 
 def import_openvino():
@@ -46,6 +51,18 @@ def openvino_status() -> tuple[bool, str]:
     return True, ""
 
 
+def nncf_status() -> tuple[bool, str]:
+    """Whether NNCF (OpenVINO's quantizer, in the ``peers`` extra) is there, after OpenVINO itself."""
+    ok, why = openvino_status()
+    if not ok:
+        return ok, why
+    try:
+        import nncf  # noqa: F401
+    except ImportError:
+        return False, f"NNCF (OpenVINO's int8 quantizer) is not installed; add it with {INSTALL_PEERS}"
+    return True, ""
+
+
 def compiler_status() -> tuple[bool, str]:
     """Whether torch.compile's inductor can build CPU kernels here (it compiles C++)."""
     cxx = os.environ.get("CXX")
@@ -63,6 +80,8 @@ def compiler_status() -> tuple[bool, str]:
 
 def status(name: str) -> tuple[bool, str]:
     """``(ok, why)`` for a peer variant name; other names are always ok."""
+    if name in NNCF_VARIANTS:
+        return nncf_status()
     if name in OPENVINO_VARIANTS:
         return openvino_status()
     if name == "torch-compile":
@@ -76,5 +95,6 @@ def openvino_default_precision(isa) -> str:
     return "bf16" if {"AVX512-BF16", "AMX-BF16"} & isa else "f32"
 
 
-__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "OPENVINO_VARIANTS", "import_openvino", "openvino_status",
+__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "OPENVINO_VARIANTS", "NNCF_VARIANTS", "import_openvino", "openvino_status",
+           "nncf_status",
            "compiler_status", "status", "openvino_default_precision"]

@@ -13,9 +13,12 @@ compare the same things:
 ``torch-compile``  ``torch.compile`` (inductor) on the PyTorch model;
 ``tuned``    the export fused under this machine's plan (``workbench ablate``'s tuned plan, cached);
 ``int8-guarded``   the fastest int8 model whose answers hold on the sentences (:mod:`.guarded`);
-``openvino-f32``, ``openvino``  OpenVINO on the export (f32, or its default precision on this CPU).
+``int8-static``    ``fused`` after static QDQ int8, calibrated on the text's search part (:mod:`.static_int8`);
+``openvino-f32``, ``openvino``  OpenVINO on the export (f32, or its default precision on this CPU);
+``openvino-int8``, ``openvino-int8-guarded``  NNCF's static int8 of the export, plain or accuracy-controlled
+                   (:mod:`.ov_quant`).
 
-The last five are built by :func:`workbench.measure.recipes_extra.variants`, which takes every
+The last eight are built by :func:`workbench.measure.recipes_extra.variants`, which takes every
 name; the peers (torch-compile, openvino*) are skipped with a reason where they cannot run
 (:func:`workbench.measure.recipes_extra.available`).
 
@@ -34,7 +37,8 @@ from ..errors import BenchmarkError, ConfigError, RuntimeUnavailableError
 from .bench import Variant
 
 STANDARD = ("torch", "unfused", "fused", "int8", "fp16")
-EXTRA = ("torch-compile", "tuned", "int8-guarded", "openvino-f32", "openvino")
+EXTRA = ("torch-compile", "tuned", "int8-guarded", "int8-static", "openvino-f32", "openvino", "openvino-int8",
+         "openvino-int8-guarded")
 ALL = STANDARD + EXTRA
 RECIPE_VERSION = 2
 Progress = Callable[[str, float], None]
@@ -53,24 +57,25 @@ def _derived_key(export_path: Path, recipe: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def _cached(export_path: Path, recipe: str, build: Callable[[Path], None]) -> Path:
+def _cached(export_path: Path, recipe: str, build: Callable[[Path], None], name: str = "model.onnx") -> Path:
     """Build the variant ``recipe`` of ``export_path`` once, in the export's group of the cache (its weights
     shared with the export's: :mod:`workbench.modelstore`); later calls are a lookup. ``build(out)`` writes
     an ONNX file at ``out`` in a temporary folder; other files it writes there are kept as side files
-    (``modelstore.sidecar``)."""
+    (``modelstore.sidecar``). ``name``: the file a lookup returns; a build that is no ONNX model (an OpenVINO
+    IR's ``openvino_model.xml``) is kept whole in a folder of its own."""
     import shutil
 
     from .. import modelstore
 
     key, group = _derived_key(export_path, recipe), modelstore.group_of_model(Path(export_path))
-    hit = modelstore.find("variants", key, group)  # leased: `workbench cache` leaves it alone
+    hit = modelstore.find("variants", key, group, name)  # leased: `workbench cache` leaves it alone
     if hit is not None:
         return hit[0]
     tmp = modelstore.staging(group)
     try:
         build(tmp / "model.onnx")
         # What it was built from, for `workbench cache` (which model, which recipe).
-        return modelstore.publish(tmp / "model.onnx", kind="variants", key=key, group=group,
+        return modelstore.publish(tmp / name, kind="variants", key=key, group=group,
                                   meta={"export": str(export_path), "recipe": recipe})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -102,8 +102,9 @@ def variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, 
     """Like :func:`~workbench.measure.recipes.standard_variants`, with the names of :data:`recipes.EXTRA` too.
 
     ``extra``: ``text`` (TextBatches the int8 search guards the answers on; default the built-in
-    sentences), ``threads`` (default 2), ``tuned_plan`` (a FusionPlan; default: this machine's plan
-    from a short, cached ablation).
+    sentences), ``search_text`` (the part the calibrated and guarded int8 recipes tune on; default
+    the search part of ``text``'s split, :func:`search_text_of`), ``threads`` (default 2),
+    ``tuned_plan`` (a FusionPlan; default: this machine's plan from a short, cached ablation).
 
     Raises:
         ConfigError: an unknown name. BenchmarkError, RuntimeUnavailableError: as ``standard_variants``.
@@ -119,8 +120,9 @@ def variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, 
     unknown = [n for n in names if n not in ALL]
     if unknown or not names:
         raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL)}")
-    if provider == "cuda" and {"int8-guarded", "openvino", "openvino-f32"} & set(names):
-        raise RuntimeUnavailableError("int8-guarded and the OpenVINO variants run on the CPU only; drop them or use "
+    cpu_only = {"int8-guarded", "int8-static", "openvino", "openvino-f32", "openvino-int8", "openvino-int8-guarded"}
+    if provider == "cuda" and cpu_only & set(names):
+        raise RuntimeUnavailableError("the int8 and OpenVINO variants run on the CPU only; drop them or use "
                                       "--provider cpu")
     src = model if isinstance(model, ModelSource) else resolve(model)
     if src.kind == "onnx" and "torch-compile" in names:
@@ -132,7 +134,7 @@ def variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, 
     if any(n in EXTRA for n in names):
         exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
         fused = (fuse_bert(exp.path, num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0, plan=plan)
-                 if "int8-guarded" in names else None)
+                 if {"int8-guarded", "int8-static"} & set(names) else None)
         for n in names:
             if n in EXTRA:
                 built[n] = _extra_variant(n, src, exp.path, fused, provider, attention, plan, progress,
@@ -140,8 +142,37 @@ def variants(model="bert-base", names=("torch", "unfused", "fused", "int8"), *, 
     return [built[n] for n in names]
 
 
+def search_text_of(src, text=None):
+    """The search part of the text (of the built-in sentences without one), one sentence per batch: what the
+    calibrated recipes calibrate on and the guarded ones guard on; seeded random sequences without a tokenizer."""
+    from ..errors import WorkbenchError
+    from .workload import one_at_a_time, split
+
+    try:
+        return one_at_a_time(src, split(list(text.sentences) if text is not None else None).search)
+    except WorkbenchError:
+        if text is not None and src.kind != "onnx":
+            raise
+        return guard_text(src)
+
+
+def _openvino(name: str, src, export_path: Path, text, threads: int, search_text) -> Variant:
+    from .ov_quant import openvino_int8_guarded_of, openvino_int8_of
+    from .peers import OPENVINO_VARIANTS
+
+    prec = OPENVINO_VARIANTS[name]
+    options = {"precision": prec} if prec else {}
+    if name in ("openvino-int8", "openvino-int8-guarded"):
+        part = search_text if search_text is not None else search_text_of(src, text)
+        ir = (openvino_int8_of(export_path, part) if name == "openvino-int8"
+              else openvino_int8_guarded_of(export_path, part, threads=threads))
+        options["ir"] = str(ir)
+    return Variant(name, export_path, provider="cpu", kind="openvino", options=options)
+
+
 def _extra_variant(name: str, src, export_path: Path, fused: Path | None, provider: str, attention: str, plan,
-                   progress, *, text=None, threads: int = 2, tuned_plan=None, ablation: dict | None = None) -> Variant:
+                   progress, *, text=None, threads: int = 2, tuned_plan=None, ablation: dict | None = None,
+                   search_text=None) -> Variant:
     from ..fusion.catalog import session_optimizers_off
     from .peers import OPENVINO_VARIANTS
     from .recipes import fuse_bert
@@ -151,9 +182,15 @@ def _extra_variant(name: str, src, export_path: Path, fused: Path | None, provid
         ts = {"model": str(src.path) if src.kind == "folder" else src.name, "attention": attention, "seed": src.seed}
         return Variant(name, provider=provider, kind="torch", torch_source=ts, options={"compile": True})
     if name in OPENVINO_VARIANTS:
-        prec = OPENVINO_VARIANTS[name]
-        return Variant(name, export_path, provider="cpu", kind="openvino",
-                       options={"precision": prec} if prec else {})
+        progress(f"{name}", 0.8)
+        return _openvino(name, src, export_path, text, threads, search_text)
+    if name == "int8-static":
+        from .static_int8 import int8_static_of
+
+        progress("static int8 (calibrating)", 0.8)
+        keep_off = session_optimizers_off(plan.disabled) if plan is not None else ()
+        path = int8_static_of(fused, search_text if search_text is not None else search_text_of(src, text))
+        return Variant(name, path, provider="cpu", disabled_optimizers=keep_off)
     if name == "tuned":
         progress("this machine's plan (ablation)", 0.6)
         if tuned_plan is None:
@@ -162,11 +199,11 @@ def _extra_variant(name: str, src, export_path: Path, fused: Path | None, provid
         return Variant(name, path, provider=provider, disabled_optimizers=session_optimizers_off(tuned_plan.disabled))
     if name == "int8-guarded":
         progress("answer-guarded int8 search", 0.75)
-        path = guarded_int8_of(fused, text if text is not None else guard_text(src), threads=threads,
-                               progress=lambda stage, f: progress(stage, 0.75))
+        guard = search_text if search_text is not None else (text if text is not None else guard_text(src))
+        path = guarded_int8_of(fused, guard, threads=threads, progress=lambda stage, f: progress(stage, 0.75))
         keep_off = session_optimizers_off(plan.disabled) if plan is not None else ()
         return Variant(name, path, provider="cpu", disabled_optimizers=keep_off)
     raise ValueError(name)
 
 
-__all__ = ["variants", "available", "guard_text", "guarded_int8_of", "machine_plan", "GUARD_VERSION"]
+__all__ = ["variants", "available", "guard_text", "search_text_of", "guarded_int8_of", "machine_plan", "GUARD_VERSION"]

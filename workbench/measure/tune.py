@@ -1,30 +1,34 @@
-"""``tune``: the fastest model that keeps its answers on this machine, against what a user would pick instead.
+"""``tune``: the fastest model that keeps its answers on this machine, for the workload it will serve.
 
-One run: this machine's fusion plan (a short ablation → ``tuned``), the answer-guarded int8 model
-(``int8-guarded``), then every variant timed interleaved in one benchmark worker (PyTorch eager,
-``torch-compile``, ONNX Runtime unfused, fused, tuned, int8, int8-guarded, OpenVINO f32 and at its
-default precision where installed), each with its answers against PyTorch eager on the sentences.
-The recommendation is the fastest variant whose answers hold (:data:`.guarded.THRESHOLDS`), with
-one sentence why. Plain data in and out; :mod:`.tune_save` writes the deployable folder.
+One run: this machine's fusion plan (a short ablation → ``tuned``), the answer-guarded int8 models
+(``int8-guarded`` for ONNX Runtime, ``openvino-int8-guarded`` through NNCF's accuracy control), the
+calibrated static int8 models (``int8-static``, ``openvino-int8``: sentence-transformers' recipe),
+then every variant measured twice:
 
-Timing: with ``text`` the timed runs cycle through the text's length mix; without, they run at the
-configuration's one shape (seeded random inputs, batch 1 and sequence 128 by default) and the
-answers are still checked on the built-in sentences.
+* **interleaved** in one benchmark worker, thread spinning off (the workbench's own comparison,
+  and where the answers come from): ``latency`` one sentence at a time, ``throughput`` the corpus in
+  padded batches at each variant's own batch size (:mod:`.workload`, :mod:`.serve`);
+* **as shipped**, each variant in a process of its own, in alternating time slices (:mod:`.slices`):
+  the figures that decide, and each variant's peak resident memory.
+
+The text is split into a search part (what the int8 recipes tune and calibrate on) and a check part;
+the answers that decide are the check part's, at batch 1 and in the padded batches the variant is
+served in, both against PyTorch eager (or the unfused export for an ONNX file). The recommendation
+per workload is the fastest variant whose answers hold (:data:`.guarded.THRESHOLDS`), with one
+sentence why. Plain data in and out; :mod:`.tune_save` writes the deployable folder.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 from ..config import BenchConfig
+from .labels import VARIANT_LABELS as LABELS
+from .tune_rows import PEERS, peers_line
 
-ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "openvino-f32", "openvino")
-PEERS = ("torch", "torch-compile", "openvino-f32", "openvino")
-#: Display names (tables, plots, the model card).
-LABELS = {"torch": "PyTorch eager", "torch-compile": "torch.compile (inductor)", "unfused": "ONNX Runtime unfused",
-          "fused": "ONNX Runtime fused", "tuned": "ONNX Runtime, this machine's plan",
-          "int8": "ONNX Runtime fused + int8", "int8-guarded": "ONNX Runtime fused + answer-guarded int8",
-          "openvino-f32": "OpenVINO f32", "openvino": "OpenVINO, its default precision"}
+ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "int8-static",
+         "openvino-f32", "openvino", "openvino-int8", "openvino-int8-guarded")
 Progress = Callable[[str, float], None]
 
 
@@ -32,123 +36,163 @@ def _noop(stage: str, fraction: float) -> None:
     pass
 
 
-def _why(rec: dict, rows: list[dict], machine: dict, rates: dict) -> str:
-    """One sentence: why the recommended variant wins here, from the measured figures and the instruction sets."""
-    from .explain import INT8_UNITS
+def size_mb(v, export_path: Path) -> float | None:
+    """The variant's model on disk: the ONNX file and its external data, an OpenVINO IR's .xml + .bin, or,
+    for PyTorch, its fp32 weights (the export's size: the same tensors)."""
+    import onnx
 
-    isa = set(machine.get("isa") or ())
-    peers = [r for r in rows if r["name"] in PEERS and r["p50_ms"]]
-    best_peer = min(peers, key=lambda r: r["p50_ms"]) if peers else None
-    vs = (f", {best_peer['p50_ms'] / rec['p50_ms']:.2f}x as fast as the fastest peer ({LABELS[best_peer['name']]}, "
-          f"{best_peer['p50_ms']:.2f} ms)" if best_peer and best_peer["name"] != rec["name"] else "")
-    head = f"{LABELS.get(rec['name'], rec['name'])} is the fastest variant whose answers hold ({rec['p50_ms']:.2f} ms{vs})"
-    if rec["name"].startswith("int8"):
-        units = [u for u in INT8_UNITS if u in isa]
-        fp32, int8 = (rates.get("fp32") or {}).get("hot"), (rates.get("int8") or {}).get("hot")
-        rate = f"int8 MatMuls ran {int8 / fp32:.1f}x the fp32 rate here" if fp32 and int8 else "int8 MatMuls beat fp32 here"
-        unit = f"with {', '.join(units)}" if units else "even without VNNI or AMX (AVX2 only)"
-        return f"{head}: {rate} {unit}, and the int8 model keeps the answers on the sentences."
-    if rec["name"].startswith("openvino"):
-        return f"{head}: OpenVINO's CPU kernels beat ONNX Runtime's on this processor at the same precision."
-    if rec["name"] in ("fused", "tuned", "unfused"):
-        return f"{head}: no int8 model kept the answers, so the fastest fp32 engine wins."
-    return head + "."
+    opts = v.options or {}
+    if opts.get("ir"):
+        xml = Path(opts["ir"])
+        return sum(p.stat().st_size for p in (xml, xml.with_suffix(".bin")) if p.is_file()) / 1e6
+    path = Path(v.model) if v.model is not None and not isinstance(v.model, bytes) else Path(export_path)
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - a size is a courtesy, never a failure
+        return None
+    files = {e.value for t in proto.graph.initializer for e in t.external_data if e.key == "location"}
+    return (path.stat().st_size + sum((path.parent / f).stat().st_size for f in files
+                                      if (path.parent / f).is_file())) / 1e6
 
 
-def _rows(res, order: list[str]) -> list[dict]:
-    from .guarded import holds
+def _texts(src, text):
+    """The split, the latency text (batch 1, both parts) and its parts; no tokenizer: ``(split, None, None)``."""
+    from ..errors import WorkbenchError
+    from .workload import latency_text, split
 
-    out = []
-    for v in res.variants:
-        tp = v.task_parity
-        out.append({"name": v.name, "label": LABELS.get(v.name, v.name), "p50_ms": v.p50_ms, "p90_ms": v.p90_ms,
-                    "runs": v.runs, "task_parity": tp, "parity": v.parity, "holds": v.parity is None or holds(tp),
-                    "floor_ms": v.floor_ms, "floor_ratio": v.floor_ratio, "floor_precision": v.floor_precision,
-                    "session_providers": v.session_providers, "kind": v.kind})
-    return sorted(out, key=lambda r: order.index(r["name"]) if r["name"] in order else 99)
+    sentences = None if text is None else list(getattr(text, "sentences", text))
+    parts = split(sentences)
+    try:
+        lat, idx = latency_text(src, parts)
+    except WorkbenchError:
+        if text is not None:
+            raise
+        return parts, None, None
+    return parts, lat, idx
+
+
+def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say):
+    from .recipes_extra import guard_text, machine_plan, variants as all_variants
+    from .workload import one_at_a_time
+
+    say("this machine's plan (ablation)", 0.05)
+    tuned_plan, ablation = machine_plan(src, exp.path, plan, threads=cfg.threads, runs=ablation_runs,
+                                        exporter=exporter, attention=attention,
+                                        progress=lambda s, f: say(f"ablation: {s}", 0.05 + 0.2 * f))
+    search = one_at_a_time(src, parts.search) if lat is not None else guard_text(src)
+    say("building the variants", 0.25)
+    vs = all_variants(src, names, plan=plan, exporter=exporter, attention=attention,
+                      progress=lambda s, f: say(s, 0.25 + 0.2 * f),
+                      extra={"text": search, "search_text": search, "threads": cfg.threads, "tuned_plan": tuned_plan})
+    return vs, tuned_plan, ablation
+
+
+def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say) -> tuple:
+    """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped."""
+    import dataclasses
+
+    from .bench import benchmark, throughput
+    from .slices import shipped as as_shipped
+    from .workload import pad_id_of, serve_job
+
+    say("measuring: latency, interleaved", 0.45)
+    runs = cfg.runs if "latency" in loads else max(3, min(cfg.runs, len(lat.batches) if lat else 3))
+    res = benchmark(vs, dataclasses.replace(cfg, runs=runs), reference=ref, text=lat if lat is not None else answers,
+                    text_answers_only=lat is None, text_parts=idx, floor=lat is None, timeout=timeout)
+    thr, serve = {}, None
+    if "throughput" in loads and lat is not None:
+        say("measuring: throughput (batch-size search, then passes), interleaved", 0.55)
+        serve = serve_job(lat, idx, pad_id_of(src))
+        batch1 = {v.name: 1e3 / res[v.name].mean_ms for v in vs if res[v.name].mean_ms}  # the same sentences, one by one
+        thr, _ = throughput(vs, cfg, serve, reference=ref, timeout=timeout, batch1=batch1)
+    ship = {}
+    if shipped:
+        say("measuring: as shipped, alternating time slices", 0.75)
+        ship = as_shipped(vs, cfg.threads, latency=lat if "latency" in loads else None, serve=serve,
+                          batches={k: v.get("batch") for k, v in thr.items()}, runs=cfg.runs, passes=3, slices=3,
+                          timeout=timeout or 900, progress=lambda s, f: say(s, 0.75 + 0.2 * f))
+    return res, thr, ship
 
 
 def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=None, exporter: str = "torchscript",
-         attention: str = "eager", ablation_runs: int = 12, progress: Progress | None = None,
-         timeout: float | None = 3600) -> dict:
-    """Measure every variant and recommend the fastest whose answers hold (see the module doc).
+         attention: str = "eager", workload: str | None = None, shipped: bool = True, ablation_runs: int = 12,
+         progress: Progress | None = None, timeout: float | None = 3600) -> dict:
+    """Measure every variant and recommend, per workload, the fastest whose answers hold (see the module doc).
 
     Args:
         model: preset, real model, folder or .onnx file (no PyTorch variants then).
-        text: TextBatches to time on and check the answers with (None: time at ``cfg``'s shape and check
-            the answers on the built-in sentences, or on seeded random sequences for a model without a tokenizer).
-        cfg: threads, runs, warm-up and (without text) the shape.
-        plan: the starting fusion plan (default: engine "auto", default steps).
+        text: sentences (a list, or TextBatches whose sentences are taken) to split, serve and check the
+            answers on; None: the built-in sentences (latency then timed at ``cfg``'s one shape only
+            for a model without a tokenizer).
+        workload: "latency", "throughput" or "both" (default: both with a text, latency without).
+        shipped: also measure each variant as shipped (the decisive figures and the peak memory).
 
     Returns:
-        ``{"model", "recommended": {"variant", "label", "p50_ms", "task_parity", "parity", "why"},
-        "variants": [{"name", "label", "p50_ms", "task_parity", "holds", ...}], "skipped": [{"name", "why"}],
-        "machine", "config", "plan", "ablation", "int8_search", "paths": {variant: model file}, "sessions"}``
+        ``{"recommended": {workload: {"variant", "label", "p50_ms" | "sentences_per_s", "batch",
+        "task_parity", "task_parity_batched", "mode", "why"}}, "variants": [row, ...] (:func:`.tune_rows.row`),
+        "skipped", "workloads", "split", "machine", "config", "plan", "ablation", "int8_search",
+        "openvino_guard", "paths", "sessions", "threads", "reference"}``
     """
     from ..config import ExportConfig, FusionPlan
     from ..errors import BenchmarkError
     from ..export import export
     from ..models import ModelSource, resolve
-    from .bench import benchmark
     from .guarded import search_report
+    from .ov_quant import ir_report
     from .recipes import TORCH_SKIPPED
-    from .recipes_extra import available, guard_text, machine_plan, variants as all_variants
+    from .recipes_extra import available, guard_text
+    from .tune_rows import recommend, row, why
+    from .workload import workloads
 
     say = progress or _noop
-    cfg = cfg or BenchConfig()
-    plan = plan or FusionPlan()
+    cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
     src = model if isinstance(model, ModelSource) else resolve(model)
+    loads = workloads(workload, text is not None)
+    parts, lat, idx = _texts(src, text)
     say("export", 0.02)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention))
-    answers = text if text is not None else guard_text(src)
     names, skipped = list(ORDER), []
     if src.kind == "onnx":
         names = [n for n in names if n not in ("torch", "torch-compile")]
         skipped += [{"name": n, "why": TORCH_SKIPPED} for n in ("torch", "torch-compile")]
     names, more = available(names)
     skipped += more
-    say("this machine's plan (ablation)", 0.05)
-    tuned_plan, ablation = machine_plan(src, exp.path, plan, threads=cfg.threads, runs=ablation_runs,
-                                       exporter=exporter, attention=attention,
-                                       progress=lambda s, f: say(f"ablation: {s}", 0.05 + 0.3 * f))
-    say("building the variants", 0.4)
-    variants = all_variants(src, names, plan=plan, exporter=exporter, attention=attention,
-                                 progress=lambda s, f: say(s, 0.4 + 0.2 * f),
-                                 extra={"text": answers, "threads": cfg.threads, "tuned_plan": tuned_plan})
+    vs, tuned_plan, ablation = _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say)
+    by = {v.name: v for v in vs}
+    if "tuned" in by and "fused" in by and str(by["tuned"].model) == str(by["fused"].model):
+        vs = [v for v in vs if v.name != "tuned"]  # the same file: measured once
+        skipped.append({"name": "tuned", "why": "this machine's plan is the plan asked for (the ablation switched "
+                                                "no step), so it is the fused model"})
     ref = "torch" if "torch" in names else "unfused"
-    say("measuring", 0.6)
-    res = benchmark(variants, cfg, reference=ref, text=answers, text_answers_only=text is None,
-                    floor=text is None, timeout=timeout)
-    rows = _rows(res, list(ORDER))
-    ok = [r for r in rows if r["holds"] and r["p50_ms"]]
-    if not ok:
-        raise BenchmarkError("no variant was timed")
-    rec = min(ok, key=lambda r: r["p50_ms"])
-    paths = {v.name: str(v.model) for v in variants if v.model is not None and not isinstance(v.model, bytes)}
-    sessions = {v.name: {"kind": v.kind, "level": v.level, "disabled_optimizers": list(v.disabled_optimizers),
-                         "options": dict(v.options or {})} for v in variants}
-    guarded = next((v for v in variants if v.name == "int8-guarded"), None)
-    cfg_d = dict(res.config)
-    cfg_d["answers_text"] = answers.describe()
-    cfg_d["timed_on"] = "text" if text is not None else f"batch {cfg.batch}, sequence {cfg.seq}"
+    answers = guard_text(src) if lat is None else None
+    res, thr, ship = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
+    rows = [row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs]
+    rows.sort(key=lambda r: ORDER.index(r["name"]) if r["name"] in ORDER else 99)
+    recs = {}
+    for w in (loads if lat is not None else ("latency",)):
+        rec = recommend(rows, w)
+        if rec is not None:
+            rec["why"] = why(rec, rows, w, res.machine, res.rates)
+            recs[w] = rec
+    if not recs:
+        raise BenchmarkError("no variant kept its answers and was timed")
+    by = {v.name: v for v in vs}
+    cfg_d = dict(res.config, answers_text=(lat or answers).describe(), split=parts.describe(),
+                 timed_on="text" if lat is not None else f"batch {cfg.batch}, sequence {cfg.seq}")
     say("done", 1.0)
-    return {"model": src.describe(), "source": src.name,
-            "recommended": {"variant": rec["name"], "label": rec["label"], "p50_ms": rec["p50_ms"],
-                            "task_parity": rec["task_parity"], "parity": rec["parity"],
-                            "why": _why(rec, rows, res.machine, res.rates)},
+    return {"model": src.describe(), "source": src.name, "recommended": recs, "workloads": list(recs),
             "variants": rows, "skipped": skipped, "machine": res.machine, "config": cfg_d, "rates": res.rates,
+            "split": {"search": list(parts.search), "check": list(parts.check), "source": parts.source},
             "reference": ref, "plan": {"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
                                        "enabled": sorted(tuned_plan.opted_in)},
-            "ablation": ablation, "int8_search": search_report(guarded.model) if guarded is not None else None,
-            "paths": paths, "sessions": sessions, "threads": cfg.threads}
+            "ablation": ablation,
+            "int8_search": search_report(by["int8-guarded"].model) if "int8-guarded" in by else None,
+            "openvino_guard": ir_report(by["openvino-int8-guarded"].options["ir"])
+            if "openvino-int8-guarded" in by else None,
+            "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
+            "sessions": {v.name: {"kind": v.kind, "level": v.level, "disabled_optimizers": list(v.disabled_optimizers),
+                                  "options": dict(v.options or {})} for v in vs},
+            "threads": cfg.threads, "shipped": bool(shipped)}
 
 
-def peers_line(result: dict) -> str:
-    """How the recommendation compares with each peer measured in the same run."""
-    rec = result["recommended"]
-    parts = [f"{r['label']} {r['p50_ms'] / rec['p50_ms']:.2f}x slower" for r in result["variants"]
-             if r["name"] in PEERS and r["p50_ms"] and r["name"] != rec["variant"]]
-    return "; ".join(parts) or "no peer measured"
-
-
-__all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line"]
+__all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 from .guarded import answers_line
+from .labels import MODES, variant_label
+
+CARD_TEXT = "The cat sat on the mat."
 
 
 def run_lines(out_dir: str, session: dict, engine: str, threads: int) -> list[str]:
-    """The lines that load and run the saved model (plain onnxruntime + the tokenizer, or OpenVINO)."""
-    text = "The cat sat on the mat."
+    """The lines that load and run the saved model (plain onnxruntime + the tokenizer, or OpenVINO on its IR)."""
+    from .peer_runners import ov_config
+
     if engine == "openvino":
+        cfg = ov_config(threads, (session.get("options") or {}).get("precision"), shipped=True)
         return ["import openvino as ov, transformers",
                 f"tok = transformers.AutoTokenizer.from_pretrained({out_dir!r})",
-                f"model = ov.Core().compile_model({out_dir + '/model.onnx'!r}, \"CPU\", "
-                f"{{\"INFERENCE_NUM_THREADS\": {threads}, \"PERFORMANCE_HINT\": \"LATENCY\""
-                + (f", \"INFERENCE_PRECISION_HINT\": {session['options']['precision']!r}"
-                   if (session.get("options") or {}).get("precision") else "") + "})",
-                f"enc = tok([{text!r}], return_tensors=\"np\")",
+                f"model = ov.Core().compile_model({out_dir + '/openvino/openvino_model.xml'!r}, \"CPU\", {cfg!r})",
+                f"enc = tok([{CARD_TEXT!r}], return_tensors=\"np\")",
                 "out = model({i.get_any_name(): enc[i.get_any_name()] for i in model.inputs})[0]"]
     off = list(session.get("disabled_optimizers") or ())
     kw = f", disabled_optimizers={off!r}" if off else ""
     return ["import onnxruntime as ort, transformers",
             f"tok = transformers.AutoTokenizer.from_pretrained({out_dir!r})",
             f"sess = ort.InferenceSession({out_dir + '/model.onnx'!r}, providers=[\"CPUExecutionProvider\"]{kw})",
-            f"enc = tok([{text!r}], return_tensors=\"np\")",
+            f"enc = tok([{CARD_TEXT!r}], return_tensors=\"np\")",
             "out = sess.run(None, {i.name: enc[i.name] for i in sess.get_inputs()})[0]"]
 
 
@@ -31,65 +33,97 @@ def _precision(result: dict, variant: str) -> list[str]:
         s = result["int8_search"]
         kept = s.get("kept_fp32") or []
         lines = [f"Precision: int8 weights, activations quantized per run (ONNX Runtime dynamic quantization), "
-                 f"chosen by the answer-guarded search: {s['chosen']} ({s['method']}).",
+                 f"chosen by the answer-guarded search on the search part: {s['chosen']} ({s['method']}).",
                  f"MatMuls kept in fp32: {', '.join(kept) if kept else 'none'} "
                  f"({s['kept_fp32_share']:.0%} of the weights)."]
-        lines += ["", "| candidate | kept in fp32 | answers | p50 ms | holds |", "|---|---:|---|---:|---|"]
+        lines += ["", "| candidate | kept in fp32 | answers (search part) | p50 ms | holds |", "|---|---:|---|---:|---|"]
         for c in s["candidates"]:
             p50 = f"{c['p50_ms']:.2f}" if c.get("p50_ms") else "not timed"
             lines.append(f"| {c['label']} | {c['kept_fp32_share']:.0%} | {answers_line(c['task_parity'])} | {p50} | "
                          f"{'yes' if c['holds'] else 'no'} |")
         return lines
-    if variant == "int8":
-        return ["Precision: int8 weights (per channel), activations quantized per run; no MatMul kept in fp32."]
-    if variant == "openvino":
-        return ["Precision: OpenVINO's default inference precision on this CPU (bf16 where the CPU has AVX512-BF16 "
-                "or AMX, f32 otherwise)."]
-    return ["Precision: fp32 throughout."]
+    return [{"int8": "Precision: int8 weights (per channel), activations quantized per run; no MatMul kept in fp32.",
+             "int8-static": "Precision: static int8 in QDQ form (activation scales calibrated on the search part, "
+                            "weights per channel); the fused Attention's Q/K/V weights stay fp32.",
+             "openvino": "Precision: OpenVINO's default inference precision on this CPU (bf16 where the CPU has "
+                         "AVX512-BF16 or AMX, f32 otherwise).",
+             "openvino-int8": "Precision: NNCF static int8 (model type transformer, calibrated on the search part: "
+                              "sentence-transformers' export_static_quantized_openvino_model recipe); the rest at "
+                              "OpenVINO's default precision.",
+             "openvino-int8-guarded": "Precision: NNCF static int8 with the layer roles whose quantization broke the "
+                                      "search part's answers kept out of int8 (an ignored scope); the rest at "
+                                      "OpenVINO's default precision.",
+             }.get(variant, "Precision: fp32 throughout.")]
+
+
+def _table(result: dict) -> list[str]:
+    lines = ["| variant | p50 ms (batch 1) | sentences/s | batch | size MB | peak MB | answers, batch 1 | "
+             "answers, batched | holds |", "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    f = lambda x, s: "-" if x is None else format(x, s)  # noqa: E731
+    for r in result["variants"]:
+        ans = ("reference", "reference") if r["reference"] else (answers_line(r["task_parity"]),
+                                                                 answers_line(r["task_parity_batched"]))
+        lines.append(f"| {r['label']} | {f(r['p50_ms'], '.2f')} | {f(r['sentences_per_s'], '.0f')} | "
+                     f"{f(r['batch'], 'd')} | {f(r['size_mb'], '.1f')} | {f(r['peak_rss_mb'], '.0f')} | {ans[0]} | "
+                     f"{ans[1]} | {'yes' if r['holds'] else 'no'} |")
+    for sk in result.get("skipped") or ():
+        lines.append(f"| {variant_label(sk['name'])} | skipped: {sk['why']} | | | | | | | |")
+    return lines
+
+
+def _recommendations(result: dict, info: dict) -> list[str]:
+    from .tune_rows import fig, peers_line
+
+    lines = []
+    for w, rec in result["recommended"].items():
+        key = "p50_ms" if w == "latency" else "sentences_per_s"
+        held = rec["variant"] in (info["onnxruntime"], info["openvino"])
+        lines += [f"**{w.capitalize()}: {rec['label']}**, {fig(w, rec[key])} at batch {rec['batch']} "
+                  f"({MODES.get(rec.get('mode'), rec.get('mode'))}). {rec['why']}",
+                  f"Against the peers in the same run: {peers_line(result, w)}."
+                  + ("" if held else f" It is a PyTorch variant; this folder holds the fastest ONNX Runtime variant "
+                                     f"whose answers hold instead, {variant_label(info['onnxruntime'])}."), ""]
+    return lines
 
 
 def model_card(result: dict, info: dict, out_dir: str) -> str:
     """README.md of the saved folder."""
     from ..ort.machine import machine_line
-    from .tune import LABELS, peers_line
 
-    rec, variant, engine = result["recommended"], info["variant"], info["engine"]
-    m = result["model"]
-    plan = result["plan"]
+    m, plan, sp = result["model"], result["plan"], result["config"]["split"]
     lines = [f"# {m.get('label') or result['source']}, tuned for this machine", "",
-             f"Measured on: {machine_line(result['machine'])}; timed on "
-             f"{result['config'].get('timed_on')}.", "",
-             f"**Recommended: {rec['label']}**, p50 {rec['p50_ms']:.2f} ms. {rec['why']}", "",
-             f"Against the peers measured in the same run: {peers_line(result)}.", ""]
-    if engine == "openvino":
-        lines += [f"This folder holds the ONNX file OpenVINO ran. **Run it with OpenVINO for the speed above**; "
-                  f"plain ONNX Runtime opens the same file at the speed of `unfused` in the table below.", ""]
-    elif variant != rec["variant"]:
-        lines += [f"{rec['label']} was the fastest here, but it is a PyTorch variant; this folder holds the fastest "
-                  f"ONNX Runtime variant whose answers hold, {LABELS.get(variant, variant)}.", ""]
-    lines += [f"Saved variant: {LABELS.get(variant, variant)} (`{variant}`).",
-              f"Fusion plan: engine {plan['engine']}"
+             f"Measured on: {machine_line(result['machine'])}. Figures "
+             f"{MODES['shipped'] if result.get('shipped') else MODES['interleaved']}.", ""]
+    lines += _recommendations(result, info)
+    lines += [f"ONNX Runtime model: `model.onnx`, {variant_label(info['onnxruntime'])} (`{info['onnxruntime']}`)."]
+    if info.get("openvino"):
+        lines += [f"OpenVINO model: `openvino/openvino_model.xml`, {variant_label(info['openvino'])} "
+                  f"(`{info['openvino']}`); run it with OpenVINO for its speed."]
+    lines += [f"Fusion plan: engine {plan['engine']}"
               + (f", steps switched off: {', '.join(plan['disabled'])}" if plan["disabled"] else "")
               + (f", steps switched on: {', '.join(plan['enabled'])}" if plan["enabled"] else "") + ".",
-              f"Fused and quantized operators in the saved graph: {info.get('fusions') or 'none'}.", ""]
-    lines += _precision(result, variant) + [""]
-    lines += ["## Latency and answers", "",
-              f"Answers against {LABELS.get(result['reference'], result['reference'])} on "
-              f"{result['config']['answers_text']['sentences']} sentences.", "",
-              "| variant | p50 ms | p90 ms | vs PyTorch | answers | holds |", "|---|---:|---:|---:|---|---|"]
-    base = next((r["p50_ms"] for r in result["variants"] if r["name"] == "torch"), None)
-    for r in result["variants"]:
-        vs = f"{base / r['p50_ms']:.2f}x" if base and r["p50_ms"] else "-"
-        ans = "reference" if r["parity"] is None else answers_line(r["task_parity"])
-        lines.append(f"| {r['label']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {vs} | {ans} | "
-                     f"{'yes' if r['holds'] else 'no'} |")
-    for sk in result.get("skipped") or ():
-        lines.append(f"| {LABELS.get(sk['name'], sk['name'])} | skipped: {sk['why']} | | | | |")
-    lines += ["", "## Run it", "", "```python", *run_lines(out_dir, result["sessions"].get(variant, {}), engine,
-                                                        result["threads"]), "```", ""]
-    if engine == "onnxruntime" and info.get("saved_max_abs_diff") is not None:
-        lines += [f"These lines reproduce the session the tune timed: max abs diff "
-                  f"{info['saved_max_abs_diff']:g} on the first batch of sentences.", ""]
+              f"Fused and quantized operators in model.onnx: {info.get('fusions') or 'none'}.", ""]
+    for v in dict.fromkeys(x for x in (info["onnxruntime"], info.get("openvino")) if x):
+        lines += _precision(result, v) + [""]
+    lines += ["## Speed, size, memory and answers", "",
+              f"Answers against {variant_label(result['reference'])} on the check part ({sp['check']} sentences the "
+              f"int8 recipes never saw; they tuned and calibrated on the search part, {sp['search']} sentences, "
+              f"{sp['source']}); batched: in the padded batches each variant is served in.", ""]
+    lines += _table(result) + ["", "## Run it", ""]
+    for engine, variant in (("onnxruntime", info["onnxruntime"]), ("openvino", info.get("openvino"))):
+        if variant:
+            lines += [f"With {'ONNX Runtime' if engine == 'onnxruntime' else 'OpenVINO'} ({variant}):", "",
+                      "```python", *run_lines(out_dir, result["sessions"].get(variant, {}), engine,
+                                              result["threads"]), "```", ""]
+    diffs = [f"{e} max abs diff {info[k]:g}" for e, k in (("ONNX Runtime", "saved_max_abs_diff"),
+                                                         ("OpenVINO", "saved_max_abs_diff_openvino"))
+             if info.get(k) is not None]
+    if diffs:
+        lines += [f"These lines reproduce the outputs the tune timed: {'; '.join(diffs)}.", ""]
+    if info.get("sentence_transformers") and info.get("openvino"):
+        lines += ["This folder keeps the source's sentence-transformers modules (modules.json, pooling), so "
+                  "`SentenceTransformer(DIR, backend=\"openvino\")` finds the IR in `openvino/`; that backend needs "
+                  "optimum-intel, whose current release pins transformers below 5.6, so it is not run here.", ""]
     if not info.get("tokenizer"):
         lines += ["This model came without tokenizer files: feed `input_ids` (and `attention_mask`) yourself.", ""]
     return "\n".join(lines)

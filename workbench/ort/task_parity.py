@@ -13,7 +13,11 @@ check per task:
   token classification) and the largest change of any class probability.
 
 Each takes lists of per-batch outputs (batches may differ in length) and
-returns a plain dict with ``kind``.
+returns a plain dict with ``kind``. A similarity ranking over fewer than
+:data:`MIN_DISTINCT` distinct sentences (one sentence, two identical ones)
+has fewer than three pairs, so its Spearman is undefined: the embedding check
+then gives ``None`` for its figures and a ``too_small`` line saying how many
+sentences it needs, never a perfect score.
 """
 
 from __future__ import annotations
@@ -21,6 +25,25 @@ from __future__ import annotations
 import numpy as np
 
 KINDS = ("embedding", "masked_lm", "classification")
+#: Distinct sentences a similarity ranking needs: three give three pairs, the fewest a rank correlation means anything over.
+MIN_DISTINCT = 3
+
+
+def too_small_line(distinct: int) -> str:
+    """The one line that replaces the answers when the text is too small to check them."""
+    s = "" if distinct == 1 else "s"
+    return (f"too small to check answers: {distinct} distinct sentence{s}; a similarity ranking needs at least "
+            f"{MIN_DISTINCT} distinct sentences")
+
+
+def distinct_sentences(feeds: list[dict]) -> int:
+    """How many different token sequences (real tokens only) the batches hold."""
+    seen = set()
+    for f in feeds:
+        ids, mask = np.asarray(f["input_ids"]), np.asarray(f["attention_mask"])
+        for r in range(ids.shape[0]):
+            seen.add(ids[r][mask[r] > 0].tobytes())
+    return len(seen)
 
 
 def kind_for(task: str) -> str:
@@ -80,14 +103,20 @@ def _cosine_matrix(e: np.ndarray) -> np.ndarray:
     return n @ n.T
 
 
-def embedding_parity(reference: list, candidate: list, masks: list) -> dict:
-    """Similarity ranking of the sentences, reference vs candidate (lists of (batch, seq, hidden))."""
+def embedding_parity(reference: list, candidate: list, masks: list, distinct: int | None = None) -> dict:
+    """Similarity ranking of the sentences, reference vs candidate (lists of (batch, seq, hidden)).
+
+    ``distinct``: how many of the sentences differ (default: all); under :data:`MIN_DISTINCT` the
+    ranking is undefined and the result says so (``too_small``) instead of giving figures.
+    """
     ref = np.concatenate([mean_pool(r, m) for r, m in zip(reference, masks)])
     cand = np.concatenate([mean_pool(c, m) for c, m in zip(candidate, masks)])
     n = len(ref)
     out = {"kind": "embedding", "sentences": n}
-    if n < 2:
-        return {**out, "top1_agreement": 1.0, "spearman": 1.0, "min_cosine": float(_row_cosines(ref, cand).min(initial=1.0))}
+    distinct = n if distinct is None else distinct
+    if distinct < MIN_DISTINCT:
+        return {**out, "distinct": distinct, "top1_agreement": None, "spearman": None,
+                "min_cosine": float(_row_cosines(ref, cand).min(initial=1.0)), "too_small": too_small_line(distinct)}
     sr, sc = _cosine_matrix(ref), _cosine_matrix(cand)
     np.fill_diagonal(sr, -np.inf)
     np.fill_diagonal(sc, -np.inf)
@@ -158,7 +187,7 @@ def task_parity(kind: str, reference: list, candidate: list, feeds: list[dict], 
                          f"{len(feeds)} input batches")
     masks = [f["attention_mask"] for f in feeds]
     if kind == "embedding":
-        return embedding_parity(reference, candidate, masks)
+        return embedding_parity(reference, candidate, masks, distinct_sentences(feeds))
     if kind == "masked_lm":
         if mask_token_id is None:
             raise ValueError("masked_lm parity needs the tokenizer's mask token id")

@@ -109,11 +109,20 @@ class MeasureActions:
                     self._last_series = now
                     s.series = {k: tuple(v) for k, v in series.items()}
 
-            self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample, text=text)
+            answers = None
+            if text is None and any("int8" in v.name for v in vs):  # int8's answers, on the built-in sentences
+                from ..measure.answers import builtin_answers_text
+                answers = builtin_answers_text(self.export_result.source)
+            self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample,
+                                           text=text if text is not None else answers,
+                                           text_answers_only=text is None)
             r = self._bench.result(None)
+            from ..measure.answers import int8_flags
+
             with s.hold_trait_notifications():
                 s.series = {k: tuple(v) for k, v in series.items()}
-                s.explanation = tuple(explain(r.rates, r.machine))
+                s.explanation = tuple(f"warning: {f}" for f in int8_flags(r.variants)) + tuple(explain(r.rates,
+                                                                                                      r.machine))
                 s.bench_result = r
             keys = [v.name for v in r.variants]
             msg = f"benchmark {'stopped' if r.stopped else 'done'}: " + ", ".join(
@@ -208,11 +217,13 @@ class MeasureActions:
             res = tune(src, text=text, cfg=s.bench_config(), plan=self.timeline.plan, exporter=s.exporter,
                        attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
             if out is not None:
-                res["saved"] = save(res, out, src, text=text)
+                res["saved"] = save(res, out, src)
             s.tune = res
-            rec = res["recommended"]
-            self.say(f"tuned: {rec['variant']} {rec['p50_ms']:.2f} ms"
-                     + (f", saved to {res['saved']['dir']}" if res.get("saved") else ""), "ok")
+            from ..measure.tune_rows import fig
+
+            recs = ", ".join(f"{w} {r['variant']} {fig(w, r['p50_ms' if w == 'latency' else 'sentences_per_s'])}"
+                             for w, r in res["recommended"].items())
+            self.say(f"tuned: {recs}" + (f", saved to {res['saved']['dir']}" if res.get("saved") else ""), "ok")
 
         self.runner.start("tune", work, lane=_MEASURE)
 

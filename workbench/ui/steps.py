@@ -68,6 +68,8 @@ def answers_text(tp: dict | None) -> tuple[str, str]:
     """Task parity (answers on real text) in a few words, and in full for the hover."""
     if not tp:
         return "", ""
+    if tp.get("too_small"):
+        return "text too small", tp["too_small"]
     kind = tp.get("kind", "")
     if kind == "embedding":
         short = f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"

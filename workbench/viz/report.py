@@ -118,16 +118,27 @@ def _kv(d: dict) -> str:
                    for k, v in d.items()])
 
 
+def _int8_notes(bench: dict) -> list[str]:
+    """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break."""
+    ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
+    out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
+           f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
+    return out + [f"<p class='note bad'>warning: {_e(line)}</p>" for line in bench.get("int8_flags") or ()]
+
+
 def tune_section(t: dict) -> str:
     """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
-    rec = t["recommended"]
+    from .labels import workload_figure as fig
+
     base = next((r["p50_ms"] for r in t["variants"] if r["name"] == "torch"), None)
     rows = [{"variant": variant_label(r["name"]), "p50 ms": r["p50_ms"], "p90 ms": r.get("p90_ms"),
              "vs PyTorch": f"{base / r['p50_ms']:.2f}x" if base and r["p50_ms"] else "",
+             "sentences/s": r.get("sentences_per_s"), "batch": r.get("batch"),
              "answers": _task_cell(r.get("task_parity"), "reference" if r.get("parity") is None else ""),
              "answers hold": "yes" if r["holds"] else "no"} for r in t["variants"]]
-    s = [f"<h2>Recommended here: {_e(variant_label(rec['variant']))}, {rec['p50_ms']:.2f} ms</h2>",
-         f"<p>{_e(rec['why'])}</p>", _table(rows)]
+    s = [f"<h2>Recommended here: {_e(variant_label(rec['variant']))} for {w}, "
+         f"{_e(fig(w, rec.get('p50_ms' if w == 'latency' else 'sentences_per_s')))}</h2><p>{_e(rec['why'])}</p>"
+         for w, rec in t["recommended"].items()] + [_table(rows)]
     for sk in t.get("skipped") or ():
         s.append(f"<p class='note'>{_e(variant_label(sk['name']))} not measured: {_e(sk['why'])}</p>")
     g = t.get("int8_search")
@@ -229,6 +240,7 @@ def _latency_section(data: dict) -> str:
     if task_col:
         ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
         s.append(_text_note(data, variants, ref))
+    s += _int8_notes(bench)
     if bench.get("floor_ms"):
         bound = (f"; the MatMuls alone with weights read from memory: {ms(bench['matmul_bound_ms'])} "
                  f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""

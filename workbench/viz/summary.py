@@ -99,6 +99,8 @@ def task_parity_words(tp: dict | None) -> str:
     """
     if not tp:
         return ""
+    if tp.get("too_small"):  # fewer than three distinct sentences: no figure means anything
+        return tp["too_small"]
     kind = tp.get("kind")
     if kind == "embedding":
         return f"top-1 {_pct(tp['top1_agreement'])}, Spearman {tp['spearman']:.4f}"

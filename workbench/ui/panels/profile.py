@@ -26,7 +26,9 @@ def results_html(r, explanation=()) -> str:
         sp = f"{base / v.p50_ms:.2f}x" if base and v.p50_ms else ""
         tp = getattr(v, "task_parity", None) or {}
         ans = ""
-        if tp:
+        if tp.get("too_small"):
+            ans = tp["too_small"]
+        elif tp:
             ans = (f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"
                    if tp.get("kind") == "embedding" else
                    ", ".join(f"{k} {v_:.3f}" for k, v_ in tp.items() if isinstance(v_, float)))
@@ -94,27 +96,7 @@ class ProfilePanel(Panel):
                       "value")
         self.w_variants.observe(lambda ch: None if self._quiet else self.controller.configure(
             variants=list(ch["new"])), "value")
-        self.w_run = W.Button(description="Run", button_style="success", icon="play", layout=L(width="80px"))
-        self.w_stop = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
-                               layout=L(width="80px"))
-        self.w_run.on_click(lambda _: self.controller.run_benchmark())
-        self.w_stop.on_click(lambda _: self.controller.stop_benchmark())
-        self.w_profile = W.Button(description="Profile ops", icon="tachometer-alt", layout=L(width="120px"),
-                                  tooltip="profile the operators of the selected step's before and after graphs: "
-                                          "time per op type, and nodes coloured by their share of latency")
-        self.w_profile.on_click(lambda _: self.controller.profile())
-        self.w_ablate = W.Button(description="What each fusion buys", icon="balance-scale", layout=L(width="190px"),
-                                 tooltip="fuse again without each fusion step in turn and time every plan "
-                                         "interleaved with the full plan (twice, for the noise): what each step "
-                                         "saves or costs on this machine")
-        self.w_ablate.on_click(lambda _: self.controller.ablate())
-        self.w_tune = W.Button(description="Tune for this machine", icon="trophy", layout=L(width="190px"),
-                               tooltip="this machine's plan, answer-guarded int8, and every variant against "
-                                       "PyTorch, torch.compile and OpenVINO in one worker: the fastest whose "
-                                       "answers hold (workbench tune)")
-        self.w_tune.on_click(lambda _: self.controller.tune())
-        self.w_tune_result = W.HTML()
-        self.w_tune_result.add_class("wb-tune")
+        self._buttons(W, L)
         # The five plots are made when a measurement first needs them: in the browser every plotly
         # FigureWidget loads plotly's widget script anew (about 2 s each in headless Chromium here), and
         # a user who only looks at fusions should not wait for plots of measurements not taken.
@@ -150,6 +132,30 @@ class ProfilePanel(Panel):
         self.watch("pane_width", self.resize)
         if s.snapshots:
             self.draw_variants()
+
+    def _buttons(self, W, L) -> None:
+        """Run, Stop, Profile ops, What each fusion buys, Tune, each wired to its controller action."""
+        self.w_run = W.Button(description="Run", button_style="success", icon="play", layout=L(width="80px"))
+        self.w_stop = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
+                               layout=L(width="80px"))
+        self.w_run.on_click(lambda _: self.controller.run_benchmark())
+        self.w_stop.on_click(lambda _: self.controller.stop_benchmark())
+        self.w_profile = W.Button(description="Profile ops", icon="tachometer-alt", layout=L(width="120px"),
+                                  tooltip="profile the operators of the selected step's before and after graphs: "
+                                          "time per op type, and nodes coloured by their share of latency")
+        self.w_profile.on_click(lambda _: self.controller.profile())
+        self.w_ablate = W.Button(description="What each fusion buys", icon="balance-scale", layout=L(width="190px"),
+                                 tooltip="fuse again without each fusion step in turn and time every plan "
+                                         "interleaved with the full plan (twice, for the noise): what each step "
+                                         "saves or costs on this machine")
+        self.w_ablate.on_click(lambda _: self.controller.ablate())
+        self.w_tune = W.Button(description="Tune for this machine", icon="trophy", layout=L(width="190px"),
+                               tooltip="this machine's plan, answer-guarded int8, and every variant against "
+                                       "PyTorch, torch.compile and OpenVINO in one worker: the fastest whose "
+                                       "answers hold (workbench tune)")
+        self.w_tune.on_click(lambda _: self.controller.tune())
+        self.w_tune_result = W.HTML()
+        self.w_tune_result.add_class("wb-tune")
 
     def figure(self, name: str):
         """The plot ``name`` (live, dist, pct, ops, ablation), made and placed on first use."""
@@ -262,21 +268,24 @@ class ProfilePanel(Panel):
 
 
 def tune_html(res: dict) -> str:
-    """The tune's recommendation, the peers and each variant's p50 and answers."""
-    from ...viz.labels import variant_label
+    """The tune's recommendation per workload, the peers, and each variant's figures and answers."""
+    from ...viz.labels import variant_label, workload_figure as fig
     from ...viz.report import task_parity_words as answers_line
 
-    rec = res["recommended"]
+    heads = "".join(
+        f"<div class='wb-section'>{esc(w.capitalize())}: {esc(variant_label(rec['variant']))}, "
+        f"{esc(fig(w, rec['p50_ms' if w == 'latency' else 'sentences_per_s']))} (batch {rec['batch']})</div>"
+        f"<div>{esc(rec['why'])}</div>" for w, rec in res["recommended"].items())
     rows = "".join(
         f"<tr><td>{esc(variant_label(r['name']))}</td><td>{_f(r['p50_ms'])}</td>"
+        f"<td>{_f(r.get('sentences_per_s'))}</td><td>{r.get('batch') or ''}</td>"
         f"<td>{'reference' if r['parity'] is None else esc(answers_line(r['task_parity']))}</td>"
         f"<td>{'yes' if r['holds'] else 'no'}</td></tr>" for r in res["variants"])
     skipped = "".join(f"<div>{esc(k['name'])} skipped: {esc(k['why'])}</div>" for k in res.get("skipped") or ())
     saved = res.get("saved")
     where = f"<div>saved to {esc(saved['dir'])}</div>" if saved else ""
-    return (f"<div class='wb-section'>Tune: {esc(variant_label(rec['variant']))}, {rec['p50_ms']:.2f} ms</div><div>{esc(rec['why'])}</div>"
-            f"<table><tr><th>variant</th><th>p50 ms</th><th>answers</th><th>holds</th></tr>{rows}</table>"
-            f"{skipped}{where}")
+    return (f"{heads}<table><tr><th>variant</th><th>p50 ms</th><th>sentences/s</th><th>batch</th><th>answers</th>"
+            f"<th>holds</th></tr>{rows}</table>{skipped}{where}")
 
 
 __all__ = ["ProfilePanel", "results_html", "ablation_html", "tune_html"]

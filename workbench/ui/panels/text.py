@@ -15,7 +15,9 @@ def answers_html(rows) -> str:
             out.append(f"<tr><td>{esc(a['name'])}</td><td colspan='4'>{esc(a['error'])}</td></tr>")
             continue
         kind = a.get("kind", "")
-        if kind == "embedding":
+        if a.get("too_small"):
+            main, ok = a["too_small"], None
+        elif kind == "embedding":
             main = f"top-1 {a.get('top1_agreement', 0) * 100:.1f}%, Spearman {a.get('spearman', 0):.4f}"
             ok = (a.get("top1_agreement") or 0) >= 0.9 and (a.get("spearman") or 0) >= 0.98
         elif kind == "masked_lm":
@@ -28,7 +30,7 @@ def answers_html(rows) -> str:
         changed = a.get("changed") or []
         out.append(f"<tr><td>{esc(a['name'])}</td><td>{esc(kind)}</td><td>{esc(main)}</td>"
                    f"<td>{a.get('max_abs_diff', float('nan')):.2e} / {a.get('cosine', float('nan')):.5f}</td>"
-                   f"<td>{badge(ok, 'same answers' if ok else 'answers change')}"
+                   f"<td>{badge(ok, 'same answers' if ok else 'unknown' if ok is None else 'answers change')}"
                    f"{' ' + str(len(changed)) + ' neighbours changed' if changed else ''}</td></tr>")
     return ("<div class='wb-table'><table><tr><th>precision</th><th>check</th><th>answers against the unfused "
             "export</th><th>max abs diff / cosine</th><th></th></tr>" + "".join(out) + "</table></div>")

@@ -1,0 +1,128 @@
+"""The tune's table as plain data: one row per variant, the recommendation per workload, why, and the peers.
+
+Every figure names the mode it comes from (:data:`.labels.MODES`): ``p50_ms`` and ``sentences_per_s``
+are the as-shipped figures where the variant was measured that way, else the interleaved ones; the
+``interleaved`` and ``shipped`` dicts keep both.
+"""
+
+from __future__ import annotations
+
+from .labels import variant_label, workload_figure
+
+#: What a user would pick instead, as its users ship it.
+PEERS = ("torch", "torch-compile", "openvino-f32", "openvino", "openvino-int8")
+METRIC = {"latency": "p50_ms", "throughput": "sentences_per_s"}
+
+
+def _median(xs) -> float | None:
+    import statistics
+
+    return float(statistics.median(xs)) if xs else None
+
+
+def _pct(xs, q: float) -> float | None:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if xs else None
+
+
+def shipped_figures(s: dict | None) -> dict:
+    """p50/p90 of the as-shipped latency slices, sentences/s of the throughput passes, peak memory."""
+    if not s:
+        return {}
+    sps = s["sentences"] / _median(s["throughput_ms"]) * 1e3 if s.get("throughput_ms") else None
+    return {"p50_ms": _median(s.get("latency_ms")), "p90_ms": _pct(s.get("latency_ms"), 90),
+            "runs": len(s.get("latency_ms") or ()), "sentences_per_s": sps,
+            "passes": len(s.get("throughput_ms") or ()), "peak_rss_mb": s.get("peak_rss_mb"),
+            "providers": s.get("providers")}
+
+
+def row(name: str, lat, thr: dict | None, shipped: dict | None, size_mb: float | None) -> dict:
+    """One variant: its figures in both modes, its answers at batch 1 and batched, whether they hold."""
+    from .guarded import holds
+
+    ship = shipped_figures(shipped)
+    inter = {"p50_ms": lat.p50_ms if lat else None, "p90_ms": lat.p90_ms if lat else None,
+             "runs": lat.runs if lat else 0, "sentences_per_s": (thr or {}).get("sentences_per_s")}
+    parts = (lat.task_parity_parts if lat else None) or {}
+    bparts = (thr or {}).get("task_parity_parts") or {}
+    tp, tpb = (lat.task_parity if lat else None), (thr or {}).get("task_parity")
+    ref = lat is not None and lat.parity is None
+    ok1, okb = ref or holds(tp), ref or thr is None or holds(tpb)
+    pick = lambda k: ship.get(k) if ship.get(k) is not None else inter.get(k)  # noqa: E731
+    mode = lambda k: "shipped" if ship.get(k) is not None else ("interleaved" if inter.get(k) else None)  # noqa: E731
+    return {"name": name, "label": variant_label(name), "p50_ms": pick("p50_ms"), "p90_ms": pick("p90_ms"),
+            "p50_mode": mode("p50_ms"), "sentences_per_s": pick("sentences_per_s"),
+            "throughput_mode": mode("sentences_per_s"), "batch": (thr or {}).get("batch"),
+            "batch_search": (thr or {}).get("tried"), "size_mb": size_mb, "peak_rss_mb": ship.get("peak_rss_mb"),
+            "task_parity": tp, "task_parity_search": parts.get("search"), "task_parity_batched": tpb,
+            "task_parity_batched_search": bparts.get("search"), "parity": lat.parity if lat else None,
+            "holds": bool(ok1 and okb), "holds_batch1": bool(ok1), "holds_batched": bool(okb),
+            "reference": ref, "interleaved": inter, "shipped": ship or None,
+            "session_providers": (lat.session_providers if lat else None) or ship.get("providers") or [],
+            "kind": lat.kind if lat else None, "floor_ms": lat.floor_ms if lat else None,
+            "floor_precision": lat.floor_precision if lat else None}
+
+
+def recommend(rows: list[dict], workload: str) -> dict | None:
+    """The fastest variant whose answers hold (batch 1 and batched) in this workload, by its decisive figure."""
+    key = METRIC[workload]
+    ok = [r for r in rows if r["holds"] and r.get(key)]
+    if not ok:
+        return None
+    best = min(ok, key=lambda r: r[key]) if key == "p50_ms" else max(ok, key=lambda r: r[key])
+    return {"variant": best["name"], "label": best["label"], key: best[key],
+            "mode": best["p50_mode"] if key == "p50_ms" else best["throughput_mode"], "batch": best["batch"]
+            if workload == "throughput" else 1, "task_parity": best["task_parity"],
+            "task_parity_batched": best["task_parity_batched"], "parity": best["parity"]}
+
+
+def _faster(workload: str, a: float, b: float) -> float:
+    """How many times ``a`` beats ``b`` in this workload's figure."""
+    return b / a if workload == "latency" else a / b
+
+
+fig = workload_figure
+
+
+def why(rec: dict, rows: list[dict], workload: str, machine: dict, rates: dict) -> str:
+    """One sentence: why the recommended variant wins this workload here."""
+    from .explain import INT8_UNITS
+
+    key = METRIC[workload]
+    peers = [r for r in rows if r["name"] in PEERS and r.get(key) and r["holds"] and r["name"] != rec["variant"]]
+    best = (min(peers, key=lambda r: r[key]) if key == "p50_ms" else max(peers, key=lambda r: r[key])) if peers \
+        else None
+    vs = (f", {_faster(workload, rec[key], best[key]):.2f}x the fastest peer whose answers hold ({best['label']}, "
+          f"{fig(workload, best[key])})" if best else "")
+    head = f"{rec['label']} is the fastest variant whose answers hold ({fig(workload, rec[key])}{vs})"
+    name = rec["variant"]
+    if "int8" in name:
+        isa = set(machine.get("isa") or ())
+        units = [u for u in INT8_UNITS if u in isa]
+        fp32, int8 = (rates.get("fp32") or {}).get("hot"), (rates.get("int8") or {}).get("hot")
+        rate = f"int8 MatMuls ran {int8 / fp32:.1f}x the fp32 rate here" if fp32 and int8 else "int8 MatMuls beat fp32 here"
+        unit = f"with {', '.join(units)}" if units else "even without VNNI or AMX (AVX2 only)"
+        return f"{head}: {rate} {unit}, and the int8 model keeps the answers on sentences it was not tuned on."
+    if name.startswith("openvino"):
+        return f"{head}: OpenVINO's CPU kernels beat ONNX Runtime's on this processor at this precision."
+    if name in ("fused", "tuned", "unfused"):
+        return f"{head}: no int8 model kept the answers, so the fastest fp32 engine wins."
+    return head + "."
+
+
+def peers_line(result: dict, workload: str = "latency") -> str:
+    """How the recommendation compares with each peer whose answers hold, measured in the same run."""
+    rec = (result.get("recommended") or {}).get(workload)
+    if not rec:
+        return "no recommendation"
+    key = METRIC[workload]
+    parts = []
+    for r in result["variants"]:
+        if r["name"] in PEERS and r.get(key) and r["name"] != rec["variant"]:
+            note = "" if r["holds"] else " (its answers changed)"
+            parts.append(f"{r['label']} {_faster(workload, rec[key], r[key]):.2f}x slower{note}")
+    return "; ".join(parts) or "no peer measured"
+
+
+__all__ = ["PEERS", "METRIC", "row", "recommend", "why", "peers_line", "fig", "shipped_figures"]
