@@ -386,3 +386,33 @@ def test_prepare_refuses_unknown_names_through_the_api_before_building(tmp_path,
         with pytest.raises(WorkbenchError, match=says):
             prepare(**kwargs)
     assert not (tmp_path / "room").exists()
+
+
+NUMBERS = [("bench", "--runs", "nan"), ("bench", "--batch", "1e400"), ("bench", "--seq", "99999999999"),
+           ("bench", "--threads", "-1"), ("bench", "--warmup", "inf"), ("bench", "--dynamic-block-base", "abc"),
+           ("report", "--runs", "0"), ("report", "--threads", "nan"), ("tune", "--runs", "inf"),
+           ("export", "--opset", "1e400"), ("lab", "--port", "99999999999"), ("sweep", "--retries", "-1")]
+SETTINGS = [("WORKBENCH_MAX_SENTENCES", "nan"), ("WORKBENCH_MAX_MODEL_GB", "inf"), ("WORKBENCH_MAX_MODEL_GB", "-5"),
+            ("WORKBENCH_MAX_SWEEP_POINTS", "1e400"), ("WORKBENCH_MAX_SPEC_NODES", "abc"),
+            ("WORKBENCH_CACHE_MAX_GB", "nan")]
+
+
+def test_every_number_a_user_types_is_checked_in_one_line_before_any_work(tmp_path):
+    """NaN, infinity, 1e400, negatives and huge values on the command line or in the environment: one line that
+    names the option or variable, exit 2, in well under a second, and no cache written."""
+    cases = {f"{cmd} {opt}={val}": [cmd, *(["bert-tiny"] if cmd not in ("lab", "sweep") else
+                                            ["nope.yml"] if cmd == "sweep" else []), f"{opt}={val}"]
+             for cmd, opt, val in NUMBERS}
+    env = {"WORKBENCH_CACHE": str(tmp_path / "cache")}
+    for name, args in cases.items():
+        p = subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True,
+                           env={**os.environ, **env}, cwd=tmp_path, timeout=60)
+        opt, val = name.split()[1].split("=")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, (name, p.stderr)
+        assert f"argument {opt}: must be a whole number" in p.stderr and repr(val) in p.stderr, (name, p.stderr)
+    for var, val in SETTINGS:
+        p = subprocess.run([sys.executable, "-m", "workbench.cli", "export", "bert-tiny"], capture_output=True,
+                           text=True, env={**os.environ, **env, var: val}, cwd=tmp_path, timeout=60)
+        assert p.returncode == 2 and p.stderr.startswith(f"workbench: error: {var} must be a"), (var, p.stderr)
+        assert p.stderr.count("\n") == 1 and repr(val) in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "cache").exists()

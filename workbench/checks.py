@@ -135,11 +135,8 @@ def check_config(config: dict, where: str) -> None:
         return
     params = estimate_params(c)
     need_gb = params * 4 * 3 / 1e9  # fp32 weights, the exporter's copy, an ONNX Runtime session
-    limit = os.environ.get(MAX_MODEL_GB_ENV)
-    try:
-        cap = float(limit) if limit else _available_gb()
-    except ValueError:
-        raise ModelSourceError(f"{MAX_MODEL_GB_ENV}={limit!r} is not a number of GB") from None
+    limit = max_model_gb()
+    cap = limit if limit is not None else _available_gb()
     if cap is not None and need_gb > cap:
         source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap:.1f} GB of free memory"
         raise ModelSourceError(
@@ -147,6 +144,13 @@ def check_config(config: dict, where: str) -> None:
             f"{c['hidden_size']:,}{_largest_table(c, params)}): about {need_gb:,.1f} GB to export and run, more "
             f"than {source}; "
             f"set {MAX_MODEL_GB_ENV} to raise the limit")
+
+
+def max_model_gb() -> float | None:
+    """$WORKBENCH_MAX_MODEL_GB (None: unset); "nan", "inf", "-5": one line naming the variable."""
+    from .settings import env_number
+
+    return env_number(MAX_MODEL_GB_ENV, minimum=0.001)
 
 
 def _largest_table(c: dict, params: int) -> str:

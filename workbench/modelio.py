@@ -310,6 +310,18 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
     return dest
 
 
+def copy_model(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Copy the ONNX model ``src`` to ``dest`` with the weights it reads: a model of the cache reads them from
+    the shared ``weights/`` folder beside it (:mod:`workbench.modelstore`), so a plain file copy would leave them
+    behind. Small models come out as one file, large ones with ``<name>.data`` beside them."""
+    src, dest = Path(src), Path(dest)
+    proto = onnx.load(str(src), load_external_data=False)
+    if not external_tensors(proto) and src.stat().st_size <= EXTERNAL_DATA_THRESHOLD:
+        shutil.copyfile(src, dest)
+        return dest
+    return save_model(load_model(src, check=False), dest, overwrite=True)
+
+
 def model_bytes(path: Path) -> int:
     """The model file plus the external data files it reads, each once (no weights are read)."""
     path = Path(path)

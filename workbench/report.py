@@ -236,10 +236,13 @@ def _int8_summary(data: dict) -> dict | None:
 
 
 def _recommended(data: dict) -> dict | None:
-    rec = (data.get("tune") or {}).get("recommended")
-    if not rec:
+    """The tune's recommendation per workload: ``{workload: {"variant", "p50_ms" | "sentences_per_s", "batch",
+    "why"}}``, None without a tune."""
+    recs = (data.get("tune") or {}).get("recommended")
+    if not recs:
         return None
-    return {"variant": rec.get("variant"), "p50_ms": rec.get("p50_ms"), "why": rec.get("why", "")}
+    return {w: {k: rec.get(k) for k in ("variant", "p50_ms", "sentences_per_s", "batch")} | {"why": rec.get("why", "")}
+            for w, rec in recs.items()}
 
 
 __all__ = ["collect", "summary", "not_applicable", "plural", "ATTENTION_OPS"]

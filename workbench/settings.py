@@ -32,7 +32,7 @@ def number(raw: str | float | int, name: str, *, minimum: float | None = None, m
     bounds = (f" from {_fmt(minimum)} to {_fmt(maximum)}" if minimum is not None and maximum is not None
               else f" of at least {_fmt(minimum)}" if minimum is not None
               else f" of at most {_fmt(maximum)}" if maximum is not None else "")
-    want = f"{name} must be {kind}{bounds}"
+    want = f"{name} must be {kind}{bounds}".strip()
     text = str(raw).strip()
     try:
         value = float(text)
@@ -62,7 +62,7 @@ def arg_number(**bounds):
 
     def parse(text: str):
         try:
-            return number(text, "the value", **bounds)
+            return number(text, "", **bounds)  # argparse names the option: "argument --seq: must be ..."
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -70,7 +70,7 @@ def arg_number(**bounds):
 
 
 def _fmt(v: float) -> str:
-    return f"{v:g}"
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:g}"
 
 
 __all__ = ["number", "env_number", "arg_number"]

@@ -31,16 +31,9 @@ MAX_SENTENCES_ENV, DEFAULT_MAX_SENTENCES = "WORKBENCH_MAX_SENTENCES", 1000
 
 def max_sentences() -> int:
     """The sentence cap: $WORKBENCH_MAX_SENTENCES, else :data:`DEFAULT_MAX_SENTENCES`."""
-    raw = os.environ.get(MAX_SENTENCES_ENV)
-    if not raw:
-        return DEFAULT_MAX_SENTENCES
-    try:
-        v = int(raw)
-    except ValueError:
-        raise ConfigError(f"{MAX_SENTENCES_ENV}={raw!r} is not a whole number") from None
-    if v < 1:
-        raise ConfigError(f"{MAX_SENTENCES_ENV}={raw!r} must be at least 1")
-    return v
+    from .settings import env_number
+
+    return env_number(MAX_SENTENCES_ENV, DEFAULT_MAX_SENTENCES, integer=True, minimum=1, maximum=100_000_000)
 
 #: Used when the user gives no text: short and long, questions, numbers, punctuation, near-paraphrases
 #: (so a similarity ranking has real neighbours) and very short lines beside long ones (padding-heavy batches).

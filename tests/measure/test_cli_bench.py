@@ -78,9 +78,11 @@ def test_bench_table_output():
 @pytest.mark.parametrize("args, message", [
     (("--seq", "600", "--variants", "fused"), "sequence 600 is longer than fused's 512 positions"),
     (("--variants", "fused,nope"), "unknown variant(s) nope"),
-    (("--seq", "0",), "seq must be at least 1"),
+    (("--seq", "0",), "argument --seq: must be a whole number from 1 to 1,048,576, not '0'"),
+    (("--runs", "nan",), "argument --runs: must be a whole number from 1 to 1,000,000, not 'nan' (not a finite"),
+    (("--batch", "1e400",), "argument --batch: must be a whole number from 1 to 65,536, not '1e400'"),
     (("--disable", "skip_layer_nrom"), "skip_layer_nrom"),
-    (("--dynamic-block-base", "-1"), "dynamic_block_base must be 0 or more"),
+    (("--dynamic-block-base", "-1"), "argument --dynamic-block-base: must be a whole number from 0 to 4,096"),
 ])
 def test_bench_bad_input_exit_2_one_line(args, message):
     p = _cli("bench", "bert-tiny", "--runs", "1", "--warmup", "1", *args)

@@ -42,7 +42,7 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
     from workbench.viz.labels import variant_label
 
     assert html.escape(variant_label(res["recommended"]["latency"]["variant"])) in app.w_tune_result.value
-    assert "Recommended here" in app.save_report(tmp_path / "r.html").read_text()
+    assert "Recommended for" in app.save_report(tmp_path / "r.html").read_text()
 
 
 def test_int8_in_the_app_has_its_answers_checked_without_any_text(app):

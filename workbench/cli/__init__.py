@@ -63,8 +63,11 @@ def _cache_bytes(args) -> int | None:
 def _check_settings() -> None:
     """Settings read from the environment, checked before any work (one line naming the variable)."""
     from ..cache_admin import max_bytes_setting
+    from ..checks import max_model_gb
+    from ..measure.fleet_spec import MAX_NODES_ENV, MAX_POINTS_ENV, _limit
+    from ..text import max_sentences
 
-    max_bytes_setting()
+    max_bytes_setting(), max_model_gb(), max_sentences(), _limit(MAX_POINTS_ENV, 1), _limit(MAX_NODES_ENV, 1)
 
 
 def _after_command(args, before: int | None) -> None:

@@ -8,6 +8,13 @@ import sys
 from ..config import ATTENTIONS, ENGINES, EXPORTERS, ExportConfig
 
 
+def whole(minimum: int, maximum: int):
+    """An argparse ``type``: a whole number from ``minimum`` to ``maximum`` ("nan", "1e400", "-1": one line)."""
+    from ..settings import arg_number
+
+    return arg_number(integer=True, minimum=minimum, maximum=maximum)
+
+
 def add_model_arg(p: argparse.ArgumentParser) -> None:
     from ..families import preset_names
 
@@ -19,7 +26,7 @@ def add_model_arg(p: argparse.ArgumentParser) -> None:
 
 def add_export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exporter", choices=EXPORTERS, default="torchscript", help="torch.onnx exporter (default: torchscript)")
-    p.add_argument("--opset", type=int, default=None, help="ai.onnx opset (default: 17 torchscript, 18 dynamo)")
+    p.add_argument("--opset", type=whole(7, 30), default=None, help="ai.onnx opset (default: 17 torchscript, 18 dynamo)")
     p.add_argument("--attention", choices=ATTENTIONS, default="eager", help="transformers attention implementation")
     p.add_argument("--no-cache", action="store_true", help="export again even if the cache has this export")
 
@@ -53,12 +60,12 @@ def fusion_plan(args):
 
 def add_measure_args(p: argparse.ArgumentParser) -> None:
     """Shape, threads, runs and ONNX Runtime's dynamic block base: everything a BenchConfig needs but the provider."""
-    p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
-    p.add_argument("--seq", type=int, default=128, help="sequence length (default: 128)")
-    p.add_argument("--threads", type=int, default=2, help="intra-op threads, equal for every variant (default: 2)")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per variant (default: 30)")
-    p.add_argument("--warmup", type=int, default=5, help="warm-up runs per variant (default: 5)")
-    p.add_argument("--dynamic-block-base", type=int, default=0, metavar="N",
+    p.add_argument("--batch", type=whole(1, 65_536), default=1, help="batch size (default: 1)")
+    p.add_argument("--seq", type=whole(1, 1_048_576), default=128, help="sequence length (default: 128)")
+    p.add_argument("--threads", type=whole(1, 4096), default=2, help="intra-op threads, equal for every variant (default: 2)")
+    p.add_argument("--runs", type=whole(1, 1_000_000), default=30, help="timed runs per variant (default: 30)")
+    p.add_argument("--warmup", type=whole(0, 1_000_000), default=5, help="warm-up runs per variant (default: 5)")
+    p.add_argument("--dynamic-block-base", type=whole(0, 4096), default=0, metavar="N",
                    help="ONNX Runtime session.dynamic_block_base for every ONNX Runtime variant (default: 0, ORT's "
                         "static split; 4 balances 2 threads on a shared VM better)")
 

@@ -98,6 +98,10 @@ def print_steps(snaps) -> None:
             print(f"    why: {s.diagnostic}")
     if na:
         print(f"not applicable to this model ({len(na)}): {', '.join(na)}  (--json says why)")
+    said = any(s.diagnostic and "no BERT encoder layer" in s.diagnostic for s in snaps if s.step not in na)
+    if not said and not any(n for s in snaps for n in s.fused_here.values()) and any(
+            s.diagnostic and "no BERT encoder layer" in s.diagnostic for s in snaps):  # say it in words, not in --json
+        print("no BERT encoder layer found: no fusion step found anything to fuse, so the graph stays as exported")
 
 
 def task_line(tp: dict) -> str:

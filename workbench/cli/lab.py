@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import common
 from ..errors import WorkbenchError
 from ..workshop.notebooks import DEFAULT_FOLDER, copy_notebooks, notebooks_dir  # noqa: F401  (notebooks_dir: its earlier home)
 
@@ -30,7 +31,7 @@ def register(sub) -> None:
                                    "127.0.0.1. Without a browser, use `workbench report` instead.")
     p.add_argument("--folder", metavar="DIR", default=DEFAULT_FOLDER,
                    help=f"your notebooks folder (default: ./{DEFAULT_FOLDER})")
-    p.add_argument("--port", type=int, default=None, help="port (default: JupyterLab's, 8888 or the next free one)")
+    p.add_argument("--port", type=common.whole(1, 65_535), default=None, help="port (default: JupyterLab's, 8888 or the next free one)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser; print the URL")
     p.add_argument("--print-command", action="store_true", help=argparse_suppress())
     p.set_defaults(func=run)

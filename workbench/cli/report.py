@@ -22,9 +22,9 @@ def register(sub) -> None:
     p.add_argument("--no-bench", action="store_true", help="skip the latency measurements")
     p.add_argument("--tune", action="store_true",
                    help="also run `workbench tune` and lead the report with its recommendation and the peers")
-    p.add_argument("--runs", type=int, default=20, help="timed runs per variant (default 20)")
-    p.add_argument("--seq", type=int, default=128, help="sequence length for the benchmark (default 128)")
-    p.add_argument("--threads", type=int, default=None, help="threads for every variant (default: all cores)")
+    p.add_argument("--runs", type=common.whole(1, 1_000_000), default=20, help="timed runs per variant (default 20)")
+    p.add_argument("--seq", type=common.whole(1, 1_048_576), default=128, help="sequence length for the benchmark (default 128)")
+    p.add_argument("--threads", type=common.whole(1, 4096), default=None, help="threads for every variant (default: all cores)")
     common.add_text_arg(p)
     p.set_defaults(func=run)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from . import common
+
 
 def register(sub) -> None:
     p = sub.add_parser("sweep", help="run a sweep spec (models x plans x shapes x ...) locally or on Ray",
@@ -19,7 +21,7 @@ def register(sub) -> None:
     p.add_argument("-o", "--out", default=None,
                    help="JSON result; every row is appended to a journal beside it as it lands; an existing "
                         "result is resumed (its rows are kept)")
-    p.add_argument("--retries", type=int, default=2,
+    p.add_argument("--retries", type=common.whole(0, 100), default=2,
                    help="Ray: times a measurement runs again when its worker or node dies (0: report the row "
                         "as failed; default: 2)")
     p.add_argument("--json", action="store_true", help="print one JSON object: rows, nodes, tuned_plans")

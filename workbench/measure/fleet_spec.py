@@ -33,16 +33,9 @@ MAX_SPEC_BYTES = 1_000_000
 
 
 def _limit(env: str, default: int) -> int:
-    raw = os.environ.get(env)
-    if not raw:
-        return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise ConfigError(f"{env}={raw!r} is not a whole number") from None
-    if v < 1:
-        raise ConfigError(f"{env}={raw!r} must be at least 1")
-    return v
+    from ..settings import env_number
+
+    return env_number(env, default, integer=True, minimum=1, maximum=10**12)
 
 
 def _expanded_size(node, memo: dict, budget: int) -> int:

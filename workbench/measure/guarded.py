@@ -235,6 +235,8 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
         "fp32_p50_ms", "speedup_vs_fp32", "thresholds", "text", "candidates": [...]}``. With no candidate
         holding, the chosen one is the one with the best answers, ``holds`` False.
     """
+    from ..modelio import copy_model
+
     say = progress or (lambda stage, f: None)
     work = Path(tempfile.mkdtemp(prefix="workbench-guard-"))
     try:
@@ -248,7 +250,7 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
         chosen = min(ok, key=lambda c: c["p50_ms"]) if ok else max(
             s.candidates, key=lambda c: (c["task_parity"].get("spearman") or 0, c["task_parity"].get("top1_agreement")
                                          or c["task_parity"].get("label_agreement") or 0))
-        shutil.copyfile(chosen["path"], out)
+        copy_model(chosen["path"], out)  # with its weights, wherever the quantizer put them
         for c in s.candidates:
             c.pop("path", None)
         report = {"chosen": chosen["label"], "method": chosen["method"], "holds": bool(chosen["holds"]),

@@ -42,13 +42,15 @@ def int8_static_of(fused: Path, search_text) -> Path:
         import onnx
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
+        from ..modelio import copy_model
+
         names = {i.name for i in onnx.load(str(fused), load_external_data=False).graph.input}
         tmp = Path(tempfile.mkdtemp(prefix="workbench-static-"))
         log = logging.getLogger()
         old = log.level
         log.setLevel(logging.ERROR)
         try:
-            shutil.copyfile(fused, tmp / "in.onnx")
+            copy_model(fused, tmp / "in.onnx")  # with its weights: the quantizer reads the model beside them
             quantize_static(str(tmp / "in.onnx"), str(out), _Reader(search_text, names), quant_format=QuantFormat.QDQ,
                             op_types_to_quantize=["MatMul"], per_channel=True, activation_type=QuantType.QUInt8,
                             weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,

@@ -61,19 +61,6 @@ def saved_variants(result: dict) -> dict:
     return {"onnxruntime": ort, "openvino": ov}
 
 
-def _copy_model(src: Path, dest: Path) -> None:
-    import onnx
-
-    from ..modelio import load_model, save_model
-
-    proto = onnx.load(str(src), load_external_data=False)
-    external = any(i.data_location == onnx.TensorProto.EXTERNAL for i in proto.graph.initializer)
-    if external or src.stat().st_size > 2_000_000_000:
-        save_model(load_model(src, check=False), dest, external_data=True)
-    else:
-        shutil.copyfile(src, dest)
-
-
 def _write_ir(result: dict, variant: str, dest: Path) -> None:
     """The OpenVINO IR the variant ran, as ``dest/openvino_model.xml`` + ``.bin``."""
     from .peers import import_openvino
@@ -182,8 +169,10 @@ def save(result: dict, out_dir, source) -> dict:
 
     ``source``: the model the tune ran (name, folder or ModelSource), for its config, tokenizer and modules.
     """
+    from ..modelio import copy_model
     from ..models import ModelSource, resolve
     from ..paths import atomic_write_text
+
     out = check_target(out_dir)
     held = saved_variants(result)
     src = source if isinstance(source, ModelSource) else resolve(source)
@@ -192,7 +181,7 @@ def save(result: dict, out_dir, source) -> dict:
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
         ort_model = Path(result["paths"][held["onnxruntime"]])
-        _copy_model(ort_model, tmp / "model.onnx")
+        copy_model(ort_model, tmp / "model.onnx")
         has_tok = _write_model_files(src, tmp)
         feeds_of = lambda names: _card_feeds(src, names)  # noqa: E731
         info = {"dir": str(out), "variant": first, "engine": "openvino" if first == held["openvino"] else

@@ -64,9 +64,11 @@ def facts(s: dict) -> list[tuple[str, str]]:
         out.append((f"Latency (p50, {_shape(lat['config'])})", "; ".join(parts)))
     if s.get("int8"):
         out.append(("int8 answers", int8_words(s["int8"])))
-    rec = s.get("recommended")
-    if rec:
-        out.append(("Recommended here", f"{variant_label(rec['variant'])}, {ms(rec['p50_ms'])}"))
+    for w, rec in (s.get("recommended") or {}).items():
+        fig = (f"{rec['sentences_per_s']:,.0f} sentences/s" if rec.get("sentences_per_s") is not None
+               else ms(rec["p50_ms"]) if rec.get("p50_ms") is not None else "")
+        at = f" at batch {rec['batch']}" if rec.get("batch") and rec["batch"] != 1 else ""
+        out.append((f"Recommended for {w}", f"{variant_label(rec['variant'])}" + (f", {fig}{at}" if fig else "")))
     return out
 
 
@@ -145,8 +147,8 @@ def summary_box(s: dict, pictures: dict | None = None, random_weights: bool = Fa
     items = facts(s)
     lead = f"<p class='lead'>{e(items[0][1])}</p>"
     rows = "".join(f"<li><b>{e(t)}</b>: {e(x)}</li>" for t, x in items[1:])
-    rec = s.get("recommended")
-    why = f"<p class='note'>{e(rec['why'])}</p>" if rec and rec.get("why") else ""
+    why = "".join(f"<p class='note'>{e(w)}: {e(r['why'])}</p>" for w, r in (s.get("recommended") or {}).items()
+                  if r.get("why"))
     warn = ("<p class='warn'>Random weights: the fusions and the latency are the architecture's; "
             "its outputs mean nothing.</p>") if random_weights else ""
     errors = "".join(f"<p class='bad'>{e(x)}</p>" for x in s.get("errors") or ())
