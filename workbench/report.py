@@ -134,7 +134,8 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
         t = data.get("text") or {}
         shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                  if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-        data["bench"] = {**res.to_dict(samples=False), **int8_report(res, text),
+        checked = int8_report(res, text)  # first: without a text it clears the variants' own task parity
+        data["bench"] = {**res.to_dict(samples=False), **checked,
                          "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
     except WorkbenchError as e:
         data["errors"].append(f"benchmark: {e}")
@@ -227,7 +228,8 @@ def _int8_summary(data: dict) -> dict | None:
     row = next((v for v in (data.get("bench") or {}).get("variants") or [] if v.get("name") == "int8"), None)
     if row is None and tune_row is None:
         return None
-    tp = (row or {}).get("task_parity") or (tune_row or {}).get("task_parity")
+    builtin = ((data.get("bench") or {}).get("int8_answers") or {}).get("int8")  # the built-in sentences' check
+    tp = (row or {}).get("task_parity") or builtin or (tune_row or {}).get("task_parity")
     cosine = ((row or tune_row).get("parity") or {}).get("cosine")
     variants = (data.get("bench") or {}).get("variants") or []
     ref = next((v["name"] for v in variants if v.get("parity") is None), None)

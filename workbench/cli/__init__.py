@@ -90,7 +90,10 @@ def _after_command(args, before: int | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a bad option (its one line printed: exit 2), --help or --version (exit 0)
+        return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
