@@ -49,7 +49,7 @@ def print_json(obj) -> None:
 
 def _cache_bytes(args) -> int | None:
     """The cache's size before a command that may store in it (None for ``cache`` itself or no cache yet)."""
-    if args.command in ("cache", "lab"):
+    if args.command in ("cache", "lab", "prepare"):  # prepare fills a folder of its own and sums it up itself
         return None
     try:
         from ..cache_admin import total_bytes

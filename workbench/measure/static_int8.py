@@ -40,12 +40,14 @@ def int8_static_of(fused: Path, search_text) -> Path:
 
     def build(out: Path) -> None:
         import onnx
+        import onnxruntime
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
         from ..modelio import copy_model
 
         names = {i.name for i in onnx.load(str(fused), load_external_data=False).graph.input}
         tmp = Path(tempfile.mkdtemp(prefix="workbench-static-"))
+        onnxruntime.set_default_logger_severity(3)  # the calibrator's own sessions warn about unused initializers
         log = logging.getLogger()
         old = log.level
         log.setLevel(logging.ERROR)
