@@ -1,7 +1,7 @@
 """How long each workshop notebook takes from a prepared folder (``workbench prepare``), offline.
 
 Usage:
-    python benchmarks/workshop_notebooks.py --cache PREPARED_DIR [--model bert-base] [--notebooks 01,02,03,04,05]
+    python benchmarks/workshop_notebooks.py --cache PREPARED_DIR [--model bert-base] [--notebooks 01,02,03,04,05,06]
                                             [--copy]
 
 Runs each notebook start to finish with nbclient (``tests/notebook_runner.py``, the runner the tests use)
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = {"01": "01_fusion_tour", "02": "02_profiling_cpu_gpu", "03": "03_workshop_exercises",
-         "04": "04_exporter_matrix", "05": "05_real_text"}
+         "04": "04_exporter_matrix", "05": "05_real_text", "06": "06_write_a_fusion"}
 
 
 def _child_cpu() -> float:
@@ -40,7 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", required=True, help="a folder made by `workbench prepare`")
     ap.add_argument("--model", default="bert-base")
-    ap.add_argument("--notebooks", default="01,02,03,04,05")
+    ap.add_argument("--notebooks", default="01,02,03,04,05,06")
     ap.add_argument("--copy", action="store_true", help="run on a temporary copy of the folder")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
