@@ -104,3 +104,21 @@ def bad_files(folder: Path, valid: bytes) -> dict[str, Path]:
     out["directory"] = folder / "adir.onnx"
     out["missing"] = folder / "missing.onnx"
     return out
+
+
+def refusal_problems(r: dict, message: str | None = None, temp_marks: tuple[str, ...] = ()) -> list[str]:
+    """What is wrong with one refused case's result (``{"rc", "stderr"}``) as a user sees it: not exit 2, more
+    than three lines, a traceback, the expected words missing, or a temporary path of the tool named."""
+    lines = [ln for ln in r["stderr"].splitlines() if ln.strip()]
+    why = []
+    if r["rc"] != 2:
+        why.append(f"exit {r['rc']}")
+    if len(lines) > 3:
+        why.append(f"{len(lines)} lines on stderr")
+    if "Traceback" in r["stderr"]:
+        why.append("traceback")
+    if message is not None and message not in r["stderr"]:
+        why.append(f"does not say {message!r}")
+    if any(m in r["stderr"] for m in temp_marks):
+        why.append("names a temporary path of the tool")
+    return why

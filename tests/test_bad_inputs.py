@@ -18,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import badmodels as bm
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -135,16 +136,7 @@ def test_every_bad_input_class_through_every_command(tmp_path):
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = []
     for r in doc["results"]:
-        lines = [ln for ln in r["stderr"].splitlines() if ln.strip()]
-        why = []
-        if r["rc"] != 2:
-            why.append(f"exit {r['rc']}")
-        if len(lines) > 3:
-            why.append(f"{len(lines)} lines on stderr")
-        if "Traceback" in r["stderr"]:
-            why.append("traceback")
-        if "workbench-worker-" in r["stderr"] or "/variants/" in r["stderr"] or "/exports/" in r["stderr"]:
-            why.append("names a temporary path of the tool")
+        why = bm.refusal_problems(r, temp_marks=("workbench-worker-", "/models/", "/variants/", "/exports/"))
         if why:
             bad.append(f"{r['case']} / {r['cmd']}: {', '.join(why)}: {r['stderr'][:200]!r}")
     assert not bad, "\n".join(bad)

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import badmodels as bm
 import numpy as np
 import onnx
 from onnx import TensorProto, helper as h, numpy_helper
@@ -127,16 +128,7 @@ def test_every_round3_case_is_one_line_exit_2_and_changes_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     bad = []
     for r in json.loads(proc.stdout.strip().splitlines()[-1]):
-        lines = [ln for ln in r["stderr"].splitlines() if ln.strip()]
-        why = []
-        if r["rc"] != 2:
-            why.append(f"exit {r['rc']}")
-        if len(lines) > 3:
-            why.append(f"{len(lines)} lines")
-        if "Traceback" in r["stderr"]:
-            why.append("traceback")
-        if r["case"] in MESSAGES and MESSAGES[r["case"]] not in r["stderr"]:
-            why.append(f"does not say {MESSAGES[r['case']]!r}")
+        why = bm.refusal_problems(r, MESSAGES.get(r["case"]))
         if why:
             bad.append(f"{r['case']}: {', '.join(why)}: {r['stderr'][:300]!r}")
     assert not bad, "\n".join(bad)

@@ -186,18 +186,9 @@ def _raw(t: onnx.TensorProto) -> bytes | None:
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
     """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from .paths import atomic_write_bytes
+
+    atomic_write_bytes(path, data, durable=False)
 
 
 def staging(group: str) -> Path:

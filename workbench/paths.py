@@ -97,10 +97,11 @@ def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing
     return p
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> Path:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
-    A crash mid-write leaves the old file (or nothing), never half a file.
+    A crash mid-write leaves the old file (or nothing), never half a file. ``durable=False`` skips the fsync:
+    for cache entries, which a crash at worst makes the workbench rebuild.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,8 +112,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a report or model is the user's ordinary file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -18,19 +18,10 @@ from pathlib import Path
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
+    from ..paths import atomic_write_bytes
+
+    atomic_write_bytes(path, data, durable=False)
 
 
 def _write_if_new(path: Path, data: bytes) -> None:
