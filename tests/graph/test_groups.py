@@ -24,23 +24,14 @@ def _edge(lay, a: str, b: str) -> bool:
 @pytest.fixture(scope="module")
 def modernbert(tmp_path_factory):
     """A tiny ModernBERT (2 layers, a 16-token local window on layer 1), exported by dynamo, then fused."""
-    import torch
-    import transformers
-
     from workbench.config import ExportConfig, FusionPlan
     from workbench.export import export
     from workbench.fusion import Timeline
     from workbench.models import resolve
 
-    folder = tmp_path_factory.mktemp("modernbert")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(7)
-        cfg = transformers.AutoConfig.for_model(
-            "modernbert", num_hidden_layers=2, hidden_size=48, num_attention_heads=3, intermediate_size=80,
-            vocab_size=500, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
-            mask_token_id=3, local_attention=16, global_attn_every_n_layers=2, max_position_embeddings=512)
-        transformers.AutoModel.from_config(cfg).save_pretrained(folder)
-    src = resolve(folder)
+    from test_workshop import save_tiny_modernbert  # the workshop's tiny ModernBERT: layer 1 local, 16 tokens
+
+    src = resolve(save_tiny_modernbert(tmp_path_factory.mktemp("modernbert")))
     result = export(src, ExportConfig(exporter="dynamo", attention="sdpa"))
     tl = Timeline(result.path, FusionPlan(engine="onnxscript"), num_heads=src.num_heads,
                   hidden_size=src.hidden_size, num_layers=src.num_layers)
