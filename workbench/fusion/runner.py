@@ -22,6 +22,7 @@ from .engine_types import EngineContext, EngineStep, StepOutcome
 from .adapters import adapter
 from .engines import engine_steps
 from .snapshot import Snapshot, fused_op_types
+from .store import reading_from
 from .tiers import SnapshotTiers
 
 Enabled = Callable[[str], bool]
@@ -124,7 +125,8 @@ class StepRunner:
                             source_path=self.source_path if prev is self.input else None)
         t = time.perf_counter()
         try:
-            out = (es.rest if why else es.run)(ctx, state)
+            with reading_from(self.store):  # this timeline's weights, never another model's of equal names
+                out = (es.rest if why else es.run)(ctx, state)
         except FusionError:
             raise
         except Exception as e:

@@ -19,6 +19,7 @@ the stored tensor's values, so a step needs no 440 MB copy of the model.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -66,10 +67,33 @@ def is_stub(t: onnx.TensorProto) -> bool:
     return WeightStore.stub_key(t) is not None
 
 
+_ACTIVE = threading.local()
+
+
+@contextlib.contextmanager
+def reading_from(store: "WeightStore"):
+    """Within this block (in this thread) a stub's values come from ``store`` only.
+
+    Keys name a weight by name, type and shape, not by content: two models of one architecture (a
+    random bert-base and a fine-tuned one, or two sizes of position table with the same layers) have
+    equal keys for different values, so a step must read its own timeline's store, never the first
+    live store that happens to hold an equal key.
+    """
+    before = getattr(_ACTIVE, "store", None)
+    _ACTIVE.store = store
+    try:
+        yield store
+    finally:
+        _ACTIVE.store = before
+
+
 def _stored(t: onnx.TensorProto) -> onnx.TensorProto | None:
     key = WeightStore.stub_key(t)
     if key is None:
         return None
+    active = getattr(_ACTIVE, "store", None)
+    if active is not None:
+        return active.get(key)
     for store in list(_STORES):
         full = store.get(key)
         if full is not None:
