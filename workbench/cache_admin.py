@@ -120,9 +120,8 @@ class _Leases:
         return not (mtime < self.oldest_open - 0.01 or time.time() - mtime > STALE_TEMP_S)
 
 
-def _scan(root: Path) -> list[tuple]:
-    """``(kind, name, path, temp target or None)`` of every entry the workbench wrote, nothing else."""
-    found = []
+def _listing(root: Path):
+    """``(kind, entry, temp target or None, owned)`` for everything in the kinds' folders."""
     for kind in KINDS:
         try:
             items = list(os.scandir(kind.folder(root)))
@@ -130,9 +129,12 @@ def _scan(root: Path) -> list[tuple]:
             continue
         for e in items:
             target = temp_target(e.name)
-            if kind.owns_entry(e.name) or (target is not None and kind.owns_entry(target)):
-                found.append((kind, e.name, Path(e.path), target))
-    return found
+            yield kind, e, target, kind.owns_entry(e.name) or (target is not None and kind.owns_entry(target))
+
+
+def _scan(root: Path) -> list[tuple]:
+    """``(kind, name, path, temp target or None)`` of every entry the workbench wrote, nothing else."""
+    return [(kind, e.name, Path(e.path), target) for kind, e, target, owned in _listing(root) if owned]
 
 
 def entries(root: Path | None = None, *, models: bool = True) -> list[Entry]:
@@ -244,15 +246,7 @@ def _name_models(root: Path, items: list[Entry]) -> None:
 def foreign(root: Path | None = None) -> list[Path]:
     """What lies in the kinds' folders that the workbench did not write (never listed as entries, never removed)."""
     root = root or cache_root(write=False)
-    out = []
-    for kind in KINDS:
-        try:
-            items = list(os.scandir(kind.folder(root)))
-        except OSError:
-            continue
-        out += [Path(e.path) for e in items if not kind.owns_entry(e.name)
-                and not kind.owns_entry(temp_target(e.name) or "")]
-    return sorted(set(out))
+    return sorted({Path(e.path) for _, e, _, owned in _listing(root) if not owned})
 
 
 def summary(items: list[Entry]) -> list[dict]:

@@ -64,10 +64,11 @@ def _check_settings() -> None:
     """Settings read from the environment, checked before any work (one line naming the variable)."""
     from ..cache_admin import max_bytes_setting
     from ..checks import max_model_gb
-    from ..measure.fleet_spec import MAX_NODES_ENV, MAX_POINTS_ENV, _limit
+    from ..measure.fleet_spec import sweep_limits
     from ..text import max_sentences
 
-    max_bytes_setting(), max_model_gb(), max_sentences(), _limit(MAX_POINTS_ENV, 1), _limit(MAX_NODES_ENV, 1)
+    for check in (max_bytes_setting, max_model_gb, max_sentences, sweep_limits):
+        check()
 
 
 def _after_command(args, before: int | None) -> None:

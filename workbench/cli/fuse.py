@@ -65,7 +65,7 @@ def run(args) -> int:
         print(f"{source.label}, {result.config.exporter} export, {result.config.attention} attention, "
               f"opset {result.opset}: {tl.input.nodes} nodes")
         print(tl.engine_note)
-        print_steps(snaps[1:])
+        print_steps(snaps[1:], no_encoder=tl.num_layers == 0)
         f = tl.final
         print("final: " + f"{f.nodes} nodes; " + ", ".join(f"{op} {n}" for op, n in f.fused.items()))
         if layer2 is not None:
@@ -77,7 +77,7 @@ def run(args) -> int:
     return 0 if ok else 1
 
 
-def print_steps(snaps) -> None:
+def print_steps(snaps, *, no_encoder: bool = False) -> None:
     """The step table: what each step that applies fused (or why not); the steps that cannot apply to this
     model (none of their anchors in the graph) in one line at the end."""
     from ..report import not_applicable
@@ -98,10 +98,11 @@ def print_steps(snaps) -> None:
             print(f"    why: {s.diagnostic}")
     if na:
         print(f"not applicable to this model ({len(na)}): {', '.join(na)}  (--json says why)")
-    said = any(s.diagnostic and "no BERT encoder layer" in s.diagnostic for s in snaps if s.step not in na)
-    if not said and not any(n for s in snaps for n in s.fused_here.values()) and any(
-            s.diagnostic and "no BERT encoder layer" in s.diagnostic for s in snaps):  # say it in words, not in --json
-        print("no BERT encoder layer found: no fusion step found anything to fuse, so the graph stays as exported")
+    from ..fusion.diagnostics import NO_ENCODER
+
+    said = any(s.diagnostic and NO_ENCODER in s.diagnostic for s in snaps if s.step not in na)
+    if no_encoder and not said and not any(n for s in snaps for n in s.fused_here.values()):
+        print(f"{NO_ENCODER}: no fusion step found anything to fuse, so the graph stays as exported")  # not only in --json
 
 
 def task_line(tp: dict) -> str:

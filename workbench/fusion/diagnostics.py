@@ -24,6 +24,10 @@ _TELLING = re.compile(r"\b(fail\w*|not|no|skipped|unable|cannot|can't|unsupporte
                       r"|shape inference", re.I)
 
 
+#: What a model without a BERT encoder layer is told, in every step that could not find one.
+NO_ENCODER = "no BERT encoder layer found"
+
+
 def summarize_messages(lines: list[str], limit: int = 4, *, every: bool = False) -> list[str]:
     """The engine lines worth showing: failures and reasons (``every``: all lines, as a rule's reasons are),
     de-duplicated with counts."""
@@ -47,7 +51,7 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
             return f"fused nothing ({step.emits or step.title}). Prerequisite step(s) off: " \
                    f"{', '.join(prerequisites_off)}. {skipped[0].upper()}{skipped[1:]}"
         if num_layers == 0 and step.kind == "fusion":
-            return f"no BERT encoder layer found: {skipped}"
+            return f"{NO_ENCODER}: {skipped}"
         return skipped
     if step.kind != "fusion":
         return " ".join(notes) or None
@@ -59,7 +63,7 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
     parts: list[str] = []
     if fused_here == 0:
         if num_layers == 0:
-            parts.append(f"no BERT encoder layer found: nothing for {step.title} to fuse.")
+            parts.append(f"{NO_ENCODER}: nothing for {step.title} to fuse.")
         else:
             parts.append(f"fused nothing ({step.emits or step.title}).")
         if already and not prerequisites_off and not (rule and messages):

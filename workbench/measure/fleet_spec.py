@@ -38,6 +38,11 @@ def _limit(env: str, default: int) -> int:
     return env_number(env, default, integer=True, minimum=1, maximum=10**12)
 
 
+def sweep_limits() -> tuple[int, int]:
+    """``($WORKBENCH_MAX_SWEEP_POINTS, $WORKBENCH_MAX_SPEC_NODES)`` or their defaults; a bad value: one line."""
+    return _limit(MAX_POINTS_ENV, DEFAULT_MAX_POINTS), _limit(MAX_NODES_ENV, DEFAULT_MAX_NODES)
+
+
 def _expanded_size(node, memo: dict, budget: int) -> int:
     """Nodes in ``node`` once every alias is expanded (stops counting past ``budget``); iterative, memoized."""
     import yaml
@@ -199,5 +204,5 @@ def expand(spec: dict | str | os.PathLike) -> list[dict]:
     return out
 
 
-__all__ = ["AXES", "OTHER_KEYS", "MAX_POINTS_ENV", "MAX_NODES_ENV", "safe_yaml", "read_spec_file", "load_spec",
+__all__ = ["AXES", "OTHER_KEYS", "MAX_POINTS_ENV", "MAX_NODES_ENV", "sweep_limits", "safe_yaml", "read_spec_file", "load_spec",
            "count_points", "check_size", "expand", "config_key"]
