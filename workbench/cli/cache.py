@@ -55,8 +55,9 @@ def run(args) -> int:
         print(f"{verb} {human(res['freed_bytes'])} in {len(res['removed'])} entries of {root}"
               + (f"; kept {len(res['kept_in_use'])} in use by a running workbench process"
                  if res["kept_in_use"] else ""))
-        if res["left_alone"]:
-            print(f"left alone {len(res['left_alone'])} files the workbench did not write, e.g. {res['left_alone'][0]}")
+        alone = res["left_alone"] + [str(p) for p in foreign(root)]  # inside removed entries, and beside them
+        if alone:
+            print(f"left alone {len(alone)} files or folders the workbench did not write, e.g. {alone[0]}")
         return 0
     return _list(args, root, entries(root), foreign(root))
 
