@@ -129,7 +129,10 @@ def int8_words(i: dict) -> str:
     cos = i.get("cosine")
     ref = variant_label(i["reference"]) if i.get("reference") else "the reference"
     known = f" (its outputs' cosine to {ref}: {cos:.5f})" if cos is not None else ""
-    return f"not checked on sentences{known}; --text builtin checks them"
+    # Without a text, int8 is checked on the built-in sentences whenever the model has a tokenizer here (a
+    # BERT-vocabulary preset borrows the packaged real model's, which the [real] extra installs).
+    return f"not checked on sentences: no tokenizer for this model here{known}; the [real] extra or a model folder " \
+           f"with its tokenizer gives one"
 
 
 def summary_lines(s: dict, path=None) -> list[str]:
