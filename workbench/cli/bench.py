@@ -123,7 +123,7 @@ def run(args) -> int:
 def _print(res, cfg, text, answers, flags) -> None:
     from ..measure.explain import explain
     from ..ort.machine import machine_line
-    from .fuse import task_line
+    from ..ort.answer_policy import words
 
     print(machine_line(res.machine))
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
@@ -151,7 +151,7 @@ def _print(res, cfg, text, answers, flags) -> None:
         print(f"{v.name:<14}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}"
               f"{(v.floor_precision or '-'):>11}{ratio:>9}{bound:>10}"
               f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}"
-              + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
+              + (f"  {words(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
     for line in explain(res.rates, res.machine):

@@ -148,14 +148,14 @@ def builtin_answers_text(src):
 def int8_flags(stats) -> list[str]:
     """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
     pointing at the guarded int8 and at ``workbench tune``."""
-    from .guarded import answers_line, holds
+    from ..ort.answer_policy import holds, words
 
     out = []
     for v in stats:
         name = v["name"] if isinstance(v, dict) else v.name
         tp = v.get("task_parity") if isinstance(v, dict) else v.task_parity
         if "int8" in name and tp and not holds(tp):
-            out.append(f"{name}: its answers change ({answers_line(tp)}); use int8-guarded (`--variants "
+            out.append(f"{name}: its answers change ({words(tp)}); use int8-guarded (`--variants "
                        f"int8-guarded`) or `workbench tune`, which keep the answers")
     return out
 

@@ -14,8 +14,9 @@ then every variant measured twice:
 The text is split into a search part (what the int8 recipes tune and calibrate on) and a check part;
 the answers that decide are the check part's, at batch 1 and in the padded batches the variant is
 served in, both against PyTorch eager (or the unfused export for an ONNX file). The recommendation
-per workload is the fastest variant whose answers hold (:data:`.guarded.THRESHOLDS`), with one
-sentence why. Plain data in and out; :mod:`.tune_save` writes the deployable folder.
+per workload is the fastest variant whose answers hold (:data:`workbench.ort.answer_policy.THRESHOLDS`), with
+one sentence why. The result is typed (:class:`.tune_result.TuneResult`, ``to_json()`` for ``--json``);
+:mod:`.tune_save` writes the deployable folder.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Callable
 
 from ..config import BenchConfig
 from .labels import VARIANT_LABELS as LABELS
+from .tune_result import SessionSpec, Skipped, TuneResult
 from .tune_rows import PEERS, peers_line
 
 ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "int8-static",
@@ -114,9 +116,39 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     return res, thr, ship
 
 
+def _recommend(rows: list, loads, res) -> dict:
+    """The recommendation per workload, each with its one sentence why; none at all is an error."""
+    from ..errors import BenchmarkError
+    from .tune_rows import recommend, why
+
+    recs = {}
+    for w in loads:
+        rec = recommend(rows, w)
+        if rec is not None:
+            rec.why = why(rec, rows, w, res.machine, res.rates)
+            recs[w] = rec
+    if not recs:
+        raise BenchmarkError("no variant kept its answers and was timed")
+    return recs
+
+
+def _variant_facts(vs) -> dict:
+    """The int8 searches' reports, and each variant's model path and session, as the result keeps them."""
+    from .guarded import search_report
+    from .ov_quant import ir_report
+
+    by = {v.name: v for v in vs}
+    return {"int8_search": search_report(by["int8-guarded"].model) if "int8-guarded" in by else None,
+            "openvino_guard": ir_report(by["openvino-int8-guarded"].options["ir"])
+            if "openvino-int8-guarded" in by else None,
+            "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
+            "sessions": {v.name: SessionSpec(v.kind, v.level, list(v.disabled_optimizers), dict(v.options or {}))
+                         for v in vs}}
+
+
 def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=None, exporter: str = "torchscript",
          attention: str = "eager", workload: str | None = None, shipped: bool = True, ablation_runs: int = 12,
-         progress: Progress | None = None, timeout: float | None = 3600) -> dict:
+         progress: Progress | None = None, timeout: float | None = 3600) -> TuneResult:
     """Measure every variant and recommend, per workload, the fastest whose answers hold (see the module doc).
 
     Args:
@@ -128,20 +160,15 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         shipped: also measure each variant as shipped (the decisive figures and the peak memory).
 
     Returns:
-        ``{"recommended": {workload: {"variant", "label", "p50_ms" | "sentences_per_s", "batch",
-        "task_parity", "task_parity_batched", "mode", "why"}}, "variants": [row, ...] (:func:`.tune_rows.row`),
-        "skipped", "workloads", "split", "machine", "config", "plan", "ablation", "int8_search",
-        "openvino_guard", "paths", "sessions", "threads", "reference"}``
+        A :class:`.tune_result.TuneResult` (the recommendation per workload, one row per variant, what it
+        ran on); its ``to_json()`` is ``--json``.
     """
     from ..config import ExportConfig, FusionPlan
-    from ..errors import BenchmarkError
     from ..export import export
     from ..models import ModelSource, resolve
-    from .guarded import search_report
-    from .ov_quant import ir_report
     from .recipes import TORCH_SKIPPED
     from .recipes_extra import available, guard_text
-    from .tune_rows import recommend, row, why
+    from .tune_rows import row
     from .workload import workloads
 
     say = progress or _noop
@@ -167,32 +194,18 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     answers = guard_text(src) if lat is None else None
     res, thr, ship = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     rows = [row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs]
-    rows.sort(key=lambda r: ORDER.index(r["name"]) if r["name"] in ORDER else 99)
-    recs = {}
-    for w in (loads if lat is not None else ("latency",)):
-        rec = recommend(rows, w)
-        if rec is not None:
-            rec["why"] = why(rec, rows, w, res.machine, res.rates)
-            recs[w] = rec
-    if not recs:
-        raise BenchmarkError("no variant kept its answers and was timed")
-    by = {v.name: v for v in vs}
-    cfg_d = dict(res.config, answers_text=(lat or answers).describe(), split=parts.describe(),
-                 timed_on="text" if lat is not None else f"batch {cfg.batch}, sequence {cfg.seq}")
+    rows.sort(key=lambda r: ORDER.index(r.name) if r.name in ORDER else 99)
+    recs = _recommend(rows, loads if lat is not None else ("latency",), res)
     say("done", 1.0)
-    return {"model": src.describe(), "source": src.name, "recommended": recs, "workloads": list(recs),
-            "variants": rows, "skipped": skipped, "machine": res.machine, "config": cfg_d, "rates": res.rates,
-            "split": {"search": list(parts.search), "check": list(parts.check), "source": parts.source},
-            "reference": ref, "plan": {"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
-                                       "enabled": sorted(tuned_plan.opted_in)},
-            "ablation": ablation,
-            "int8_search": search_report(by["int8-guarded"].model) if "int8-guarded" in by else None,
-            "openvino_guard": ir_report(by["openvino-int8-guarded"].options["ir"])
-            if "openvino-int8-guarded" in by else None,
-            "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
-            "sessions": {v.name: {"kind": v.kind, "level": v.level, "disabled_optimizers": list(v.disabled_optimizers),
-                                  "options": dict(v.options or {})} for v in vs},
-            "threads": cfg.threads, "shipped": bool(shipped)}
+    return TuneResult(
+        model=src.describe(), source=src.name, recommended=recs, workloads=list(recs), variants=rows,
+        skipped=[Skipped(s["name"], s["why"]) for s in skipped], machine=res.machine, rates=res.rates,
+        config=dict(res.config, answers_text=(lat or answers).describe(), split=parts.describe(),
+                    timed_on="text" if lat is not None else f"batch {cfg.batch}, sequence {cfg.seq}"),
+        split={"search": list(parts.search), "check": list(parts.check), "source": parts.source},
+        reference=ref, plan={"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
+                             "enabled": sorted(tuned_plan.opted_in)},
+        ablation=ablation, threads=cfg.threads, shipped=bool(shipped), **_variant_facts(vs))
 
 
 __all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]

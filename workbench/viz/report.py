@@ -10,6 +10,7 @@ import html
 import os
 from pathlib import Path
 
+from ..ort.answer_policy import TaskParity
 from ..paths import atomic_write_text
 from ..report import plural  # noqa: F401  (re-exported: its earlier home)
 from .labels import variant_label
@@ -67,10 +68,7 @@ _KIND_SHORT = {"embedding": "sentence embeddings", "masked_lm": "masked LM", "cl
 
 def _answers_changed(tp: dict | None) -> bool:
     """True when some answer differs from the reference's (top-1 word, nearest sentence or label)."""
-    if not tp:
-        return False
-    key = "label_agreement" if tp.get("kind") == "classification" else "top1_agreement"
-    return tp.get(key) is not None and tp[key] < 1.0
+    return bool(tp) and TaskParity.of(tp).changed()
 
 
 class _Cell(str):
@@ -87,14 +85,14 @@ def _task_cell(tp: dict | None, empty: str = "") -> "_Cell":
 
 def _task_column(items: list[dict]) -> str | None:
     """The column header for the task parity of ``items`` (kind named), or None when none has any."""
-    kinds = [it["task_parity"]["kind"] for it in items if it.get("task_parity")]
+    kinds = [TaskParity.of(it["task_parity"]).kind for it in items if it.get("task_parity")]
     if not kinds:
         return None
     return f"answers on the text ({_KIND_SHORT.get(kinds[0], kinds[0])})"
 
 
 def _text_note(data: dict, items: list[dict], reference: str) -> str:
-    kinds = [it["task_parity"]["kind"] for it in items if it.get("task_parity")]
+    kinds = [TaskParity.of(it["task_parity"]).kind for it in items if it.get("task_parity")]
     t = data.get("text") or {}
     where = (f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'padded batch')}" if t.get("sentences")
              else "the text")
