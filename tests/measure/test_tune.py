@@ -79,6 +79,7 @@ def test_tune_json_has_the_interface_the_checks_read(tuned):
 
 def test_tune_json_keys_are_the_ones_the_typed_result_keeps(tuned):
     """The real ``--json`` (now made by ``TuneResult.to_json``) has the key tree it had before the result was typed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_tune_result import TREE, key_tree
 
     doc, out = tuned

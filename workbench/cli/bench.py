@@ -77,9 +77,9 @@ def _measure(args, cfg, variants, text, answers):
     pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr,
                 disable=not sys.stderr.isatty(), leave=False)
 
-    def on_event(msg: dict) -> None:
-        if msg.get("type") == "status":
-            pbar.set_postfix_str(f"{msg['stage']} {msg.get('variant') or ''}".strip())
+    def on_event(msg) -> None:  # a workbench.measure.protocol message
+        if msg.kind == "status":
+            pbar.set_postfix_str(f"{msg.stage} {msg.variant or ''}".strip())
 
     handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event,
                               text=text if text is not None else answers, text_answers_only=text is None,
