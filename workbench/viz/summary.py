@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from ..ort.answer_policy import words
+from ..ort.answer_policy import TaskParity, words
 from .labels import variant_label
 
 #: What each fusion engine is called on screen.
@@ -89,6 +89,13 @@ def task_parity_words(tp) -> str:
     """One task parity check (``Snapshot.task_parity`` / ``VariantStats.task_parity``) in words: the one
     formatter, :meth:`workbench.ort.answer_policy.TaskParity.words` ("top-1 99.6%, Spearman 0.9990"); "" for None."""
     return words(tp)
+
+
+def answers_verdict(tp) -> bool | None:
+    """Whether a check's answers hold by the one policy (``workbench.ort.answer_policy``); None when the text
+    was too small to tell, or there was no check."""
+    t = TaskParity.of(tp) if tp else None
+    return None if t is None or t.too_small else t.holds()
 
 
 def int8_words(i: dict) -> str:
