@@ -41,9 +41,9 @@ def answers_metric(tp: dict) -> float:
 def _key(text, recipe: str) -> str:
     import nncf
 
-    from ..ort.machine import _version
+    from ..ort.machine import package_version
 
-    doc = [list(text.sentences), text.kind, recipe, OV_VERSION, nncf.__version__, _version("openvino")]
+    doc = [list(text.sentences), text.kind, recipe, OV_VERSION, nncf.__version__, package_version("openvino")]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
 
 
