@@ -10,7 +10,8 @@ from workbench.errors import BenchmarkError, ConfigError
 from workbench.measure import protocol as msgs
 
 EXAMPLES = [
-    msgs.Start({"mode": "bench", "variants": []}), msgs.Stop(), msgs.Slice("latency", 3), msgs.End(),
+    msgs.BenchJob([{"name": "a"}], {"runs": 3}, text={"kind": "embedding"}), msgs.ThroughputJob([], {}, {"corpus": []}),
+    msgs.ProfileJob([{"name": "a"}], {"runs": 3}), msgs.SliceJob({"name": "a"}, 1, latency=[]), msgs.Stop(), msgs.Slice("latency", 3), msgs.End(),
     msgs.Status("building", "fused", 0, 2), msgs.Ready({"cpu": "x"}, {"pid": 1}, [{"name": "a"}]),
     msgs.Floor({"floor_ms": 1.0}), msgs.Sample("a", 0, 1.5), msgs.Sample("a", 1, 30.0, sentences=39),
     msgs.Parity("b", "a", 1e-6, 1.0, {"kind": "embedding"}, {"check": {"kind": "embedding"}}),

@@ -17,6 +17,7 @@ import multiprocessing as mp
 import queue
 import shutil
 import threading
+import dataclasses
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator
@@ -38,14 +39,15 @@ class BenchHandle:
     thread, never from the worker; keep them short.
     """
 
-    def __init__(self, job: dict, cfg: BenchConfig, variants: list[dict], *,
+    def __init__(self, job: msgs.BenchJob | msgs.ThroughputJob | msgs.ProfileJob, cfg: BenchConfig,
+                 variants: list[dict], *,
                  on_sample: Callable[[RunSample], None] | None = None,
                  on_event: Callable[[msgs.Message], None] | None = None, cleanup: list[Path] | None = None):
         self.cfg = cfg
         self.variants = variants
         self.samples: dict[str, list[float]] = {v["name"]: [] for v in variants}
         self.parity: dict[str, msgs.Parity] = {}  # each variant's against the reference
-        self.text_summary: dict | None = job.get("text_summary")
+        self.text_summary: dict | None = job.text_summary if isinstance(job, msgs.BenchJob) else None
         self.session_providers: dict[str, list[str]] = {}
         self.machine: dict = {}
         self.floor: dict = {}
@@ -70,7 +72,7 @@ class BenchHandle:
         spawn.start(self._proc, env)
         child.close()
         self._send_lock = threading.Lock()
-        self._send(msgs.Start(job))
+        self._send(job)
         self._reader = threading.Thread(target=self._read, name="workbench-bench-reader", daemon=True)
         self._reader.start()
 
@@ -315,12 +317,11 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
         raise ConfigError(f"reference {reference!r} is not one of the variants")
     if memory_limit_mb and any(v["provider"] == "cuda" for v in described):
         raise ConfigError("memory_limit_mb works on the CPU only (CUDA reserves large address ranges)")
-    job = {"mode": "bench", "variants": described, "cfg": asdict(cfg), "reference": reference, "floor": floor,
-           "memory_limit_mb": memory_limit_mb, "fault": _fault}
+    job = msgs.BenchJob(described, asdict(cfg), reference=reference, floor=floor, memory_limit_mb=memory_limit_mb,
+                        fault=_fault)
     if text is not None:
-        job["text"] = dict(text.job(), answers_only=bool(text_answers_only), parts=text_parts)
-        if not text_answers_only:
-            job["text_summary"] = text.describe()
+        job = dataclasses.replace(job, text=dict(text.job(), answers_only=bool(text_answers_only), parts=text_parts),
+                                  text_summary=None if text_answers_only else text.describe())
     return BenchHandle(job, cfg, described, on_sample=on_sample, on_event=on_event, cleanup=cleanup)
 
 
@@ -336,8 +337,8 @@ def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, refere
     padded batches, against ``reference`` served in its own.
     """
     described, cleanup = prepare_variants(variants)
-    job = {"mode": "throughput", "variants": described, "cfg": asdict(cfg), "reference": reference,
-           "serve": serve, "batches": batches or {}, "passes": passes, "batch1": batch1 or {}}
+    job = msgs.ThroughputJob(described, asdict(cfg), serve, reference=reference, batches=batches or {},
+                             passes=passes, batch1=batch1 or {})
     handle = BenchHandle(job, cfg, described, on_event=on_event, cleanup=cleanup)
     with handle:
         handle.result(timeout)

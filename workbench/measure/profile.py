@@ -110,13 +110,13 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
 
     from ..config import BenchConfig
     from .bench import BenchHandle, Variant
+    from .protocol import ProfileJob
     from .results import prepare_variants
 
     cfg = cfg or BenchConfig()
     described, cleanup = prepare_variants([Variant(name, model, provider=provider, level=level, fp16=fp16,
                                            disabled_optimizers=disabled_optimizers)])
-    job = {"mode": "profile", "variants": described, "cfg": asdict(cfg)}
-    handle = BenchHandle(job, cfg, described, cleanup=cleanup)
+    handle = BenchHandle(ProfileJob(described, asdict(cfg)), cfg, described, cleanup=cleanup)
     with handle:
         handle.result(timeout)
     m = handle.profile

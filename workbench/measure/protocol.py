@@ -4,14 +4,15 @@ Two conversations, each over a ``multiprocessing`` pipe, each dispatched by the 
 by a string in it):
 
 The benchmark worker (:mod:`.worker`; its jobs in :mod:`.serve` and :mod:`.worker_jobs`)
-    caller → worker: :class:`Start` once, then optionally :class:`Stop`.
+    caller → worker: one job (:class:`BenchJob`, :class:`ThroughputJob` or :class:`ProfileJob`; the
+    worker runs the one its type names), then optionally :class:`Stop`.
     worker → caller: :class:`Status` while building and warming, :class:`Ready`, :class:`Floor`,
     :class:`Sample` per timed run (or pass), :class:`Parity` per variant against the reference,
     :class:`Profile` for a profiling job, :class:`Batch` per variant for a throughput job,
     :class:`Memory` after the timed runs, then exactly one of :class:`Done` or :class:`Error`.
 
 A variant timed alone, as shipped (:mod:`.slices`)
-    caller → process: :class:`Start`, then :class:`Slice` any number of times, then :class:`End`.
+    caller → process: :class:`SliceJob`, then :class:`Slice` any number of times, then :class:`End`.
     process → caller: :class:`SliceReady`, one :class:`SliceTimes` per slice, then :class:`SliceDone`
     or :class:`Error`.
 
@@ -26,10 +27,57 @@ from typing import ClassVar
 
 
 @dataclass(frozen=True)
-class Start:
-    """Caller → process: the job (a JSON-like dict the caller built: variants, config, text)."""
+class BenchJob:
+    """Caller → worker: time ``variants`` (:meth:`.results.Variant.describe` dicts) round robin at ``cfg``
+    (a :class:`~workbench.config.BenchConfig` as a dict); with ``text`` (``TextBatches.job()``, plus
+    ``answers_only`` and ``parts``) the runs cycle through its batches and the answers are checked."""
 
-    job: dict
+    variants: list
+    cfg: dict
+    reference: str | None = None
+    floor: bool = True
+    memory_limit_mb: int | None = None
+    fault: str | None = None
+    text: dict | None = None
+    #: What the caller's result says the text was (``TextBatches.describe()``); the worker ignores it.
+    text_summary: dict | None = None
+
+
+@dataclass(frozen=True)
+class ThroughputJob:
+    """Caller → worker: serve the corpus of ``serve`` (:func:`.workload.serve_job`) at each variant's batch size
+    (``batches``, else searched; ``batch1``: each one's known rate at batch 1), ``passes`` timed passes."""
+
+    variants: list
+    cfg: dict
+    serve: dict
+    reference: str | None = None
+    batches: dict = field(default_factory=dict)
+    passes: int = 3
+    batch1: dict = field(default_factory=dict)
+    memory_limit_mb: int | None = None
+    fault: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """Caller → worker: run the one variant with ONNX Runtime's profiler on."""
+
+    variants: list
+    cfg: dict
+    memory_limit_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class SliceJob:
+    """Caller → as-shipped process: its one variant, threads, and what it serves (``latency``: batches one
+    sentence each; ``serve`` at ``batch``: the throughput corpus)."""
+
+    variant: dict
+    threads: int
+    latency: list | None = None
+    serve: dict | None = None
+    batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -193,5 +241,5 @@ class SliceDone(Message):
     peak_rss_mb: float | None
 
 
-__all__ = ["Start", "Stop", "Slice", "End", "Message", "Status", "Ready", "Floor", "Sample", "Parity", "Profile",
+__all__ = ["BenchJob", "ThroughputJob", "ProfileJob", "SliceJob", "Stop", "Slice", "End", "Message", "Status", "Ready", "Floor", "Sample", "Parity", "Profile",
            "Batch", "Memory", "Done", "Error", "SliceReady", "SliceTimes", "SliceDone"]

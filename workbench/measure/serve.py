@@ -99,9 +99,9 @@ def search_batch(ch, r, serve: dict, sizes=None, batch1: float | None = None) ->
     return best, {str(k): round(v, 2) for k, v in sorted(tried.items())}
 
 
-def _send_batched_parity(ch, job: dict, runners: list, rows: dict) -> None:
-    serve = job["serve"]
-    ref_name = job.get("reference") or runners[0].name
+def _send_batched_parity(ch, job: msgs.ThroughputJob, runners: list, rows: dict) -> None:
+    serve = job.serve
+    ref_name = job.reference or runners[0].name
     if ref_name not in rows:
         return
     pseudo = _pseudo_feeds(serve)
@@ -127,17 +127,17 @@ def _pseudo_feeds(serve: dict) -> dict:
     return {i: serve["sentences"][i] for i in keep}
 
 
-def throughput_job(ch, job: dict, workdir) -> None:
+def throughput_job(ch, job: msgs.ThroughputJob, workdir) -> None:
     """See the module doc."""
     from ..errors import BenchmarkError
     from .runners import run_error
     from .worker_base import build_runners, fault, peak_rss_mb, send_ready
 
-    cfg, serve = job["cfg"], job["serve"]
+    cfg, serve = job.cfg, job.serve
     runners = build_runners(ch, job, workdir)
     send_ready(ch, runners, int(cfg["threads"]))
     longest = max(int(s["input_ids"].shape[1]) for s in serve["sentences"])
-    fixed = job.get("batches") or {}
+    fixed = job.batches or {}
     keep = set(_pseudo_feeds(serve))
     rows, plan = {}, {}
     for r in runners:
@@ -146,7 +146,7 @@ def throughput_job(ch, job: dict, workdir) -> None:
             raise BenchmarkError(f"sequence {longest} is longer than {r.name}'s {r.spec.max_positions} positions")
         try:
             b, tried = (int(fixed[r.name]), {}) if r.name in fixed else search_batch(
-                ch, r, serve, batch1=(job.get("batch1") or {}).get(r.name))
+                ch, r, serve, batch1=(job.batch1 or {}).get(r.name))
             plan[r.name] = batches_of(serve, b)
             ch.send(msgs.Batch(r.name, b, tried, len(serve["corpus"])))
             ch.status("warm-up (answers as served)", r.name, 0, 1)
@@ -156,7 +156,7 @@ def throughput_job(ch, job: dict, workdir) -> None:
     _send_batched_parity(ch, job, runners, rows)
     rows.clear()
     n = len(serve["corpus"])
-    for i in range(int(job.get("passes") or 3)):
+    for i in range(int(job.passes or 3)):
         for r in runners:
             ch.check_stop()
             try:
@@ -164,7 +164,7 @@ def throughput_job(ch, job: dict, workdir) -> None:
             except Exception as e:
                 raise run_error(e, r.name, 0, longest) from e
             ch.send(msgs.Sample(r.name, i, secs * 1e3, n))
-            fault(job.get("fault"), "sample")
+            fault(job.fault, "sample")
     ch.send(msgs.Memory(peak_rss_mb()))
     for r in runners:
         r.close()

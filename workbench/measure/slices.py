@@ -13,7 +13,7 @@ Each process serves both workloads (latency: one sentence at a time; throughput:
 corpus at the variant's batch size) and reports its peak resident memory at the end: what serving
 that variant costs, runtime included (PyTorch is imported only by PyTorch variants).
 
-Messages over a pipe (:mod:`.protocol`), caller → process: ``Start``, then ``Slice`` (workload, runs)
+Messages over a pipe (:mod:`.protocol`), caller → process: ``SliceJob``, then ``Slice`` (workload, runs)
 any number of times, then ``End``; process → caller: ``SliceReady``, one ``SliceTimes`` (``ms``: the
 timed runs) per slice asked, then ``SliceDone`` (``peak_rss_mb``) or ``Error``.
 """
@@ -34,13 +34,13 @@ SHIPPED_ENV = {"TOKENIZERS_PARALLELISM": "false", "TF_CPP_MIN_LOG_LEVEL": "3"}
 WARM_RUNS = 2
 
 
-def _prepare(r, job: dict) -> dict:
+def _prepare(r, job: msgs.SliceJob) -> dict:
     """The runner's workloads: the latency sentences, and the corpus at its batch size."""
     plan = {}
-    if job.get("latency"):
-        plan["latency"] = list(job["latency"])
-    if job.get("serve") and job.get("batch"):
-        plan["throughput"] = batches_of(job["serve"], int(job["batch"]))
+    if job.latency:
+        plan["latency"] = list(job.latency)
+    if job.serve and job.batch:
+        plan["throughput"] = batches_of(job.serve, int(job.batch))
     return plan
 
 
@@ -72,13 +72,13 @@ def slice_main(conn, env: dict | None = None) -> None:
     os.environ.update(env or {})
     workdir = Path(tempfile.mkdtemp(prefix="workbench-slices-"))
     try:
-        job = conn.recv().job
+        job: msgs.SliceJob = conn.recv()
         from .runners import make_runner
         from .worker_base import peak_rss_mb, set_threads
 
-        threads = int(job["threads"])
-        set_threads(threads, job["variant"].get("kind") == "torch")
-        r = make_runner(job["variant"], threads, workdir)
+        threads = int(job.threads)
+        set_threads(threads, job.variant.get("kind") == "torch")
+        r = make_runner(job.variant, threads, workdir)
         plan, state = _prepare(r, job), {"next": 0}
         conn.send(msgs.SliceReady(list(r.providers)))
         while True:
@@ -100,7 +100,7 @@ def slice_main(conn, env: dict | None = None) -> None:
 
 
 class _Proc:
-    def __init__(self, variant, job: dict, threads: int):
+    def __init__(self, variant, job: msgs.SliceJob, threads: int):
         ctx = mp.get_context("spawn")
         self.name = variant.name
         self.conn, child = ctx.Pipe(duplex=True)
@@ -108,7 +108,7 @@ class _Proc:
         self.proc = ctx.Process(target=slice_main, args=(child, env), daemon=True, name="workbench-slice")
         spawn.start(self.proc, env)
         child.close()
-        self.conn.send(msgs.Start(job))
+        self.conn.send(job)
 
     def recv(self, timeout: float) -> msgs.Message:
         from ..errors import BenchmarkError
@@ -155,9 +155,9 @@ def shipped(variants: list, threads: int, *, latency=None, serve: dict | None = 
     try:
         for v in variants:
             d = replace(v, spinning=True).describe()
-            job = {"variant": d, "threads": threads, "latency": list(latency.batches) if latency is not None else None,
-                   "serve": serve if (serve and (batches or {}).get(v.name)) else None,
-                   "batch": (batches or {}).get(v.name)}
+            job = msgs.SliceJob(d, threads, latency=list(latency.batches) if latency is not None else None,
+                                serve=serve if (serve and (batches or {}).get(v.name)) else None,
+                                batch=(batches or {}).get(v.name))
             procs.append(_Proc(v, job, threads))
         for k, p in enumerate(procs):
             say(f"as shipped: building {p.name}", 0.1 * k / len(procs))

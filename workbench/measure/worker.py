@@ -66,12 +66,12 @@ def _warm_up(ch: Channel, runners: list, cfg: dict, batches: list, timed: list, 
     return outputs
 
 
-def _send_parity(ch: Channel, job: dict, runners: list, outputs: dict, batches: list) -> None:
+def _send_parity(ch: Channel, job: msgs.BenchJob, runners: list, outputs: dict, batches: list) -> None:
     """Each variant against the reference: numbers, and with text the answers (per part when the text has parts)."""
     from ..ort.parity import compare
 
-    text = job.get("text") or {}
-    ref_name = job.get("reference") or runners[0].name
+    text = job.text or {}
+    ref_name = job.reference or runners[0].name
     ref = outputs.get(ref_name)
     if ref is None:
         return
@@ -109,18 +109,18 @@ def _timed_rounds(ch: Channel, runners: list, cfg: dict, timed: list, batch: int
             fault(hook, "sample")
 
 
-def _bench(ch: Channel, job: dict, workdir: Path) -> None:
+def _bench(ch: Channel, job: msgs.BenchJob, workdir: Path) -> None:
     """Build, warm up, check parity, floor, then the timed rounds (see the module doc)."""
     from .worker_jobs import floor_report
 
-    cfg = job["cfg"]
+    cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     runners = build_runners(ch, job, workdir)
-    fault(job.get("fault"), "build")
+    fault(job.fault, "build")
     send_ready(ch, runners, threads)
     # Real text: tokenized batches of mixed lengths, cycled through round by round (the same batch for
     # every variant in a round); otherwise one seeded random batch at the configured shape.
-    text = job.get("text")
+    text = job.text
     batches = list(text["batches"]) if text else []
     # answers_only: the answers are checked on the text, the timing stays at the configured shape.
     timed = [] if text and text.get("answers_only") else batches
@@ -131,13 +131,27 @@ def _bench(ch: Channel, job: dict, workdir: Path) -> None:
     outputs = _warm_up(ch, runners, cfg, batches, timed, batch, seq)
     _send_parity(ch, job, runners, outputs, batches)
     outputs.clear()
-    if job.get("floor", True):
+    if job.floor:
         ch.status("floor", None, 0, 1)
         ch.send(msgs.Floor(floor_report(runners, threads, batch, seq)))
-    _timed_rounds(ch, runners, cfg, timed, batch, seq, job.get("fault"))
+    _timed_rounds(ch, runners, cfg, timed, batch, seq, job.fault)
     ch.send(msgs.Memory(peak_rss_mb()))
     for r in runners:
         r.close()
+
+
+def _run_job(ch: Channel, job, workdir: Path) -> None:
+    """The job its type names (the throughput and profile jobs' code loads only for them)."""
+    if isinstance(job, msgs.ProfileJob):
+        from .worker_jobs import profile_job
+        profile_job(ch, job, workdir)
+    elif isinstance(job, msgs.ThroughputJob):
+        from .serve import throughput_job
+        throughput_job(ch, job, workdir)
+    elif isinstance(job, msgs.BenchJob):
+        _bench(ch, job, workdir)
+    else:
+        raise TypeError(f"not a worker job: {type(job).__name__}")
 
 
 def worker_main(conn, env: dict | None = None) -> None:
@@ -146,15 +160,8 @@ def worker_main(conn, env: dict | None = None) -> None:
     ch = Channel(conn)
     workdir = Path(tempfile.mkdtemp(prefix="workbench-worker-"))
     try:
-        job = conn.recv().job
-        if job.get("mode") == "profile":
-            from .worker_jobs import profile_job
-            profile_job(ch, job, workdir)
-        elif job.get("mode") == "throughput":
-            from .serve import throughput_job
-            throughput_job(ch, job, workdir)
-        else:
-            _bench(ch, job, workdir)
+        job = conn.recv()
+        _run_job(ch, job, workdir)
         ch.send(msgs.Done(stopped=False))
     except Stopped:
         _safe_send(ch, msgs.Done(stopped=True))

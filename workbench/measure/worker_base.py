@@ -104,18 +104,18 @@ def fault(kind: str | None, where: str) -> None:
         os._exit(3)
 
 
-def build_runners(ch: Channel, job: dict, workdir: Path) -> list:
+def build_runners(ch: Channel, job: msgs.BenchJob | msgs.ThroughputJob, workdir: Path) -> list:
     """Every variant's runner, in order, with ``status`` messages; the address-space cap first."""
     from .runners import make_runner, run_error
 
-    cfg = job["cfg"]
+    cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
-    if job.get("memory_limit_mb"):
+    if job.memory_limit_mb:
         import resource
-        limit = int(job["memory_limit_mb"]) * 1024 * 1024
+        limit = int(job.memory_limit_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    set_threads(threads, any(v.get("kind") == "torch" for v in job["variants"]))
-    variants = [dict(v, dynamic_block_base=int(cfg.get("dynamic_block_base") or 0)) for v in job["variants"]]
+    set_threads(threads, any(v.get("kind") == "torch" for v in job.variants))
+    variants = [dict(v, dynamic_block_base=int(cfg.get("dynamic_block_base") or 0)) for v in job.variants]
     runners = []
     for i, v in enumerate(variants):
         ch.check_stop()

@@ -53,16 +53,16 @@ def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
         return {"floor_ms": None, "flops": None, "gflops": None, "reason": first_line(e)}
 
 
-def profile_job(ch, job: dict, workdir: Path) -> None:
+def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
     """Run one variant with ONNX Runtime's profiler on and send parsed records."""
     from ..ort.inputs import make_inputs
     from .profile_events import parse_profile_events, layer_map
     from .runners import OrtRunner, run_error
 
-    cfg = job["cfg"]
+    cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     set_threads(threads)
-    v = dict(job["variants"][0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
+    v = dict(job.variants[0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
     v["profile_prefix"] = str(workdir / "ort_profile")
     v["optimized_model_path"] = str(workdir / "optimized.onnx")
     ch.status("building", v["name"], 0, 1)
