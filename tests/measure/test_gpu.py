@@ -136,3 +136,55 @@ def test_gpu_facts_say_versions_and_no_gpu_here():
     assert facts.torch and facts.transformers
     if NO_GPU:
         assert facts.gpu is None and facts.line().startswith("no GPU")
+
+
+# ---------------------------------------------------------------- the GPU variants
+
+
+def test_each_gpu_variant_says_what_it_is_and_its_tolerance():
+    from workbench.measure.gpu_variants import GPU_VARIANTS
+
+    assert set(GPU_VARIANTS) == {"fused-cudagraph", "fp16-cudagraph", "trt-fp16", "torch-compile"}
+    for v in GPU_VARIANTS.values():
+        assert v.label and v.provider in ("onnxruntime-cuda", "onnxruntime-tensorrt", "torch-cuda")
+        assert "against PyTorch fp32" in v.tolerance.words()
+        assert v.tolerance.holds({"max_abs_diff": 0.0, "cosine": 1.0})
+        assert not v.tolerance.holds({"max_abs_diff": 1.0, "cosine": 0.9})
+        assert not v.tolerance.holds(None)
+    assert GPU_VARIANTS["fp16-cudagraph"].tolerance.max_abs_diff > GPU_VARIANTS["fused-cudagraph"].tolerance.max_abs_diff
+
+
+@needs_no_gpu
+def test_gpu_variants_are_built_on_the_standard_models_and_refused_by_the_worker(tiny_export):
+    from workbench.config import BenchConfig
+    from workbench.measure.bench import benchmark
+    from workbench.measure.gpu_variants import GPU_VARIANTS, available
+    from workbench.measure.recipes import standard_variants
+
+    fused = standard_variants("bert-tiny", ["fused"], provider="cuda")[0]
+    v = GPU_VARIANTS["fused-cudagraph"].build("bert-tiny")
+    assert v.model == fused.model and v.provider == "cuda" and v.options == {"gpu": "cuda-graph"}
+    ok, skipped = available(["fused", "fused-cudagraph", "trt-fp16", "torch-compile"], "cuda")
+    assert ok == ["fused"] and [s["name"] for s in skipped] == ["fused-cudagraph", "trt-fp16", "torch-compile"]
+    assert all(cuda_build().words() in s["why"] for s in skipped)
+    with pytest.raises(ConfigError, match="fused-cudagraph run on the GPU only"):
+        available(["fused-cudagraph"], "cpu")
+    assert available(["torch-compile"], "cpu") == (["torch-compile"], [])  # the CPU's inductor variant
+    with pytest.raises(RuntimeUnavailableError, match="GPU asked for"):
+        benchmark([v], BenchConfig(provider="cuda", batch=1, seq=16, runs=2, warmup=1, threads=1))
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@needs_no_gpu
+def test_bench_refuses_gpu_variants_in_one_line_without_a_gpu():
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--variants", "fused-cudagraph,trt-fp16")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("workbench: error: fused-cudagraph:") and cuda_build().words() in line
+    p = _cli("bench", "bert-tiny", "--variants", "fp16-cudagraph")
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("run on the GPU only: use --provider cuda")

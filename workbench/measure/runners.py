@@ -193,6 +193,9 @@ class TorchRunner:
 
 
 def make_runner(v: dict, threads: int, workdir: Path):
+    if (v.get("options") or {}).get("gpu"):  # CUDA graphs, TensorRT, torch.compile on CUDA
+        from .gpu_variants import make_gpu_runner
+        return make_gpu_runner(v, threads, workdir)
     if v.get("kind") == "openvino":
         from .peer_runners import OpenVinoRunner
         return OpenVinoRunner(v, threads, workdir)

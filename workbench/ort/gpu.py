@@ -23,7 +23,7 @@ from importlib import metadata
 from ..errors import ConfigError, RuntimeUnavailableError, first_line
 from .cuda_build import cuda_build
 from .session import (PROVIDERS, create_session, cuda_status, native_stderr, nvidia_gpu_present, probe_model,
-                      reason_from_log)
+                      reason_from_log, session_options)
 
 TRT = "TensorrtExecutionProvider"
 CUDA = PROVIDERS["cuda"]
@@ -39,7 +39,7 @@ def gpu_status(*, torch_too: bool = False) -> tuple[bool, str]:
     if not present:
         smi = "" if shutil.which("nvidia-smi") else ", no nvidia-smi on the PATH"
         need = cuda_build()
-        return False, f"{why}{smi}; {need.package or 'onnxruntime'} {need.version or ''} needs {need.words()}"
+        return False, f"{why}{smi}; {need.package or 'onnxruntime'} {need.version or ''} is built for {need.words()}"
     ok, why = cuda_status()
     if not ok:
         return False, why
@@ -118,6 +118,22 @@ def tensorrt_status() -> tuple[bool, str]:
     return False, f"{why}; ONNX Runtime fell back to the CPU"
 
 
+def tensorrt_session(model, provider_options: dict | None = None, *, level: str = "all"):
+    """A session on the TensorRT execution provider (CUDA for the nodes TensorRT leaves), checked to have it."""
+    import onnxruntime as ort
+
+    ok, why = tensorrt_status()
+    if not ok:
+        raise RuntimeUnavailableError(f"TensorRT asked for, but {why}")
+    providers = [(TRT, dict(provider_options or {})), CUDA, "CPUExecutionProvider"]
+    try:
+        sess = ort.InferenceSession(str(model), session_options(level), providers=providers)
+    except Exception as e:
+        raise RuntimeUnavailableError(f"the TensorRT execution provider failed to start: {first_line(e)}") from e
+    guard_providers(sess, TRT)
+    return sess
+
+
 @dataclass(frozen=True)
 class GraphShape:
     """The one shape a CUDA graph was captured at."""
@@ -176,16 +192,19 @@ class BoundSession:
     """
 
     def __init__(self, model, *, provider: str = "cuda", cuda_graph: bool = False, level: str = "all",
-                 cuda_options: dict | None = None):
+                 provider_options: dict | None = None):
         if cuda_graph and provider != "cuda":
             raise ConfigError("CUDA graphs need the CUDA execution provider (--provider cuda)")
-        opts = dict(cuda_options or {})
+        opts = dict(provider_options or {})
         if cuda_graph:
             opts["enable_cuda_graph"] = "1"
         self.provider, self.cuda_graph = provider, cuda_graph
-        self.sess = create_session(model, provider, level=level, cuda_options=opts)
-        guard_providers(self.sess, PROVIDERS[provider])
-        self.device = "cuda" if provider == "cuda" else "cpu"
+        if provider == "tensorrt":
+            self.sess = tensorrt_session(model, opts, level=level)
+        else:
+            self.sess = create_session(model, provider, level=level, cuda_options=opts)
+            guard_providers(self.sess, PROVIDERS[provider])
+        self.device = "cpu" if provider == "cpu" else "cuda"
         self.shape: GraphShape | None = None
         self.binding = None
 
@@ -294,5 +313,5 @@ def gpu_facts() -> GpuFacts:
 
 
 __all__ = ["gpu_status", "torch_cuda_status", "require_gpu", "guard_providers", "tensorrt_status", "GraphShape",
-           "check_graph_shape", "graph_shape_problem", "output_shapes", "BoundSession", "GpuFacts", "gpu_facts",
+           "check_graph_shape", "graph_shape_problem", "tensorrt_session", "output_shapes", "BoundSession", "GpuFacts", "gpu_facts",
            "TRT", "CUDA"]
