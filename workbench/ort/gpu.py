@@ -226,7 +226,10 @@ class BoundSession:
         self._inputs = {k: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), self.device, 0)
                         for k, v in feeds.items()}
         types = {o.name: _NP.get(o.type, "float32") for o in self.sess.get_outputs()}
-        shapes = output_shapes(self.sess, {k: v.shape for k, v in feeds.items()})
+        try:
+            shapes = output_shapes(self.sess, {k: v.shape for k, v in feeds.items()})
+        except ConfigError:  # dims the inputs' do not name: one plain run tells them
+            shapes = {o.name: list(a.shape) for o, a in zip(self.sess.get_outputs(), self.sess.run(None, feeds))}
         self._outputs = {n: ort.OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(types[n]), self.device, 0)
                          for n, shape in shapes.items()}
         binding = self.sess.io_binding()
