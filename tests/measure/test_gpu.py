@@ -188,3 +188,33 @@ def test_bench_refuses_gpu_variants_in_one_line_without_a_gpu():
     assert line.startswith("workbench: error: fused-cudagraph:") and cuda_build().words() in line
     p = _cli("bench", "bert-tiny", "--variants", "fp16-cudagraph")
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("run on the GPU only: use --provider cuda")
+
+
+def test_cuda_graph_variants_refuse_a_text_of_many_lengths_in_one_line():
+    from workbench.measure.gpu_variants import check_fixed_shape
+
+    with pytest.raises(ConfigError, match="fused-cudagraph, fp16-cudagraph replay one captured shape"):
+        check_fixed_shape(["fused", "fused-cudagraph", "fp16-cudagraph", "trt-fp16"], "cuda", text_given=True)
+    check_fixed_shape(["fused-cudagraph", "trt-fp16"], "cuda", text_given=False)
+    check_fixed_shape(["trt-fp16", "torch-compile"], "cuda", text_given=True)
+
+
+@needs_no_gpu
+def test_tune_on_cuda_refuses_in_one_line_naming_why():
+    p = _cli("tune", "bert-tiny", "--provider", "cuda")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith("workbench: error: workbench tune --provider cuda needs a GPU, but ")
+    assert "NVIDIA" in lines[0] and cuda_build().words() in lines[0]
+    p = _cli("tune", "bert-tiny", "--provider", "cuda", "--text", "builtin")
+    assert p.returncode == 2 and p.stderr.strip().endswith("saves nothing yet: drop --text")
+
+
+@needs_no_gpu
+def test_the_gpu_tune_refuses_before_any_work(tmp_path, monkeypatch):
+    from workbench.measure.gpu_tune import gpu_tune
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(RuntimeUnavailableError, match="needs a GPU, but"):
+        gpu_tune("bert-tiny")
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.onnx"))

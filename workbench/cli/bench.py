@@ -51,6 +51,7 @@ def _names(args) -> tuple[list[str], list[dict]]:
     gpu_ok, skipped = gpu_variants.available(asked, args.provider)
     _, rest_skipped = available([n for n in gpu_ok if not gpu_variants.is_gpu_variant(n, args.provider)])
     names, skipped = [n for n in gpu_ok if n not in {s["name"] for s in rest_skipped}], skipped + rest_skipped
+    gpu_variants.check_fixed_shape(names, args.provider, bool(args.text))
     if asked and not names:
         raise RuntimeUnavailableError("; ".join(dict.fromkeys(f"{s['name']}: {s['why']}" for s in skipped)))
     return names, skipped

@@ -2,8 +2,8 @@
 
 Each :class:`GpuVariant` is self-contained: its name, label, where it runs, what it is built on (a standard
 variant's model: the same file, so a CUDA-graph figure compares like for like with the plain one), how its
-session is made (``Variant.options["gpu"]``, read by :class:`GpuOrtRunner` / :class:`CompiledTorchRunner` in the
-benchmark worker), and its parity tolerance against PyTorch fp32. ``status()`` says in one line why it cannot
+session is made (``Variant.options["gpu"]``, read by the runners in the
+benchmark worker: :mod:`.gpu_runners`), and its parity tolerance against PyTorch fp32. ``status()`` says in one line why it cannot
 run here; a variant that cannot is skipped with that reason, never run on another provider.
 
 * ``fused-cudagraph``: the ``fused`` model on the CUDA provider with ``enable_cuda_graph``, inputs and outputs
@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import ConfigError
-from ..ort.gpu import BoundSession, gpu_status, tensorrt_status
+from ..ort.gpu import gpu_status, tensorrt_status
 from .results import Variant
-from .runners import TorchRunner
 
 
 @dataclass(frozen=True)
@@ -110,6 +108,14 @@ def available(names, provider: str) -> tuple[list[str], list[dict]]:
     return ok, skipped
 
 
+def check_fixed_shape(names, provider: str, text_given: bool) -> None:
+    """CUDA-graph variants time one shape; a text's mix of lengths is refused in one line before any work."""
+    graphs = [n for n in names if is_gpu_variant(n, provider) and GPU_VARIANTS[n].options.get("gpu") == "cuda-graph"]
+    if graphs and text_given:
+        raise ConfigError(f"{', '.join(graphs)} replay one captured shape (batch × sequence), and --text times a mix "
+                          f"of lengths: drop --text, or time them at one --batch and --seq")
+
+
 def build(name: str, model, **kw) -> Variant:
     return GPU_VARIANTS[name].build(model, **kw)
 
@@ -125,67 +131,5 @@ def with_gpu_variants(names, provider: str, build_rest, model, **kw) -> list[Var
     return [built[n] for n in names]
 
 
-def tensorrt_options(cache_dir: Path, fp16: bool = True) -> dict:
-    """TensorRT provider options: fp16, and built engines kept in ``cache_dir`` (a build takes minutes)."""
-    return {"trt_fp16_enable": "1" if fp16 else "0", "trt_engine_cache_enable": "1",
-            "trt_engine_cache_path": str(cache_dir), "trt_timing_cache_enable": "1",
-            "trt_timing_cache_path": str(cache_dir)}
-
-
-class GpuOrtRunner:
-    """The benchmark worker's runner for ``options["gpu"]`` in ``cuda-graph`` / ``tensorrt``: a
-    :class:`~workbench.ort.gpu.BoundSession`, so inputs and outputs stay on the device."""
-
-    def __init__(self, v: dict, threads: int, workdir: Path):
-        how = v["options"]["gpu"]
-        self.name, self.provider = v["name"], "cuda"
-        if how == "tensorrt":
-            ok, why = tensorrt_status()
-            if not ok:
-                from ..errors import RuntimeUnavailableError
-                raise RuntimeUnavailableError(f"{self.name}: {why}")
-            self.bound = BoundSession(v["model"], provider="tensorrt",
-                                      provider_options=tensorrt_options(Path(workdir) / "trt"))
-        else:
-            self.bound = BoundSession(v["model"], provider="cuda", cuda_graph=True, level=v.get("level", "all"))
-        self.providers = self.bound.sess.get_providers()
-        self.input_names = [i.name for i in self.bound.sess.get_inputs()]
-
-    def prepare(self, feeds: dict) -> None:
-        self.bound.bind(feeds)
-
-    def run(self):
-        self.bound.run()
-
-    def output(self):
-        return self.bound.output()
-
-    def close(self):
-        self.bound = None
-
-
-def compiled_torch_runner(v: dict, threads: int, workdir: Path):
-    """PyTorch on CUDA in fp16 under ``torch.compile(mode="reduce-overhead")`` (CUDA graphs)."""
-    import torch
-
-    r = TorchRunner(dict(v, fp16=True, options={}), threads, workdir)
-    compiled = torch.compile(r.model, mode="reduce-overhead", dynamic=False)
-
-    def step(*args):
-        torch.compiler.cudagraph_mark_step_begin()  # each call a new replay: the last output is read before it
-        return compiled(*args)
-
-    r.model = step
-    r.providers = ["torch-cuda-inductor-cudagraphs"]
-    return r
-
-
-def make_gpu_runner(v: dict, threads: int, workdir: Path):
-    how = (v.get("options") or {}).get("gpu")
-    if how == "torch-compile":
-        return compiled_torch_runner(v, threads, workdir)
-    return GpuOrtRunner(v, threads, workdir)
-
-
-__all__ = ["GpuVariant", "GPU_VARIANTS", "Tolerance", "FP16", "FP32_GPU", "is_gpu_variant", "available", "build", "with_gpu_variants",
-           "GpuOrtRunner", "make_gpu_runner", "tensorrt_options"]
+__all__ = ["GpuVariant", "GPU_VARIANTS", "Tolerance", "FP16", "FP32_GPU", "is_gpu_variant", "available", "check_fixed_shape", "build", "with_gpu_variants",
+]
