@@ -247,9 +247,14 @@ def time_round_robin(runners: dict, runs: int, warmup: int) -> dict:
             runners[c] = first_line(e)
             del live[c], samples[c]
     for _ in range(runs):
-        for c, (run, _) in live.items():
+        for c, (run, _) in list(live.items()):
             t0 = time.perf_counter()
-            run()
+            try:
+                run()
+            except Exception as e:  # kept as the row's error; the others go on
+                runners[c] = first_line(e)
+                del live[c], samples[c]
+                continue
             samples[c].append((time.perf_counter() - t0) * 1e3)
     return samples
 
@@ -316,11 +321,16 @@ def run_story(cases: list[Case], runs: int, warmup: int, log, device: str = "cud
         groups.setdefault(c.group, []).append(c)
     rows, files = [], {}
     for (model, prec, _, _), group in groups.items():
-        if (model, prec) not in files:
-            t0 = time.perf_counter()
-            files[(model, prec)] = build_models(model, prec)
-            log(f"{model} {prec}: export and fusions ready in {time.perf_counter() - t0:.0f} s")
-        rows += measure_group(group, files[(model, prec)], runs, warmup, log, device)
+        try:
+            if (model, prec) not in files:
+                t0 = time.perf_counter()
+                files[(model, prec)] = build_models(model, prec)
+                log(f"{model} {prec}: export and fusions ready in {time.perf_counter() - t0:.0f} s")
+            rows += measure_group(group, files[(model, prec)], runs, warmup, log, device)
+        except Exception as e:  # one model or batch failing (out of memory, an export) leaves the others' rows
+            log(f"{model} batch {group[0].batch}: {first_line(e)}")
+            rows += [dict(asdict(c), label=c.label(), error=first_line(e), parity=None, parity_holds=None)
+                     for c in group]
     judge(rows)
     return rows
 

@@ -123,3 +123,11 @@ def test_the_measuring_path_runs_end_to_end_on_the_cpu_provider(gs):
     assert "CUDA graphs need the CUDA execution provider" in by["ort-fused-cudagraph"]["error"]
     table = "\n".join(gs.table(rows, "test"))
     assert "| bert-tiny | 2 | ONNX Runtime fused, IO binding, fp32 |" in table
+
+
+def test_a_model_that_fails_leaves_its_rows_with_the_error_and_the_others_measured(gs):
+    cases = [gs.Case("bert-nonexistent-preset", "fp32", 1, 16, "ort-fused"),
+             gs.Case("bert-tiny", "fp32", 1, 16, "ort-unfused")]
+    rows = gs.run_story(cases, runs=2, warmup=1, log=lambda line: None, device="cpu")
+    assert rows[0]["error"] and rows[0].get("p50_ms") is None
+    assert rows[1]["p50_ms"] > 0 and rows[1]["error"] is None
