@@ -218,3 +218,10 @@ def test_the_gpu_tune_refuses_before_any_work(tmp_path, monkeypatch):
     with pytest.raises(RuntimeUnavailableError, match="needs a GPU, but"):
         gpu_tune("bert-tiny")
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.onnx"))
+
+
+@needs_no_gpu
+def test_bench_on_cuda_without_a_gpu_is_one_error_line_and_no_figure():
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--seq", "16", "--runs", "2", "--warmup", "1")
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("workbench: error: GPU asked for, but ")
