@@ -22,7 +22,9 @@ def register(sub) -> None:
     common.add_measure_args(p)
     p.add_argument("--variants", default=None,
                    help="comma-separated subset of torch,unfused,fused,int8,fp16 and torch-compile, tuned, "
-                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded "
+                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded; "
+                        "with --provider cuda also fused-cudagraph, fp16-cudagraph, trt-fp16 and torch-compile "
+                        "(reduce-overhead: CUDA graphs) "
                         "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
     p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
@@ -39,13 +41,17 @@ def register(sub) -> None:
 def _names(args) -> tuple[list[str], list[dict]]:
     """The variants to time and those skipped; every one asked for skipped: the reasons, in one line."""
     from ..errors import RuntimeUnavailableError
+    from ..measure import gpu_variants
     from ..measure.recipes import default_variants
     from ..measure.recipes_extra import available
 
     if not args.variants:
         return default_variants(args.model, args.provider)
     asked = [n.strip() for n in args.variants.split(",") if n.strip()]
-    names, skipped = available(asked)
+    gpu_ok, skipped = gpu_variants.available(asked, args.provider)
+    _, rest_skipped = available([n for n in gpu_ok if not gpu_variants.is_gpu_variant(n, args.provider)])
+    names, skipped = [n for n in gpu_ok if n not in {s["name"] for s in rest_skipped}], skipped + rest_skipped
+    gpu_variants.check_fixed_shape(names, args.provider, bool(args.text))
     if asked and not names:
         raise RuntimeUnavailableError("; ".join(dict.fromkeys(f"{s['name']}: {s['why']}" for s in skipped)))
     return names, skipped
@@ -93,6 +99,7 @@ def _measure(args, cfg, variants, text, answers):
 
 def run(args) -> int:
     from ..measure.answers import int8_flags
+    from ..measure.gpu_variants import with_gpu_variants
     from ..measure.recipes_extra import variants as all_variants
     from . import print_json
 
@@ -102,9 +109,12 @@ def run(args) -> int:
     common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
-        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
-                                progress=bar, plan=plan, exporter=args.exporter,
-                                extra={"text": text, "threads": cfg.threads})
+        variants = with_gpu_variants(
+            names, args.provider, lambda rest: all_variants(args.model, rest, provider=args.provider,
+                                                            attention=args.attention, progress=bar, plan=plan,
+                                                            exporter=args.exporter,
+                                                            extra={"text": text, "threads": cfg.threads}),
+            args.model, attention=args.attention, plan=plan, exporter=args.exporter, progress=bar)
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)

@@ -37,6 +37,9 @@ def register(sub) -> None:
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     p.add_argument("-o", "--out", metavar="DIR", default=None,
                    help="save the recommended model here (a new or empty folder; never overwritten)")
+    p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu (default), or cuda: the GPU variants (CUDA graphs, fp16, TensorRT, torch.compile "
+                        "reduce-overhead) timed at one --batch and --seq against PyTorch fp32")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -78,7 +81,33 @@ def _print(res: dict, saved: dict | None) -> None:
               + (f"; reproduces the timed outputs (max abs diff {diff:g})" if diff is not None else ""))
 
 
+def run_gpu(args) -> int:
+    """``tune --provider cuda``: refused in one line without a GPU; the GPU variants' recommendation with one."""
+    from ..errors import ConfigError
+    from ..measure.gpu_tune import gpu_tune, lines
+    from ..ort.gpu import require_gpu
+    from . import print_json
+
+    unsupported = [f for f, on in (("--out", args.out), ("--text", args.text), ("--workload", args.workload)) if on]
+    if unsupported:
+        raise ConfigError(f"tune --provider cuda times one fixed shape and saves nothing yet: drop "
+                          f"{', '.join(unsupported)}")
+    require_gpu("workbench tune --provider cuda", torch_too=True)
+    with common.StageBar(f"tune {args.model} on the GPU") as bar:
+        res = gpu_tune(args.model, common.bench_config(args, "cuda"), plan=common.fusion_plan(args),
+                       exporter=args.exporter, attention=args.attention, progress=bar)
+    for sk in res["skipped"]:
+        print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
+    if args.json:
+        print_json(res)
+    else:
+        print("\n".join(lines(res)))
+    return 0
+
+
 def run(args) -> int:
+    if args.provider == "cuda":
+        return run_gpu(args)
     from ..measure.tune import tune
     from ..measure.tune_save import check_target, save
     from ..models import resolve
