@@ -154,5 +154,7 @@ def _print(res, cfg, text, answers, flags) -> None:
               + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
+    if res.machine_load and res.machine_load.busy():
+        print(f"  warning: {res.machine_load.words()}")
     for line in explain(res.rates, res.machine):
         print(f"  {line}")
