@@ -118,11 +118,19 @@ def _kv(d: dict) -> str:
                    for k, v in d.items()])
 
 
-def _int8_notes(bench: dict) -> list[str]:
-    """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break."""
+def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
+    """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break;
+    with random weights, what the check would mean instead of a warning."""
+    from .summary import random_weights_words
+
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
            f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
+    kinds = [tp.get("kind") for tp in (bench.get("int8_answers") or {}).values()]
+    kinds += [v["task_parity"].get("kind") for v in bench.get("variants") or () if "int8" in v["name"]
+              and v.get("task_parity")]
+    if random_weights and kinds:
+        out.append(f"<p class='note'>{_e(random_weights_words(kinds[0]))}</p>")
     return out + [f"<p class='note bad'>warning: {_e(line)}</p>" for line in bench.get("int8_flags") or ()]
 
 
@@ -240,7 +248,11 @@ def _latency_section(data: dict) -> str:
     if task_col:
         ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
         s.append(_text_note(data, variants, ref))
-    s += _int8_notes(bench)
+    s += _int8_notes(bench, bool((data.get("model") or {}).get("random_weights")))
+    from ..measure.load import busy_words
+
+    if busy_words(bench.get("machine_load")):
+        s.append(f"<p class='warn'>{_e(busy_words(bench['machine_load']))}</p>")
     if bench.get("floor_ms"):
         bound = (f"; the MatMuls alone with weights read from memory: {ms(bench['matmul_bound_ms'])} "
                  f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
