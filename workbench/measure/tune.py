@@ -25,6 +25,7 @@ from typing import Callable
 
 from ..config import BenchConfig
 from .labels import VARIANT_LABELS as LABELS
+from .load import LoadSampler
 from .tune_rows import PEERS, peers_line
 
 ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "int8-static",
@@ -131,7 +132,8 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         ``{"recommended": {workload: {"variant", "label", "p50_ms" | "sentences_per_s", "batch",
         "task_parity", "task_parity_batched", "mode", "why"}}, "variants": [row, ...] (:func:`.tune_rows.row`),
         "skipped", "workloads", "split", "machine", "config", "plan", "ablation", "int8_search",
-        "openvino_guard", "paths", "sessions", "threads", "reference"}``
+        "openvino_guard", "paths", "sessions", "threads", "reference", "machine_load"}`` (``machine_load``: how busy
+        the machine was while every phase measured, :meth:`~workbench.measure.load.MachineLoad.to_dict`)
     """
     from ..config import ExportConfig, FusionPlan
     from ..errors import BenchmarkError
@@ -165,7 +167,9 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
                                                 "no step), so it is the fused model"})
     ref = "torch" if "torch" in names else "unfused"
     answers = guard_text(src) if lat is None else None
+    sampler = LoadSampler(cfg.threads).start()  # every measuring phase; stopped once their workers are joined
     res, thr, ship = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
+    machine_load = sampler.stop().with_spread(res.variants)
     rows = [row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs]
     rows.sort(key=lambda r: ORDER.index(r["name"]) if r["name"] in ORDER else 99)
     recs = {}
@@ -192,7 +196,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
             "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
             "sessions": {v.name: {"kind": v.kind, "level": v.level, "disabled_optimizers": list(v.disabled_optimizers),
                                   "options": dict(v.options or {})} for v in vs},
-            "threads": cfg.threads, "shipped": bool(shipped)}
+            "threads": cfg.threads, "shipped": bool(shipped), "machine_load": machine_load.to_dict()}
 
 
 __all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]

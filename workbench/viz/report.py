@@ -10,6 +10,7 @@ import html
 import os
 from pathlib import Path
 
+from ..measure.load import busy_words
 from ..paths import atomic_write_text
 from ..report import plural  # noqa: F401  (re-exported: its earlier home)
 from .labels import variant_label
@@ -147,6 +148,7 @@ def tune_section(t: dict) -> str:
     s = [f"<h2>Recommended here: {_e(variant_label(rec['variant']))} for {w}, "
          f"{_e(fig(w, rec.get('p50_ms' if w == 'latency' else 'sentences_per_s')))}</h2><p>{_e(rec['why'])}</p>"
          for w, rec in t["recommended"].items()] + [_table(rows)]
+    s += [f"<p class='warn'>{_e(w)}</p>" for w in [busy_words(t.get("machine_load"))] if w]
     for sk in t.get("skipped") or ():
         s.append(f"<p class='note'>{_e(variant_label(sk['name']))} not measured: {_e(sk['why'])}</p>")
     g = t.get("int8_search")
@@ -249,8 +251,6 @@ def _latency_section(data: dict) -> str:
         ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
         s.append(_text_note(data, variants, ref))
     s += _int8_notes(bench, bool((data.get("model") or {}).get("random_weights")))
-    from ..measure.load import busy_words
-
     if busy_words(bench.get("machine_load")):
         s.append(f"<p class='warn'>{_e(busy_words(bench['machine_load']))}</p>")
     if bench.get("floor_ms"):
