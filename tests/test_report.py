@@ -127,7 +127,8 @@ def test_the_report_opens_with_the_story_and_folds_the_steps_that_cannot_apply(p
     assert s["fusion"]["attention_nodes"] == 2 and s["fusion"]["nodes_before"] > s["fusion"]["nodes_after"]
     assert f"2 attention nodes, {s['fusion']['nodes_before']} → {s['fusion']['nodes_after']} nodes" in text
     # int8's answers, checked on the built-in sentences even without --text (issue 29).
-    for words in ("PyTorch eager", "fused (all steps)", "int8", "faster", "int8 answers", "checked on 39 sentences: the nearest other sentence"):
+    for words in ("PyTorch eager", "fused (all steps)", "int8", "faster", "int8 answers",
+                  "checked on 39 sentences: the nearest other sentence"):
         assert words in text, words
     assert box.count("<svg") == 2  # the layer before and after the fusions, beside the facts
     # Settings and parity in words and rounded figures; no row without something to say.

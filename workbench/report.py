@@ -134,7 +134,8 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
         t = data.get("text") or {}
         shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                  if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-        checked = int8_report(res, text, random_weights=src.random_weights)  # first: without a text it clears the variants' own task parity
+        # First: without a text it clears the variants' own task parity.
+        checked = int8_report(res, text, random_weights=src.random_weights)
         data["bench"] = {**res.to_dict(samples=False), **checked,
                          "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
     except WorkbenchError as e:

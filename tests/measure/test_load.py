@@ -50,7 +50,8 @@ def test_steal_and_spread_are_busy_and_the_load_average_alone_is_not():
 
 
 def test_spread_counts_only_runs_long_and_many_enough():
-    few = MachineLoad(cores=2, threads=2, seconds=8).with_spread([{"name": "a", "p50_ms": 50, "p90_ms": 100, "runs": 5}])
+    few = MachineLoad(cores=2, threads=2, seconds=8).with_spread(
+        [{"name": "a", "p50_ms": 50, "p90_ms": 100, "runs": 5}])
     short = MachineLoad(cores=2, threads=2, seconds=8).with_spread(
         [{"name": "a", "p50_ms": 0.3, "p90_ms": 2.0, "runs": 30}])  # a timer tick makes that on a quiet machine
     assert few.spread is None and short.spread is None and not few.busy() and not short.busy()
@@ -136,7 +137,8 @@ def test_a_quiet_machine_is_never_named():
     finally:
         os.sched_setaffinity(0, old)
     if before.busy():
-        pytest.skip(f"the machine is busy before the test starts: {'; '.join(before.reasons())} (load {before.load:.1f})")
+        why = "; ".join(before.reasons())
+        pytest.skip(f"the machine is busy before the test starts: {why} (load {before.load:.1f})")
     p = _bench(cores, "--json")
     assert p.returncode == 0, p.stderr
     load = json.loads(p.stdout)["machine_load"]

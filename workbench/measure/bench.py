@@ -204,7 +204,6 @@ class BenchHandle:
             if self._proc.is_alive():
                 self._proc.terminate()
                 self._proc.join(timeout=5)
-            self._load.stop()
             if not ended and self.error is None and not self._killed:
                 self.error = _died(self._proc.exitcode)
                 if self._on_event:
@@ -217,7 +216,7 @@ class BenchHandle:
                 pass
             for p in self._cleanup:
                 shutil.rmtree(p, ignore_errors=True)
-            self._load.stop()
+            self._load.stop()  # after the join: the worker's CPU is ours then
             self._finished.set()
             self._queue.put(_DONE)
 

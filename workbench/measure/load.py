@@ -82,7 +82,8 @@ class MachineLoad:
         if self.steal is not None and self.steal > STEAL_SHARE:
             out.append(f"the hypervisor took {self.steal:.0%} of the time")
         if self.spread is not None and self.spread > SPREAD:
-            out.append(f"p90 is {self.spread:.1f}x p50" + (f" for {self.spread_variant}" if self.spread_variant else ""))
+            of = f" for {self.spread_variant}" if self.spread_variant else ""
+            out.append(f"p90 is {self.spread:.1f}x p50{of}")
         return out
 
     def busy(self) -> bool:
