@@ -85,3 +85,16 @@ def test_cli_report_on_random_weights_gives_no_int8_verdict(tmp_path):
     assert "changes the answers" not in p.stdout
     page = _visible(next(tmp_path.glob("report-*.html")).read_text())
     assert "no verdict on int8" in page and "answers change" not in page and "changes the answers" not in page
+
+
+def test_random_weights_answers_on_text_are_not_coloured_as_changed():
+    """With text, each variant's answers sit in the latency table: red where they changed, but not on random
+    weights, whose answers mean nothing."""
+    def page(random_weights):
+        data = _data(random_weights)
+        data["text"] = {"sentences": 39, "batches": 6}
+        data["bench"]["variants"][2]["task_parity"] = TP
+        html = render(data)
+        return html[html.index("<h2>Latency</h2>"):]
+    assert "class='bad'>top-1 84.6%" in page(False)
+    assert "class='bad'>top-1" not in page(True) and "top-1 84.6%, Spearman 0.9501" in page(True)

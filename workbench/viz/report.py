@@ -80,9 +80,11 @@ class _Cell(str):
     css = ""
 
 
-def _task_cell(tp: dict | None, empty: str = "") -> "_Cell":
+def _task_cell(tp: dict | None, empty: str = "", judged: bool = True) -> "_Cell":
+    """A task parity in a cell, red where answers changed and green where they held (uncoloured when not
+    ``judged``: random weights' answers mean nothing)."""
     c = _Cell(task_parity_words(tp) or empty)
-    c.css = "bad" if _answers_changed(tp) else ("ok" if tp else "")
+    c.css = "" if not judged else "bad" if _answers_changed(tp) else ("ok" if tp else "")
     return c
 
 
@@ -244,7 +246,8 @@ def _latency_section(data: dict) -> str:
                "max abs diff": sci(par["max_abs_diff"]) if par.get("max_abs_diff") is not None else "",
                "cosine": f"{par['cosine']:.6f}" if par.get("cosine") is not None else ""}
         if task_col:
-            row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "")
+            row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "",
+                                       judged=not (data.get("model") or {}).get("random_weights"))
         rows.append(row)
     s.append(_table(_drop_empty_columns(rows)))
     if task_col:
