@@ -124,9 +124,9 @@ class MachineLoad:
 
     def to_dict(self) -> dict:
         """JSON-ready: the figures, ``busy``, ``words`` ("" when quiet) and the ``rule``."""
-        d = asdict(self)
-        d["loadavg"] = list(self.loadavg) if self.loadavg else None
-        d["load"] = self.load
+        d = {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        d["loadavg"] = [round(x, 2) for x in self.loadavg] if self.loadavg else None
+        d["load"] = round(self.load, 3) if self.load is not None else None
         d["busy"] = self.busy()
         d["words"] = self.words()
         return d
