@@ -101,6 +101,7 @@ def run(args) -> int:
     from ..measure.answers import int8_flags
     from ..measure.gpu_variants import with_gpu_variants
     from ..measure.recipes_extra import variants as all_variants
+    from ..models import resolve
     from . import print_json
 
     plan = common.fusion_plan(args)
@@ -118,21 +119,24 @@ def run(args) -> int:
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)
-    flags = int8_flags(res.variants)
+    random_weights = resolve(args.model).random_weights
+    flags = int8_flags(res.variants, random_weights)
     if args.json:
         doc = res.to_dict(samples=args.samples)
         doc["skipped"] = skipped
         doc["answers_text"] = "text" if text is not None else ("built-in sentences" if answers is not None else None)
         doc["int8_flags"] = flags
+        doc["random_weights"] = random_weights
         print_json(doc)
         return 0
-    _print(res, cfg, text, answers, flags)
+    _print(res, cfg, text, answers, flags, random_weights)
     return 0
 
 
-def _print(res, cfg, text, answers, flags) -> None:
+def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     from ..measure.explain import explain
     from ..ort.machine import machine_line
+    from ..viz.summary import random_weights_words
     from .fuse import task_line
 
     print(machine_line(res.machine))
@@ -164,5 +168,10 @@ def _print(res, cfg, text, answers, flags) -> None:
               + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
+    kinds = [v.task_parity.get("kind") for v in res.variants if "int8" in v.name and v.task_parity]
+    if random_weights and kinds:  # no warning that int8 "changes the answers": what the check would mean
+        print(f"  note: int8's answers above: {random_weights_words(kinds[0])}")
+    if res.machine_load and res.machine_load.busy():
+        print(f"  warning: {res.machine_load.words()}")
     for line in explain(res.rates, res.machine):
         print(f"  {line}")

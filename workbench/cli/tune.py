@@ -50,6 +50,7 @@ def _f(x, spec: str) -> str:
 
 def _print(res: dict, saved: dict | None) -> None:
     from ..measure.guarded import answers_line
+    from ..measure.load import busy_words
     from ..measure.tune_rows import fig, peers_line
     from ..ort.machine import machine_line
 
@@ -66,6 +67,9 @@ def _print(res: dict, saved: dict | None) -> None:
         print(f"{r['name']:<22}{_f(r['p50_ms'], '.2f'):>9}{_f(r['sentences_per_s'], '.0f'):>9}"
               f"{_f(r['batch'], 'd'):>6}{_f(r['size_mb'], '.1f'):>8}{_f(r['peak_rss_mb'], '.0f'):>9}  {ans}"
               f"{'' if r['holds'] else '  (changed)'}")
+    busy = busy_words(res.get("machine_load"))
+    if busy:
+        print(f"warning: {busy}")
     s = res.get("int8_search")
     if s:
         print(f"int8-guarded: {s['chosen']}; kept in fp32: {len(s['kept_fp32'])} node(s), {s['kept_fp32_share']:.0%} "

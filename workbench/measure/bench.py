@@ -29,6 +29,7 @@ from typing import Callable, Iterator
 from ..config import BenchConfig
 from ..errors import BenchmarkError, ConfigError, WorkbenchError
 from . import worker as _worker
+from .load import LoadSampler
 from .results import KINDS, BenchResult, RunSample, Variant, VariantStats, _fastest_fp32
 
 _ENV_LOCK = threading.Lock()
@@ -128,6 +129,7 @@ class BenchHandle:
         env.update({"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads)})
         self._proc = ctx.Process(target=_worker.worker_main, args=(child, env), daemon=True,
                                  name="workbench-bench")
+        self._load = LoadSampler(cfg.threads).start()  # stopped once the worker is joined (its CPU is ours then)
         with _ENV_LOCK, _worker_launch_context(env):
             self._proc.start()
         child.close()
@@ -214,6 +216,7 @@ class BenchHandle:
                 pass
             for p in self._cleanup:
                 shutil.rmtree(p, ignore_errors=True)
+            self._load.stop()  # after the join: the worker's CPU is ours then
             self._finished.set()
             self._queue.put(_DONE)
 
@@ -294,7 +297,8 @@ class BenchHandle:
         if floor and plausible_bound(floor, fastest) is None:
             floor = None
             self._distrust("fp32", "hot")
-        return BenchResult(stats, machine, floor, cfg, self.stopped, dict(self.floor))
+        return BenchResult(stats, machine, floor, cfg, self.stopped, dict(self.floor),
+                           self._load.stop().with_spread(stats))
 
     def _distrust(self, precision: str | None, kind: str) -> None:
         from .floor import distrust_rate

@@ -25,6 +25,7 @@ from typing import Callable
 
 from ..config import BenchConfig
 from .labels import VARIANT_LABELS as LABELS
+from .load import LoadSampler
 from .tune_rows import PEERS, peers_line
 
 ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "int8-static",
@@ -88,13 +89,15 @@ def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, 
 
 
 def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say) -> tuple:
-    """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped."""
+    """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped; and how
+    busy the machine was over all three (sampled until their workers are joined)."""
     import dataclasses
 
     from .bench import benchmark, throughput
     from .slices import shipped as as_shipped
     from .workload import pad_id_of, serve_job
 
+    sampler = LoadSampler(cfg.threads).start()
     say("measuring: latency, interleaved", 0.45)
     runs = cfg.runs if "latency" in loads else max(3, min(cfg.runs, len(lat.batches) if lat else 3))
     res = benchmark(vs, dataclasses.replace(cfg, runs=runs), reference=ref, text=lat if lat is not None else answers,
@@ -111,7 +114,7 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
         ship = as_shipped(vs, cfg.threads, latency=lat if "latency" in loads else None, serve=serve,
                           batches={k: v.get("batch") for k, v in thr.items()}, runs=cfg.runs, passes=3, slices=3,
                           timeout=timeout or 900, progress=lambda s, f: say(s, 0.75 + 0.2 * f))
-    return res, thr, ship
+    return res, thr, ship, sampler.stop().with_spread(res.variants)
 
 
 def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=None, exporter: str = "torchscript",
@@ -131,7 +134,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         ``{"recommended": {workload: {"variant", "label", "p50_ms" | "sentences_per_s", "batch",
         "task_parity", "task_parity_batched", "mode", "why"}}, "variants": [row, ...] (:func:`.tune_rows.row`),
         "skipped", "workloads", "split", "machine", "config", "plan", "ablation", "int8_search",
-        "openvino_guard", "paths", "sessions", "threads", "reference"}``
+        "openvino_guard", "paths", "sessions", "threads", "reference", "machine_load"}`` (how busy: :mod:`.load`)
     """
     from ..config import ExportConfig, FusionPlan
     from ..errors import BenchmarkError
@@ -165,7 +168,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
                                                 "no step), so it is the fused model"})
     ref = "torch" if "torch" in names else "unfused"
     answers = guard_text(src) if lat is None else None
-    res, thr, ship = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
+    res, thr, ship, machine_load = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     rows = [row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs]
     rows.sort(key=lambda r: ORDER.index(r["name"]) if r["name"] in ORDER else 99)
     recs = {}
@@ -192,7 +195,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
             "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
             "sessions": {v.name: {"kind": v.kind, "level": v.level, "disabled_optimizers": list(v.disabled_optimizers),
                                   "options": dict(v.options or {})} for v in vs},
-            "threads": cfg.threads, "shipped": bool(shipped)}
+            "threads": cfg.threads, "shipped": bool(shipped), "machine_load": machine_load.to_dict()}
 
 
 __all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]
