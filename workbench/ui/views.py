@@ -86,7 +86,7 @@ class GraphViews:
 
     def pair(self, snapshots, index: int, state, profiles: dict[int, Any] | None = None) -> PairView:
         """The before/after views of snapshot ``index`` (0: the export against itself)."""
-        from ..viz.graph import shared_yrange
+        from ..viz.graph import pane_height, shared_yrange
 
         a = index if 0 <= index < len(snapshots) else len(snapshots) - 1
         b = max(0, a - 1)
@@ -114,9 +114,10 @@ class GraphViews:
 
         profiles = profiles or {}
         lat = (lambda i, sn: self.latency_map(sn, profiles.get(i), state.constants) if state.overlay else None)
-        height = int(min(900, max(360, 22 * max(lb.depth, la.depth) + 80)))
+        yrange = shared_yrange(lb, la)
+        height = max(360, pane_height(lb, la, width=state.pane_width, yrange=yrange))
         return PairView(
-            index=a, step=name, height=height, yrange=shared_yrange(lb, la),
+            index=a, step=name, height=height, yrange=yrange,
             before=GraphView(lb, f"before {name}: {lb.title}{note(before)}", frozenset(items_for(lb, removed)),
                              frozenset(sel_before), lat(b, before)),
             after=GraphView(la, f"after {name}: {la.title}{note(after)}", frozenset(items_for(la, added)),
