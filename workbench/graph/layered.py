@@ -76,8 +76,14 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
         if not width or need <= width or budget < width / 3:
             break
         budget -= need - width
+    cl: list[str | None] = [None] * m
     if clusters is not None:
-        rows = [_contiguous(row, clusters, n) for row in rows]
+        cl[:n] = clusters
+        for chain in chains:  # an edge between two members of a cluster runs inside its box
+            if cl[chain[0]] is not None and cl[chain[0]] == cl[chain[-1]]:
+                for d in chain[1:-1]:
+                    cl[d] = cl[chain[0]]
+        rows = [_contiguous(row, cl) for row in rows]
     up: list[list[int]] = [[] for _ in range(m)]
     down: list[list[int]] = [[] for _ in range(m)]
     for chain in chains:
@@ -86,6 +92,8 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
             down[lo].append(hi)
             up[hi].append(lo)
     x = _place_x(rows, left, right, up, down, n, width)
+    if clusters is not None:
+        _clear_boxes(x, rows, rank, cl, left, right)
     half = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
     gap = RANK_GAP
     if height and len(rows) > 1:
@@ -187,16 +195,34 @@ def _draw(x: list[float], rank: list[int], rows: list[list[int]], half: list[flo
                                           max(x[k] + right[k] for k in range(n)), ys[-1] + half[-1]))
 
 
-def _contiguous(row: list[int], clusters: Sequence[str | None], n: int) -> list[int]:
-    """``row`` reordered so each cluster's items are side by side, at the mean place of its members."""
+def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
+    """``row`` reordered so each cluster's vertices are side by side, at the mean place of its members."""
     where: dict[str, list[int]] = {}
     for j, k in enumerate(row):
-        c = clusters[k] if k < n else None
-        if c is not None:
-            where.setdefault(c, []).append(j)
+        if cl[k] is not None:
+            where.setdefault(cl[k], []).append(j)
     centre = {c: sum(js) / len(js) for c, js in where.items()}
-    return [k for _, k in sorted(((centre[clusters[k]] if k < n and clusters[k] is not None else j, j), k)
-                                 for j, k in enumerate(row))]
+    return [k for _, k in sorted(((centre[cl[k]] if cl[k] is not None else j, j), k) for j, k in enumerate(row))]
+
+
+def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
+                 left: list[float], right: list[float]) -> None:
+    """Push what is not in a cluster out of the box around the cluster's vertices, in every rank it spans."""
+    for c in dict.fromkeys(k for k in cl if k is not None):
+        ks = [k for k, ck in enumerate(cl) if ck == c]
+        x0, x1 = min(x[k] - left[k] for k in ks), max(x[k] + right[k] for k in ks)
+        mid = (x0 + x1) / 2
+        for r in range(min(rank[k] for k in ks), max(rank[k] for k in ks) + 1):
+            lhs = [k for k in rows[r] if cl[k] != c and x[k] <= mid]
+            rhs = [k for k in rows[r] if cl[k] != c and x[k] > mid]
+            edge = x0 - GAP
+            for k in reversed(lhs):
+                x[k] = min(x[k], edge - right[k])
+                edge = x[k] - left[k] - GAP
+            edge = x1 + GAP
+            for k in rhs:
+                x[k] = max(x[k], edge + left[k])
+                edge = x[k] + right[k] + GAP
 
 
 def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],
