@@ -64,18 +64,40 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     n = len(sizes)
     if n == 0:
         return Drawing([], [], [], [[] for _ in edges], (0.0, 0.0, 0.0, 0.0))
-    base = _ranks(n, edges, set(top))
+    base = _ranks(n, edges, set(top), clusters)
     budget = width
-    for _ in range(4):  # a split rank's new ranks carry lanes for edges that skip them: split again if need be
+    # A split rank's new ranks carry lanes for the edges that skip them, and an expanded cluster's box pushes
+    # other items aside: while the picture is wider than ``width``, split the ranks again for less.
+    best, best_fit = None, -1.0
+    for _ in range(5):
         ranks = _bounded(base, sizes, edges, budget, set(top)) if width else base
-        rank, chains, rows = _extend(n, edges, ranks)
-        m = len(rank)
-        left = [s.left for s in sizes] + [LANE] * (m - n)
-        right = [s.right for s in sizes] + [LANE] * (m - n)
-        need = max(sum(left[k] + right[k] + GAP for k in row) - GAP for row in rows)
-        if not width or need <= width or budget < width / 3:
+        tried = _attempt(sizes, edges, ranks, clusters, width)
+        x, rank, rows, _, left, right = tried
+        wide = max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
+        # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
+        fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(rows)))
+        if fit > best_fit:
+            best, best_fit = tried, fit
+        if not width or wide <= width + 1 or budget < width / 3:
             break
-        budget -= need - width
+        budget -= max(wide - width, GAP)
+    x, rank, rows, chains, left, right = best
+    half = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
+    gap = RANK_GAP
+    if height and len(rows) > 1:
+        gap = max(MIN_RANK_GAP, min(RANK_GAP, (height - 2 * sum(half)) / (len(rows) - 1)))
+    return _draw(x, rank, rows, half, chains, left, right, n, gap)
+
+
+def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
+             clusters: Sequence[str | None] | None, width: float | None):
+    """igraph's order on ``ranks``, then x of every vertex; also each vertex's rank, the ranks' vertices, each
+    edge's chain of vertices, and each vertex's room to the left and right of its anchor."""
+    n = len(sizes)
+    rank, chains, rows = _extend(n, edges, ranks)
+    m = len(rank)
+    left = [s.left for s in sizes] + [LANE] * (m - n)
+    right = [s.right for s in sizes] + [LANE] * (m - n)
     cl: list[str | None] = [None] * m
     if clusters is not None:
         cl[:n] = clusters
@@ -84,6 +106,10 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
                 for d in chain[1:-1]:
                     cl[d] = cl[chain[0]]
         rows = [_contiguous(row, cl) for row in rows]
+    source = list(range(n)) + [0] * (m - n)  # edges from one source that skip a rank share one lane through it
+    for chain in chains:
+        for d in chain[1:-1]:
+            source[d] = chain[0]
     up: list[list[int]] = [[] for _ in range(m)]
     down: list[list[int]] = [[] for _ in range(m)]
     for chain in chains:
@@ -91,14 +117,10 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
             lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
             down[lo].append(hi)
             up[hi].append(lo)
-    x = _place_x(rows, left, right, up, down, n, width)
+    x = _place_x(rows, left, right, up, down, n, width, source)
     if clusters is not None:
-        _clear_boxes(x, rows, rank, cl, left, right)
-    half = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
-    gap = RANK_GAP
-    if height and len(rows) > 1:
-        gap = max(MIN_RANK_GAP, min(RANK_GAP, (height - 2 * sum(half)) / (len(rows) - 1)))
-    return _draw(x, rank, rows, half, chains, left, right, n, gap)
+        _clear_boxes(x, rows, rank, cl, left, right, n)
+    return x, rank, rows, chains, left, right
 
 
 def _extend(n: int, edges: Sequence[tuple[int, int]],
@@ -124,22 +146,50 @@ def _extend(n: int, edges: Sequence[tuple[int, int]],
     return rank, chains, rows
 
 
-def _ranks(n: int, edges: Sequence[tuple[int, int]], top: set[int]) -> list[int]:
-    """igraph's ranks (longest path from the sources); a source not in ``top`` sits just above its first reader."""
-    g = igraph.Graph(n=n, edges=list(edges), directed=True)
-    base = [int(round(c[1])) for c in g.layout_sugiyama(maxiter=1).coords[:n]]
+def _ranks(n: int, edges: Sequence[tuple[int, int]], top: set[int],
+           clusters: Sequence[str | None] | None = None) -> list[int]:
+    """Longest-path ranks; a source not in ``top`` sits just above its first reader. A cluster is ranked as one
+    unit as tall as its own ranks (its members ranked among themselves the same way), so its box shares no
+    rank with an item that feeds it or reads from it."""
+    unit = list(range(n))
+    inner, tall = [0] * n, [1] * n
+    members: dict[str, list[int]] = {}
+    for k, c in enumerate(clusters or ()):
+        if c is not None:
+            members.setdefault(c, []).append(k)
+    for ks in members.values():
+        local = {k: i for i, k in enumerate(ks)}
+        rs = _layering(len(ks), [(local[u], local[v]) for u, v in edges if u in local and v in local], set())
+        for k in ks:
+            unit[k], inner[k] = ks[0], rs[local[k]]
+        tall[ks[0]] = max(rs) + 1
+    ids = {u: i for i, u in enumerate(sorted(set(unit)))}
+    outer = _layering(len(ids), sorted({(ids[unit[u]], ids[unit[v]]) for u, v in edges if unit[u] != unit[v]}),
+                      {ids[unit[k]] for k in top}, [tall[u] for u in sorted(ids)])
+    rank = [outer[ids[unit[k]]] + inner[k] for k in range(n)]
+    remap = {r: i for i, r in enumerate(sorted(set(rank)))}
+    return [remap[r] for r in rank]
+
+
+def _layering(n: int, edges: list[tuple[int, int]], top: set[int], tall: list[int] | None = None) -> list[int]:
+    """Longest-path layering of ``n`` units ``tall`` ranks each (igraph breaks cycles: Eades' feedback arc set,
+    the heuristic its Sugiyama layout uses), sources other than ``top`` pulled down to their first reader."""
+    tall = tall or [1] * n
+    g = igraph.Graph(n=n, edges=edges, directed=True)
+    cut = set(g.feedback_arc_set(algo="eades")) if not g.is_dag() else set()
+    dag = [e for i, e in enumerate(edges) if i not in cut]
+    preds: list[list[int]] = [[] for _ in range(n)]
     succ: list[list[int]] = [[] for _ in range(n)]
-    has_pred = [False] * n
-    for u, v in edges:
-        if u != v:
-            succ[u].append(v)
-            has_pred[v] = True
+    for u, v in dag:
+        preds[v].append(u)
+        succ[u].append(v)
+    rank = [0] * n
+    for v in igraph.Graph(n=n, edges=dag, directed=True).topological_sorting():
+        rank[v] = max((rank[u] + tall[u] for u in preds[v]), default=0)
     for k in range(n):
-        if not has_pred[k] and k not in top and succ[k]:
-            base[k] = max(base[k], min(base[w] for w in succ[k]) - 1)
-    used = sorted(set(base))
-    remap = {r: i for i, r in enumerate(used)}
-    return [remap[r] for r in base]
+        if not preds[k] and k not in top and succ[k]:
+            rank[k] = max(rank[k], min(rank[w] for w in succ[k]) - tall[k])
+    return rank
 
 
 def _bounded(ranks: list[int], sizes: Sequence[Size], edges: Sequence[tuple[int, int]], budget: float,
@@ -156,7 +206,7 @@ def _bounded(ranks: list[int], sizes: Sequence[Size], edges: Sequence[tuple[int,
     out = [0] * n
     r_new = 0
     for r, row in enumerate(rows):
-        passing = sum(1 for u, v in edges if ranks[u] < r < ranks[v]) * (2 * LANE + GAP)
+        passing = len({u for u, v in edges if ranks[u] < r < ranks[v]}) * (2 * LANE + GAP)  # a lane per source
         slack = {k: min((ranks[w] for w in succ[k]), default=len(rows)) - r for k in row}
         order = sorted(row, key=lambda k: (k not in top, slack[k], k))
         while order:  # each new rank also holds a lane for every edge from the ranks split off above it
@@ -206,27 +256,43 @@ def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
 
 
 def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
-                 left: list[float], right: list[float]) -> None:
-    """Push what is not in a cluster out of the box around the cluster's vertices, in every rank it spans."""
+                 left: list[float], right: list[float], n: int) -> None:
+    """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
+    its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
+    of it, to the nearer side where there is room (an edge passing by may cross the box between members)."""
+    placed: list[tuple[float, float, int, int, str]] = []  # x0, x1, first and last rank, cluster
     for c in dict.fromkeys(k for k in cl if k is not None):
-        ks = [k for k, ck in enumerate(cl) if ck == c]
-        x0, x1 = min(x[k] - left[k] for k in ks), max(x[k] + right[k] for k in ks)
-        mid = (x0 + x1) / 2
-        for r in range(min(rank[k] for k in ks), max(rank[k] for k in ks) + 1):
-            lhs = [k for k in rows[r] if cl[k] != c and x[k] <= mid]
-            rhs = [k for k in rows[r] if cl[k] != c and x[k] > mid]
-            edge = x0 - GAP
-            for k in reversed(lhs):
-                x[k] = min(x[k], edge - right[k])
-                edge = x[k] - left[k] - GAP
-            edge = x1 + GAP
-            for k in rhs:
-                x[k] = max(x[k], edge + left[k])
-                edge = x[k] + right[k] + GAP
+        span: dict[int, list[int]] = {}
+        for k, ck in enumerate(cl):
+            if ck == c:
+                span.setdefault(rank[k], []).append(k)
+        ext = {r: (min(x[k] - left[k] for k in ks), max(x[k] + right[k] for k in ks)) for r, ks in span.items()}
+        wide = max(b - a for a, b in ext.values())
+        mids = sorted((a + b) / 2 for a, b in ext.values())
+        x0 = mids[len(mids) // 2] - wide / 2
+        for p0, p1, r0, r1, _ in sorted(placed, key=lambda p: abs((p[0] + p[1]) / 2 - x0 - wide / 2)):
+            if r0 <= max(span) and min(span) <= r1 and x0 < p1 + GAP and p0 - GAP < x0 + wide:
+                x0 = p1 + 2 * GAP if x0 + wide / 2 > (p0 + p1) / 2 else p0 - 2 * GAP - wide  # beside, not over
+        placed.append((x0, x0 + wide, min(span), max(span), c))
+        for r, ks in span.items():
+            shift = max(x0 - ext[r][0], min(0.0, x0 + wide - ext[r][1]))
+            for k in ks:
+                x[k] += shift
+    for r, row in enumerate(rows):
+        walls = sorted((a, b, c) for a, b, r0, r1, c in placed if r0 <= r <= r1)
+        edge = float("-inf")
+        for k in sorted(row, key=lambda k: x[k]):
+            xk = max(x[k], edge + GAP + left[k])
+            for a, b, c in walls:
+                if c != cl[k] and k < n and xk - left[k] < b + GAP and xk + right[k] > a - GAP:
+                    before = a - GAP - right[k]
+                    xk = before if xk < (a + b) / 2 and before - left[k] >= edge + GAP else b + GAP + left[k]
+            x[k] = xk
+            edge = xk + right[k]
 
 
 def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],
-             down: list[list[int]], n: int, width: float | None) -> list[float]:
+             down: list[list[int]], n: int, width: float | None, source: list[int]) -> list[float]:
     """x of every item and dummy: each rank in its order, boxes apart, pulled towards their neighbours (and
     every box between 0 and ``width``, where its rank fits)."""
     x = [0.0] * len(left)
@@ -243,10 +309,20 @@ def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: l
                 nb = (up[k] if down_sweep else down[k]) or (down[k] if down_sweep else up[k])
                 want.append(sum(x[u] for u in nb) / len(nb) if nb else x[k])
                 weight.append((1.0 if k < n else 2.0) * (1.0 if nb else 0.1))
-            gaps = [right[a] + GAP + left[b] for a, b in zip(row, row[1:])]
+            gaps = [0.0 if a >= n and b >= n and source[a] == source[b] else right[a] + GAP + left[b]
+                    for a, b in zip(row, row[1:])]
             bounds = (left[row[0]], width - right[row[-1]]) if width else None
             for k, v in zip(row, _ordered_fit(want, weight, gaps, bounds)):
                 x[k] = v
+            j = 0
+            while j < len(row):  # a run of one source's lanes: one line
+                e = j
+                while e + 1 < len(row) and gaps[e] == 0.0:
+                    e += 1
+                mean = sum(x[k] for k in row[j:e + 1]) / (e + 1 - j)
+                for k in row[j:e + 1]:
+                    x[k] = mean
+                j = e + 1
     return x
 
 

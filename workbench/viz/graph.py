@@ -112,18 +112,14 @@ def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int
 
     A label is drawn to the right of its node and ends before the next node of
     the same row and inside the figure (:func:`fit_label`: the full name, else
-    shortened); rows must be far enough apart for one line of text.
+    shortened); rows must be far enough apart for one line of text. A layer view's markers are always
+    named (in one word where the full name does not fit).
     """
     n = len(layout)
     if n == 0 or n > LABEL_LIMIT:
         return [""] * n
     px_x = (width - _MARGIN["l"] - _MARGIN["r"]) / max(1e-9, xrange[1] - xrange[0])
     px_y = (height - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yrange[1] - yrange[0]))
-    if px_y * (RANK_GAP + TEXT_PX) < MIN_ROW_PX:
-        return [""] * n
-    rows: dict[float, list[int]] = {}
-    for k, y in enumerate(layout.y):
-        rows.setdefault(y, []).append(k)
     out = [""] * n
     # Markers' labels are centred above (below) them, where no node label is: never blank, shortened where
     # two would overlap or one would leave the plot.
@@ -138,6 +134,11 @@ def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int
         out_ks = full if _centred_fit(layout, ks, full, px_x, xrange) else short
         for k, t in zip(ks, out_ks):
             out[k] = t
+    if px_y * (RANK_GAP + TEXT_PX) < MIN_ROW_PX:  # node labels would overlap row to row
+        return out
+    rows: dict[float, list[int]] = {}
+    for k, y in enumerate(layout.y):
+        rows.setdefault(y, []).append(k)
     for ks in rows.values():
         ks.sort(key=lambda k: layout.x[k])
         for j, k in enumerate(ks):
