@@ -57,19 +57,19 @@ class GraphViews:
         return self._cached(self._tables, (id(sn), constants), sn, make)
 
     def layout(self, sn, *, view: str = "layer", layer: int = 0, expanded=(), expand_all: bool = False,
-               constants: bool = False):
+               constants: bool = False, width: int = 500):
         from ..graph.groups import view_groups
         from ..graph.layout import layout_graph
 
-        key = (id(sn), constants, view, layer, tuple(sorted(expanded)), expand_all)
+        key = (id(sn), constants, view, layer, tuple(sorted(expanded)), expand_all, width)
 
         def make():
             tab = self.table(sn, constants)
             if view == "layer" and layer in tab.layers:
-                return layout_graph(tab, layer=layer)
+                return layout_graph(tab, layer=layer, width=width)
             groups = view_groups(tab)  # layers, embeddings, attention mask, the head: each a box to open
             collapsed = [] if expand_all else [g for g in set(groups.values()) if g not in expanded]
-            return layout_graph(tab, collapsed=collapsed, groups=groups)
+            return layout_graph(tab, collapsed=collapsed, groups=groups, width=width)
 
         return self._cached(self._layouts, key, sn, make)
 
@@ -92,7 +92,7 @@ class GraphViews:
         b = max(0, a - 1)
         before, after = snapshots[b], snapshots[a]
         opts = dict(view=state.view, layer=state.layer, expanded=tuple(state.expanded),
-                    expand_all=state.expand_all, constants=state.constants)
+                    expand_all=state.expand_all, constants=state.constants, width=state.pane_width - 20)
         lb, la = self.layout(before, **opts), self.layout(after, **opts)
         diff = getattr(after, "diff", None) if a != b else None
         removed = self.table(before, state.constants).resolve(getattr(diff, "removed", []) or [])
