@@ -1,11 +1,13 @@
-"""Layered drawing of a directed graph with boxes of given sizes, in pixels: igraph's Sugiyama layout.
+"""Layered drawing of a directed graph with boxes of given sizes, in pixels, on igraph's Sugiyama layout.
 
-igraph (``python-igraph``, wheels on every platform, no system binary) ranks the items (longest path, cycles
-broken by a feedback arc set), orders each rank to reduce crossings (barycentre sweeps) and puts a dummy vertex
-where an edge skips a rank. What igraph leaves out, done here: the x of each item from its box (a box is as
-wide as its full label, so no label is cut and no two boxes overlap), the y of each rank from its tallest box,
-and each edge's route: down from its source, through the gaps between boxes of the ranks it skips (its dummy
-vertices), into its target, so no edge crosses a box it does not end at.
+igraph (``python-igraph``: wheels on every platform, no system binary) breaks cycles (Eades' feedback arc
+set) and sorts the graph for the longest-path ranks, orders each rank to reduce crossings (its barycentre
+sweeps) and puts a dummy vertex where an edge skips a rank. What igraph leaves out, done here: the x of each
+item from its box (a box is as wide as its full label, so no label is cut and no two boxes overlap), ranks
+split where they are wider than the picture, expanded clusters (an opened group) ranked as one unit and given
+a column of their own, the y of each rank from its tallest box, and each edge's route: down from its
+source, through the gaps its dummy vertices keep in the ranks it skips (one lane per source), into its
+target, so no edge crosses a box it does not end at.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
 
     Args:
         top: items kept on the first rank (what feeds the view from outside).
-        clusters: a name per item (or None): items of one cluster sit side by side in each rank, so a box
-            around them holds no other item of those ranks.
+        clusters: a name per item (or None): a cluster is ranked as one unit (no other item shares its ranks)
+            and its items sit in one column, so a box around them holds nothing else.
         width, height: the room the picture gets (pixels). A rank wider than ``width`` (its boxes and the
             lanes of edges passing it) is split: its items with most slack below go to a new rank under it;
             every box is kept within ``width``. Ranks are :data:`RANK_GAP` apart, closer (down to

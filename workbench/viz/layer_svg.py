@@ -1,8 +1,9 @@
 """One encoder layer before and after the fusions as static SVG pictures (for the HTML report).
 
 Draws :func:`workbench.viz.graph.graph_scene` (the same scene the app's graph pane draws) as plain
-SVG: edges as polylines (bent around the nodes they pass), nodes as circles (fused operators as diamonds) in the app's colours, and the
-labels that fit. No plotly, no script: the picture shows in any browser and in a saved file.
+SVG: edges as polylines (bent around the nodes they pass), nodes as circles (fused operators as
+diamonds) in the app's colours, and the labels that fit. No plotly, no script: the picture shows in
+any browser and in a saved file.
 """
 
 from __future__ import annotations
