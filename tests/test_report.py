@@ -127,7 +127,8 @@ def test_the_report_opens_with_the_story_and_folds_the_steps_that_cannot_apply(p
     assert s["fusion"]["attention_nodes"] == 2 and s["fusion"]["nodes_before"] > s["fusion"]["nodes_after"]
     assert f"2 attention nodes, {s['fusion']['nodes_before']} → {s['fusion']['nodes_after']} nodes" in text
     # int8's answers, checked on the built-in sentences even without --text (issue 29).
-    for words in ("PyTorch eager", "fused (all steps)", "int8", "faster", "int8 answers", "on 39 sentences (top-1"):
+    for words in ("PyTorch eager", "fused (all steps)", "int8", "faster", "int8 answers",
+                  "checked on 39 sentences: the nearest other sentence"):
         assert words in text, words
     assert box.count("<svg") == 2  # the layer before and after the fusions, beside the facts
     # Settings and parity in words and rounded figures; no row without something to say.
@@ -176,8 +177,8 @@ def test_cli_report_with_text_on_a_classifier(tmp_path):
     assert 4 <= len(lines) <= 6 and lines[-1] == f"report: {path}", lines
     assert lines[0].startswith("tiny classifier") and "export" in lines[0]
     assert next(x for x in lines if x.startswith("Fused: ")) and next(x for x in lines if x.startswith("Latency (p50"))
-    assert next(x for x in lines if x.startswith("int8 answers: ")).split(": ", 1)[1].startswith(("held on 8 sentences",
-                                                                                                  "changed on 8"))
+    assert next(x for x in lines if x.startswith("int8 answers: ")).split(": ", 1)[1].startswith(
+        "checked on 8 sentences: the same label for ")
     assert "answers on the text (classification)" in html
     assert html.count("labels 100%, largest probability change") >= 3  # steps and the fused variant at least
     assert "Task parity on 8 sentences" in html
@@ -247,7 +248,8 @@ def test_summary_lines_say_what_was_found_in_a_few_rounded_words():
         "Fused: 12 attention nodes, 444 → 130 nodes, by the onnxscript rules (Attention 12, BiasGelu 12)",
         "Latency (p50, batch 1, sequence 128, 2 threads): ONNX Runtime, no optimizations 101.1 ms; "
         "fused (all steps) 97.74 ms (1.03x faster); int8 (dynamic) 33.62 ms (3.01x faster)",
-        "int8 answers: changed on 39 sentences (top-1 94.8%, Spearman 0.9863)",
+        "int8 answers: checked on 39 sentences: the nearest other sentence is the same for 94.8% of them; their "
+        "similarities rank alike at Spearman 0.9863: int8 changes the answers",
         "Recommended for latency: answer-guarded int8, 47.90 ms",
         "Recommended for throughput: OpenVINO, its default precision, 812 sentences/s at batch 32",
         "error: fusion: something went wrong",

@@ -134,7 +134,8 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
         t = data.get("text") or {}
         shape = ({"text": f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'batch')}"}
                  if text is not None else {"batch": cfg.batch, "sequence": cfg.seq})
-        checked = int8_report(res, text)  # first: without a text it clears the variants' own task parity
+        # First: without a text it clears the variants' own task parity.
+        checked = int8_report(res, text, random_weights=src.random_weights)
         data["bench"] = {**res.to_dict(samples=False), **checked,
                          "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
     except WorkbenchError as e:
@@ -174,11 +175,13 @@ def not_applicable(step: dict) -> str:
 def summary(data: dict) -> dict:
     """The few facts a user wants first, from :func:`collect`'s data (or the app's ``report_data``).
 
-    Returns ``{"model", "export", "fusion", "latency", "int8", "recommended", "errors"}``; a part whose
+    Returns ``{"model", "export", "fusion", "latency", "int8", "recommended", "busy", "errors"}``; a part whose
     stage did not run (or failed) is None. ``fusion``: engine, attention nodes, nodes before and after;
     ``latency``: the shape and, for the reference (PyTorch eager, else ONNX Runtime unfused), ``fused`` and
     ``int8`` where timed, the p50 and the speed-up against the reference; ``int8``: whether its
-    answers on text held (``holds`` None when no text check ran), its task parity, its outputs' cosine.
+    answers on text held (``holds`` None when no text check ran), its task parity, its outputs' cosine, and
+    whether the weights are random (then the check is no verdict); ``busy``: the sentence saying the machine was
+    busy while the benchmark or the tune measured (:class:`~workbench.measure.load.MachineLoad`), "" when quiet.
     """
     model = data.get("model") or {}
     exp = data.get("export") or {}
@@ -191,7 +194,15 @@ def summary(data: dict) -> dict:
             "latency": _latency_summary(data),
             "int8": _int8_summary(data),
             "recommended": _recommended(data),
+            "busy": _busy(data),
             "errors": list(data.get("errors") or [])}
+
+
+def _busy(data: dict) -> str:
+    """The busy sentence of the benchmark's or the tune's machine load ("" when both were quiet)."""
+    from .measure.load import busy_words
+
+    return next((w for part in ("bench", "tune") if (w := busy_words((data.get(part) or {}).get("machine_load")))), "")
 
 
 def _fusion_summary(data: dict) -> dict | None:
@@ -234,7 +245,8 @@ def _int8_summary(data: dict) -> dict | None:
     variants = (data.get("bench") or {}).get("variants") or []
     ref = next((v["name"] for v in variants if v.get("parity") is None), None)
     return {"holds": holds(tp) if tp else None, "task_parity": tp, "cosine": cosine, "reference": ref,
-            "text": data.get("text") or ((data.get("tune") or {}).get("config") or {}).get("answers_text")}
+            "text": data.get("text") or ((data.get("tune") or {}).get("config") or {}).get("answers_text"),
+            "random_weights": bool((data.get("model") or {}).get("random_weights"))}
 
 
 def _recommended(data: dict) -> dict | None:

@@ -150,3 +150,16 @@ def test_click_sends_the_node_and_zoom_moves_nodes_apart(page, scenes):
     page.wait_for_timeout(100)
     assert len(page.evaluate("() => window.model.sent")) == 1
     assert page.errors == []
+
+
+def test_edges_are_drawn_along_their_bends_and_labels_in_full(page, scenes):
+    """Long edges bend around the nodes they pass (the scene's routes); every label is the full op name."""
+    sc, hl, sel = _split(scenes[0])
+    _mount(page, {"scene": sc, "highlight": hl, "selected": sel})
+    d = page.locator("#host .wb-gw-edges").get_attribute("d")
+    assert d.count("M") == len(sc["edges"]) // 2
+    assert d.count("L") == sum(len(r) // 2 + 1 for r in sc["routes"])  # every bend point, then the target
+    assert any(len(r) > 4 for r in sc["routes"])  # some edge skips a rank
+    drawn = page.locator("#host .wb-gw-label").all_text_contents()
+    assert sorted(drawn) == sorted(sc["nodes"]["label"]) and "" not in drawn
+    assert page.errors == []

@@ -1,4 +1,10 @@
-"""Layered layout of real exports: layer grouping, coordinates, speed."""
+"""Layered layout of real exports: layer grouping, and the pictures a user reads.
+
+The pictures are checked as drawn at the app's default pane width (520 px): full labels, no edge
+through a node, no two boxes overlapping, groups as boxes holding their members, and no more
+crossings than the hand-written layout of 2f4119c drew on the same view (its figures in
+``benchmarks/results/layout_quality.md``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,11 @@ import pytest
 
 from workbench.graph.groups import view_groups
 from workbench.graph.layout import EMBEDDINGS, group_of_name, layout_graph, node_table, without_constants
+from workbench.viz.graph import graph_scene
+from workbench.viz.legibility import legibility, node_boxes
+
+#: The app's default pane width (``AppState.pane_width``).
+APP_WIDTH = 520
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +67,29 @@ def test_hover_has_op_inputs_outputs_shapes_and_attributes(tiny_model):
 
 
 def _check_dag_layout(lay):
-    # Every edge points downwards: the layering respects data flow.
+    """What any view shows: data flows down the picture, and no two items sit on one spot."""
     for u, v in lay.edges:
         assert lay.y[u] < lay.y[v], (lay.ids[u], lay.ids[v])
-    # No two items on the same spot.
     spots = {(round(x, 3), y) for x, y in zip(lay.x, lay.y)}
     assert len(spots) == len(lay)
 
 
-def test_whole_model_layout_is_a_downward_dag(tiny_model):
+def _legible(lay, width: int = APP_WIDTH, crossings: int | None = None):
+    """The view drawn at ``width``: every label in full, no edge through a node, no boxes overlapping, inside
+    the figure; at most ``crossings`` crossings. Returns the figures."""
+    _check_dag_layout(lay)
+    sc = graph_scene(lay, width=width)
+    q = legibility(lay, sc)
+    assert sc["nodes"]["label"] == lay.labels and q.cut == 0
+    assert q.through == 0 and q.overlaps == 0, q
+    boxes = node_boxes(sc)
+    assert boxes[:, 0].min() >= 0 and boxes[:, 2].max() <= sc["width"]  # nothing drawn past the pane's edges
+    if crossings is not None:
+        assert q.crossings <= crossings, q
+    return q
+
+
+def test_whole_model_groups_are_boxes_holding_their_members(tiny_model):
     tab = node_table(tiny_model)
     lay = layout_graph(tab, collapsed=set())
     assert sum(k == "node" for k in lay.kinds) == len(tab.nodes)
@@ -74,8 +99,20 @@ def test_whole_model_layout_is_a_downward_dag(tiny_model):
     assert [b.group for b in lay.boxes if b.group.startswith("layer ")] == ["layer 0", "layer 1"]
     assert [b.group for b in lay.boxes][:2] == ["embeddings", "attention mask"]  # in reading order
     for b in lay.boxes:  # each box encloses exactly its group's nodes
-        idx = [k for k, i in enumerate(lay.ids) if lay.kinds[k] == "node" and groups.get(i) == b.group]
-        assert idx and all(b.x0 < lay.x[k] < b.x1 and b.y0 < lay.y[k] < b.y1 for k in idx)
+        inside = {lay.ids[k] for k in range(len(lay)) if b.x0 < lay.x[k] < b.x1 and b.y0 < lay.y[k] < b.y1}
+        members = {i for i, k in zip(lay.ids, lay.kinds) if k == "node" and groups.get(i) == b.group}
+        assert members and inside == members, (b.group, inside ^ members)
+
+
+def test_an_opened_group_is_a_box_among_the_others(tiny_export):
+    """The app's whole-model view with one layer opened: the box holds that layer's nodes only, all legible."""
+    tab = without_constants(node_table(onnx.load(str(tiny_export().path))))
+    groups = view_groups(tab)
+    lay = layout_graph(tab, collapsed=set(groups.values()) - {"layer 0"})
+    (box,) = lay.boxes
+    inside = {lay.ids[k] for k in range(len(lay)) if box.x0 < lay.x[k] < box.x1 and box.y0 < lay.y[k] < box.y1}
+    assert inside == {i for i, g in groups.items() if g == "layer 0"}
+    _legible(lay)
 
 
 def test_collapsed_layers_become_one_item_each_and_expand(tiny_model):
@@ -178,6 +215,52 @@ def test_fused_nodes_land_in_their_layer(fused_model):
     assert "Attention" in ops and "SkipLayerNormalization" in ops
     assert len(lay) < 20  # a fused layer is a handful of nodes
     _check_dag_layout(lay)
+
+
+def _snapshot_table(sn):
+    """A snapshot's node table as the app opens it (constants hidden, layers as the fusion diff found them)."""
+    layer_of = getattr(getattr(sn, "diff", None), "layer_of", None) or None
+    return without_constants(node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of))
+
+
+#: Crossings the hand-written layout (2f4119c) drew at 520 px on layer 0 before the Attention step, per exporter.
+CROSSINGS_BEFORE_ATTENTION = {"torchscript": 25, "dynamo": 9}
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_layer_before_attention_is_legible_at_the_apps_width(tiny_export, exporter):
+    """The view the issue was about: a layer just before ORT's Attention fusion, its mask and shape plumbing."""
+    from workbench.config import FusionPlan
+    from workbench.fusion import Timeline
+
+    res = tiny_export(exporter=exporter)
+    snaps = Timeline(res.path, FusionPlan(engine="ort"), num_heads=2, hidden_size=128, num_layers=2).run()
+    k = next(i for i, s in enumerate(snaps) if s.step == "attention")
+    lay = layout_graph(_snapshot_table(snaps[k - 1]), layer=0)
+    q = _legible(lay, crossings=CROSSINGS_BEFORE_ATTENTION[exporter])
+    assert q.aspect <= 1.5  # uses the pane's width rather than a tall narrow column
+    # after every step: still legible
+    for sn in (snaps[k], snaps[-1]):
+        _legible(layout_graph(_snapshot_table(sn), layer=0))
+
+
+def test_whole_model_with_its_groups_is_legible(tiny_export):
+    tab = without_constants(node_table(onnx.load(str(tiny_export().path))))
+    lay = layout_graph(tab)
+    _legible(lay, crossings=1)  # the hand-written layout: 1 crossing, 3 edges through a node
+
+
+def test_modernbert_local_layer_is_legible(tmp_path):
+    """ModernBERT's layer with the local window (rotary embedding, the window's mask): 41 ranks deep."""
+    from test_workshop import save_tiny_modernbert  # the workshop's tiny ModernBERT: layer 1 local, 16 tokens
+
+    from workbench.config import ExportConfig
+    from workbench.export import export
+    from workbench.models import resolve
+
+    res = export(resolve(save_tiny_modernbert(tmp_path / "mb")), ExportConfig(exporter="dynamo", attention="sdpa"))
+    lay = layout_graph(without_constants(node_table(onnx.load(str(res.path)))), layer=1)
+    _legible(lay, crossings=55)  # the hand-written layout: 55 crossings, 24 edges through a node, 9 labels cut
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def test_bench_json_has_the_documented_shape():
 
 #: ``workbench bench --json``: the top level and each variant (``samples_ms`` only with ``--samples``).
 BENCH_KEYS = {"machine", "floor_ms", "matmul_bound_ms", "rates", "floor", "config", "stopped", "variants", "skipped",
-              "answers_text", "int8_flags"}
+              "answers_text", "int8_flags", "machine_load", "random_weights"}
 VARIANT_KEYS = {"name", "provider", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms", "throughput_per_s", "runs",
                 "parity", "floor_ratio", "session_providers", "kind", "level", "fp16", "disabled_optimizers",
                 "task_parity", "floor_ms", "floor_precision", "matmul_bound_ms", "bound_ratio", "task_parity_parts"}

@@ -73,6 +73,8 @@ def test_local_sweep_rows_nodes_and_tuned_plans(local_result):
     for r in doc["rows"]:
         assert {"config", "node", "machine", "p50_ms", "p90_ms", "runs"} <= set(r) and r["error"] is None
         assert r["runs"] == 3 and 0 < r["p50_ms"] <= r["p90_ms"] and r["machine"]["cpu"]
+        # How busy the machine was while the point ran (issue 38): the figures, the verdict, its words.
+        assert r["machine_load"]["seconds"] > 0 and bool(r["machine_load"]["words"]) == r["machine_load"]["busy"]
     assert len(doc["nodes"]) == 1 and doc["nodes"][0]["machine"]["isa"] is not None
     (plan,) = doc["tuned_plans"].values()
     assert isinstance(plan["disable"], list) and len(plan["evidence"]) == 2

@@ -75,6 +75,10 @@ def test_tune_json_has_the_interface_the_checks_read(tuned):
     # The batch-size search tried sizes from 1 to 64 and kept the fastest it tried.
     tried = by["fused"]["batch_search"]
     assert "1" in tried and by["fused"]["batch"] == int(max(tried, key=tried.get))
+    # How busy the machine was over every measuring phase, judged by the one rule (issue 38).
+    load = doc["machine_load"]
+    assert load["seconds"] > 0 and load["threads"] == 1 and isinstance(load["busy"], bool)
+    assert bool(load["words"]) == load["busy"] and load["rule"].startswith("busy when")
 
 
 def test_tune_json_keys_are_the_ones_the_typed_result_keeps(tuned):

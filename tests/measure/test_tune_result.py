@@ -24,7 +24,7 @@ REC = {"variant", "label", "mode", "batch", "task_parity", "task_parity_batched"
 TREE = {
     "": {"model", "source", "recommended", "workloads", "variants", "skipped", "machine", "config", "rates", "split",
          "reference", "plan", "ablation", "int8_search", "openvino_guard", "paths", "sessions", "threads", "shipped",
-         "saved"},
+         "machine_load", "saved"},
     "recommended.latency": REC | {"p50_ms"},
     "recommended.throughput": REC | {"sentences_per_s"},
     "variants[]": ROW,

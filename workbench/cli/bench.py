@@ -22,7 +22,9 @@ def register(sub) -> None:
     common.add_measure_args(p)
     p.add_argument("--variants", default=None,
                    help="comma-separated subset of torch,unfused,fused,int8,fp16 and torch-compile, tuned, "
-                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded "
+                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded; "
+                        "with --provider cuda also fused-cudagraph, fp16-cudagraph, trt-fp16 and torch-compile "
+                        "(reduce-overhead: CUDA graphs) "
                         "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
     p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
@@ -39,13 +41,17 @@ def register(sub) -> None:
 def _names(args) -> tuple[list[str], list[dict]]:
     """The variants to time and those skipped; every one asked for skipped: the reasons, in one line."""
     from ..errors import RuntimeUnavailableError
+    from ..measure import gpu_variants
     from ..measure.recipes import default_variants
     from ..measure.recipes_extra import available
 
     if not args.variants:
         return default_variants(args.model, args.provider)
     asked = [n.strip() for n in args.variants.split(",") if n.strip()]
-    names, skipped = available(asked)
+    gpu_ok, skipped = gpu_variants.available(asked, args.provider)
+    _, rest_skipped = available([n for n in gpu_ok if not gpu_variants.is_gpu_variant(n, args.provider)])
+    names, skipped = [n for n in gpu_ok if n not in {s["name"] for s in rest_skipped}], skipped + rest_skipped
+    gpu_variants.check_fixed_shape(names, args.provider, bool(args.text))
     if asked and not names:
         raise RuntimeUnavailableError("; ".join(dict.fromkeys(f"{s['name']}: {s['why']}" for s in skipped)))
     return names, skipped
@@ -93,7 +99,9 @@ def _measure(args, cfg, variants, text, answers):
 
 def run(args) -> int:
     from ..measure.answers import int8_flags
+    from ..measure.gpu_variants import with_gpu_variants
     from ..measure.recipes_extra import variants as all_variants
+    from ..models import resolve
     from . import print_json
 
     plan = common.fusion_plan(args)
@@ -102,28 +110,34 @@ def run(args) -> int:
     common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
-        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
-                                progress=bar, plan=plan, exporter=args.exporter,
-                                extra={"text": text, "threads": cfg.threads})
+        variants = with_gpu_variants(
+            names, args.provider, lambda rest: all_variants(args.model, rest, provider=args.provider,
+                                                            attention=args.attention, progress=bar, plan=plan,
+                                                            exporter=args.exporter,
+                                                            extra={"text": text, "threads": cfg.threads}),
+            args.model, attention=args.attention, plan=plan, exporter=args.exporter, progress=bar)
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)
-    flags = int8_flags(res.variants)
+    random_weights = resolve(args.model).random_weights
+    flags = int8_flags(res.variants, random_weights)
     if args.json:
         doc = res.to_dict(samples=args.samples)
         doc["skipped"] = skipped
         doc["answers_text"] = "text" if text is not None else ("built-in sentences" if answers is not None else None)
         doc["int8_flags"] = flags
+        doc["random_weights"] = random_weights
         print_json(doc)
         return 0
-    _print(res, cfg, text, answers, flags)
+    _print(res, cfg, text, answers, flags, random_weights)
     return 0
 
 
-def _print(res, cfg, text, answers, flags) -> None:
+def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     from ..measure.explain import explain
     from ..ort.machine import machine_line
-    from ..ort.answer_policy import words
+    from ..ort.answer_policy import TaskParity, words
+    from ..viz.summary import random_weights_words
 
     print(machine_line(res.machine))
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
@@ -154,5 +168,10 @@ def _print(res, cfg, text, answers, flags) -> None:
               + (f"  {words(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
+    kinds = [TaskParity.of(v.task_parity).kind for v in res.variants if "int8" in v.name and v.task_parity]
+    if random_weights and kinds:  # no warning that int8 "changes the answers": what the check would mean
+        print(f"  note: int8's answers above: {random_weights_words(kinds[0])}")
+    if res.machine_load and res.machine_load.busy():
+        print(f"  warning: {res.machine_load.words()}")
     for line in explain(res.rates, res.machine):
         print(f"  {line}")

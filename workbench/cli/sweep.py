@@ -48,6 +48,11 @@ def run(args) -> int:
     cols = [c for c in ("model", "plan", "precision", "batch", "seq", "threads", "provider", "node", "p50_ms",
                         "p90_ms", "error") if c in frame]
     print(frame[cols].to_string(index=False))
+    from ..measure.load import busy_words
+
+    busy = [w for r in res["rows"] if (w := busy_words(r.get("machine_load")))]
+    if busy:
+        print(f"warning: {len(busy)} of {len(res['rows'])} points: {busy[0]}")
     for mt, plan in res["tuned_plans"].items():
         print(f"tuned plan on {mt}: disable {', '.join(plan['disable']) or 'nothing'}")
     return 0

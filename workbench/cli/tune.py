@@ -37,6 +37,9 @@ def register(sub) -> None:
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     p.add_argument("-o", "--out", metavar="DIR", default=None,
                    help="save the recommended model here (a new or empty folder; never overwritten)")
+    p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu (default), or cuda: the GPU variants (CUDA graphs, fp16, TensorRT, torch.compile "
+                        "reduce-overhead) timed at one --batch and --seq against PyTorch fp32")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -47,6 +50,7 @@ def _f(x, spec: str) -> str:
 
 def _print(res, saved: dict | None) -> None:
     """The terminal's table of a :class:`workbench.measure.tune_result.TuneResult`."""
+    from ..measure.load import busy_words
     from ..measure.tune_rows import fig, peers_line
     from ..ort.answer_policy import words
     from ..ort.machine import machine_line
@@ -63,6 +67,9 @@ def _print(res, saved: dict | None) -> None:
         print(f"{r.name:<22}{_f(r.p50_ms, '.2f'):>9}{_f(r.sentences_per_s, '.0f'):>9}"
               f"{_f(r.batch, 'd'):>6}{_f(r.size_mb, '.1f'):>8}{_f(r.peak_rss_mb, '.0f'):>9}  {ans}"
               f"{'' if r.holds else '  (changed)'}")
+    busy = busy_words(res.machine_load)
+    if busy:
+        print(f"warning: {busy}")
     s = res.int8_search
     if s:
         print(f"int8-guarded: {s['chosen']}; kept in fp32: {len(s['kept_fp32'])} node(s), {s['kept_fp32_share']:.0%} "
@@ -76,7 +83,33 @@ def _print(res, saved: dict | None) -> None:
               + (f"; reproduces the timed outputs (max abs diff {diff:g})" if diff is not None else ""))
 
 
+def run_gpu(args) -> int:
+    """``tune --provider cuda``: refused in one line without a GPU; the GPU variants' recommendation with one."""
+    from ..errors import ConfigError
+    from ..measure.gpu_tune import gpu_tune, lines
+    from ..ort.gpu import require_gpu
+    from . import print_json
+
+    unsupported = [f for f, on in (("--out", args.out), ("--text", args.text), ("--workload", args.workload)) if on]
+    if unsupported:
+        raise ConfigError(f"tune --provider cuda times one fixed shape and saves nothing yet: drop "
+                          f"{', '.join(unsupported)}")
+    require_gpu("workbench tune --provider cuda", torch_too=True)
+    with common.StageBar(f"tune {args.model} on the GPU") as bar:
+        res = gpu_tune(args.model, common.bench_config(args, "cuda"), plan=common.fusion_plan(args),
+                       exporter=args.exporter, attention=args.attention, progress=bar)
+    for sk in res["skipped"]:
+        print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
+    if args.json:
+        print_json(res)
+    else:
+        print("\n".join(lines(res)))
+    return 0
+
+
 def run(args) -> int:
+    if args.provider == "cuda":
+        return run_gpu(args)
     from ..measure.tune import tune
     from ..measure.tune_save import check_target, save
     from ..models import resolve

@@ -4,12 +4,13 @@ Pure data in, pure data out: :func:`node_table` reads a ``ModelProto`` once
 (names, ops, inputs, outputs, shapes, attributes, encoder layer of each
 node); :func:`layout_graph` turns a node table into coordinates for one view:
 one encoder layer, or the whole model with some layers collapsed into boxes.
-The plotly drawing lives in :mod:`workbench.viz.graph`.
+The drawing lives in :mod:`workbench.viz.graph`.
 
-The layering is longest-path from the graph inputs, then a few barycentre
-sweeps to order the nodes of each rank; nodes that read only initializers
-(TorchScript's weight-sharing ``Identity``, ``Constant``) sit just above their
-first consumer instead of at the top, where they would draw long edges.
+Coordinates are pixels of the picture at full size: each item's box holds its
+symbol and its full label (:func:`item_size`), and igraph's Sugiyama layout
+(:mod:`workbench.graph.layered`) ranks, orders and places the boxes and routes
+each edge through the gaps between them. Items that read only initializers sit
+just above their first reader; a layer view's input markers on the top row.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .groups import describe, group_key, view_groups
-from .markers import _layer_io, _spread_markers
+from .layered import Size, layered
+from .markers import _layer_io
 # The node table lives in graph/nodes.py; its names stay importable from here, where callers found them.
 from .nodes import (EMBEDDINGS, NodeInfo, NodeTable, _esc, _group_key, group_of_name, infer_shapes,  # noqa: F401
                     node_table, without_constants, without_ops)
@@ -34,15 +36,44 @@ class Box:
     y1: float
 
 
+#: Width of one label character at the label font size (9 px), in pixels.
+CHAR_PX = 5.6
+#: Height of one line of label text, in pixels.
+TEXT_PX = 12.0
+#: Symbol size of each kind of item, in pixels (a fused operator's diamond is :data:`FUSED_EXTRA` larger).
+SYMBOL_PX = {"node": 11, "group": 26, "in": 15, "out": 15, "input": 13, "output": 13}
+FUSED_EXTRA = 4
+#: The width a view is laid out for when the caller gives none: the app's pane (520 px) less its margins.
+FIT_WIDTH = 500
+#: Views of up to this many items are fitted to the width (larger ones draw no labels).
+FIT_LIMIT = 160
+#: The tallest picture (height over width) a view is laid out for, ranks closer where needed.
+MAX_ASPECT = 1.35
+#: Room around an expanded group's members, inside its box.
+BOX_PAD = 6.0
+
+
+def item_size(kind: str, label: str) -> Size:
+    """The box an item needs around its symbol's centre: the symbol, and its full label beside it (a layer
+    view's markers: centred above, or below for "out")."""
+    r = (SYMBOL_PX[kind] + (FUSED_EXTRA if kind == "node" else 0)) / 2
+    text = CHAR_PX * len(label)
+    if kind in ("in", "out"):
+        return Size(max(r, text / 2), max(r, text / 2), r + 3 + TEXT_PX)
+    return Size(r, r + 3 + text + 2, max(r, TEXT_PX / 2))
+
+
 @dataclass
 class Layout:
-    """Coordinates of one view. ``y`` grows downwards (rank 0 at the top).
+    """Coordinates of one view, in pixels at full size. ``y`` grows downwards (rank 0 at the top, at y = 0).
 
     ``kind`` per item: "node" (a real node), "group" (a collapsed group, its
     members in ``members``), "in" / "out" (in a one-layer view: a labelled
     marker for what feeds the layer from outside, one per role, or for where
     its results go; the nodes it stands for in ``members``), "input" /
-    "output" (graph inputs and outputs).
+    "output" (graph inputs and outputs). ``routes[j]``: the bend points
+    (x0, y0, x1, y1, ...) of ``edges[j]`` between its ends; ``bounds``: the
+    box (x0, y0, x1, y1) around every item and its label.
     """
 
     ids: list[str]
@@ -56,6 +87,9 @@ class Layout:
     members: dict[str, list[str]]
     hover: list[str]
     title: str = ""
+    rank: list[int] | None = None
+    routes: list[list[float]] | None = None
+    bounds: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,73 +99,13 @@ class Layout:
 
     @property
     def depth(self) -> int:
-        return int(max(self.y)) + 1 if self.y else 0
-
-    @property
-    def width(self) -> int:
-        return int(max(self.x) - min(self.x)) + 1 if self.x else 0
-
-
-def _rank_and_order(n: int, preds: list[list[int]], sweeps: int = 4,
-                    pinned: frozenset[int] = frozenset()) -> tuple[list[int], list[float]]:
-    """Longest-path ranks and barycentre x positions for a DAG of ``n`` items.
-
-    Items are expected in topological order (ONNX requires it); a back edge
-    (an invalid graph) is ignored rather than looped on. ``pinned`` items
-    without predecessors stay on the top rank instead of being pulled down.
-    """
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for v in range(n):
-        for u in preds[v]:
-            if u < v:
-                succs[u].append(v)
-    rank = [0] * n
-    floating = []  # items with no predecessors that are not sources of the graph flow
-    for v in range(n):
-        ps = [u for u in preds[v] if u < v]
-        if ps:
-            rank[v] = 1 + max(rank[u] for u in ps)
-        else:
-            floating.append(v)
-    # Pull predecessor-free items down next to their first consumer.
-    for v in reversed(floating):
-        if succs[v] and v not in pinned:
-            rank[v] = max(0, min(rank[w] for w in succs[v]) - 1)
-    # Compact the ranks the pulling emptied.
-    used = sorted(set(rank))
-    remap = {r: i for i, r in enumerate(used)}
-    rank = [remap[r] for r in rank]
-    by_rank: list[list[int]] = [[] for _ in used]
-    for v in range(n):
-        by_rank[rank[v]].append(v)
-    pos = [0.0] * n
-    for row in by_rank:
-        for k, v in enumerate(row):
-            pos[v] = k - (len(row) - 1) / 2
-    for s in range(sweeps):
-        down = s % 2 == 0
-        rows = by_rank if down else by_rank[::-1]
-        for row in rows:
-            if len(row) < 2:
-                if row:
-                    nb = (preds[row[0]] if down else succs[row[0]]) or (succs[row[0]] if down else preds[row[0]])
-                    if nb:
-                        pos[row[0]] = 0.5 * pos[row[0]] + 0.5 * sum(pos[u] for u in nb) / len(nb)
-                continue
-            bary = {}
-            for v in row:
-                nb = (preds[v] if down else succs[v]) or (succs[v] if down else preds[v])
-                bary[v] = sum(pos[u] for u in nb) / len(nb) if nb else pos[v]
-            row.sort(key=lambda v: (bary[v], pos[v]))
-            # Place in order, centred on the mean barycentre, one unit apart.
-            centre = sum(bary.values()) / len(row)
-            for k, v in enumerate(row):
-                pos[v] = centre + k - (len(row) - 1) / 2
-    return rank, pos
+        """The number of ranks."""
+        return max(self.rank) + 1 if self.rank else 0
 
 
 def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Iterable[str] | None = None,
-                 show_io: bool = True, title: str = "", groups: Mapping[str, str] | None = None) -> Layout:
+                 show_io: bool = True, title: str = "", groups: Mapping[str, str] | None = None,
+                 width: float = FIT_WIDTH) -> Layout:
     """Coordinates for one view of ``table``.
 
     Args:
@@ -145,6 +119,9 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
             collapses every group; an empty set expands everything.
         show_io: draw the graph inputs and outputs as items.
         groups: node id → its group in the whole-model view (default :func:`~workbench.graph.groups.view_groups`).
+        width: the pixels the picture gets across (the app's pane less its margins): wider ranks are split,
+            and ranks come closer where the picture would be over :data:`MAX_ASPECT` times as tall (views of
+            up to :data:`FIT_LIMIT` items; larger ones draw no labels and are scaled to fit).
     """
     v = _Items()
     if layer is not None:
@@ -154,18 +131,22 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
         vg = dict(groups) if groups is not None else view_groups(table)
         _model_items(v, table, vg, set(vg.values()) if collapsed is None else set(collapsed), show_io)
         title = title or f"whole model: {len(table.nodes)} nodes"
-    preds, edges = _edges(v, table, io=layer is None and show_io)
-    x, y = _place(v.items, preds)
-    if layer is not None:
-        _spread_markers(v.items, x, y)
-    else:  # a few boxes side by side (an architecture diagram) get room for their names
-        widest = max((y.count(r) for r in set(y)), default=1)
-        x = [xi * max(1.0, min(6.0, 12.0 / widest)) for xi in x]
-    boxes = [] if layer is not None else _boxes(v, x, y)
+    _, edge_set = _edges(v, table, io=layer is None and show_io)
+    edges = sorted(edge_set)
     labels = [f"{it[1]} ({len(v.members[it[0]])})" if it[2] == "group" else it[1] for it in v.items]
+    sizes = [item_size(it[2], label) for it, label in zip(v.items, labels)]
+    fit = len(sizes) <= FIT_LIMIT
+    d = layered(sizes, edges, top=[k for k, it in enumerate(v.items) if it[2] == "in"],
+                clusters=[v.group_of.get(it[0]) if it[2] == "node" else None for it in v.items],
+                width=width - 10 if fit else None, height=MAX_ASPECT * width - 40 if fit else None)
+    boxes = [] if layer is not None else _boxes(v, d.x, d.y, sizes)
+    x0, y0, x1, y1 = d.bounds
+    for b in boxes:
+        x0, y0, x1, y1 = min(x0, b.x0), min(y0, b.y0 - TEXT_PX), max(x1, b.x1), max(y1, b.y1)
     return Layout(ids=[it[0] for it in v.items], labels=labels, kinds=[it[2] for it in v.items],
-                  ops=[it[3] for it in v.items], x=x, y=y, edges=sorted(edges), boxes=boxes,
-                  members=v.members, hover=_hovers(v, table), title=title)
+                  ops=[it[3] for it in v.items], x=d.x, y=d.y, edges=edges, boxes=boxes,
+                  members=v.members, hover=_hovers(v, table), title=title, rank=d.rank, routes=d.routes,
+                  bounds=(x0, y0, x1, y1))
 
 
 class _Items:
@@ -272,33 +253,15 @@ def _edges(v: _Items, table: NodeTable, io: bool) -> tuple[list[set[int]], set[t
     return preds, edges
 
 
-def _place(items: list[tuple[str, str, str, str]], preds: list[set[int]]) -> tuple[list[float], list[float]]:
-    """x and y of every item: ranks and barycentre order, on the items in a topological order."""
-    # Groups collapse several nodes into one item placed at its first member;
-    # a later member's input may come from an item placed after it. Order the
-    # items topologically so ranking sees a DAG.
-    order = _topo(len(items), preds)
-    pos_of = {old: new for new, old in enumerate(order)}
-    p2 = [sorted(pos_of[u] for u in preds[old]) for old in order]
-    # A layer view's input markers stay on the top row: the eye finds what comes in where it starts reading.
-    pinned = frozenset(pos_of[k] for k, it in enumerate(items) if it[2] == "in")
-    rank, xpos = _rank_and_order(len(order), p2, pinned=pinned)
-    x = [0.0] * len(items)
-    y = [0.0] * len(items)
-    for new, old in enumerate(order):
-        x[old] = xpos[new]
-        y[old] = float(rank[new])
-    return x, y
-
-
-def _boxes(v: _Items, x: list[float], y: list[float]) -> list[Box]:
-    """A box around each expanded group's nodes, in reading order (embeddings, mask, layers, the rest)."""
+def _boxes(v: _Items, x: list[float], y: list[float], sizes: list[Size]) -> list[Box]:
+    """A box around each expanded group's nodes and their labels, in reading order (embeddings, mask, layers...)."""
     by_group: dict[str, list[int]] = {}
     for k, (iid, _, kind, _) in enumerate(v.items):
         if kind == "node" and iid in v.group_of:
             by_group.setdefault(v.group_of[iid], []).append(k)
-    return [Box(g, min(x[k] for k in ks) - 0.6, min(y[k] for k in ks) - 0.6,
-                max(x[k] for k in ks) + 0.6, max(y[k] for k in ks) + 0.6)
+    p = BOX_PAD
+    return [Box(g, min(x[k] - sizes[k].left for k in ks) - p, min(y[k] - sizes[k].half for k in ks) - p,
+                max(x[k] + sizes[k].right for k in ks) + p, max(y[k] + sizes[k].half for k in ks) + p)
             for g, ks in sorted(by_group.items(), key=lambda kv: group_key(kv[0]))]
 
 
@@ -322,28 +285,3 @@ def _hovers(v: _Items, table: NodeTable) -> list[str]:
         else:
             hover.append(f"<b>graph {kind}</b><br>{_esc(label)} {table.shapes.get(label, '')}")
     return hover
-
-
-def _topo(n: int, preds: list[set[int]]) -> list[int]:
-    """Kahn's order, stable on the original order; leftovers (a cycle) appended."""
-    import heapq
-
-    indeg = [len(p) for p in preds]
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for v, ps in enumerate(preds):
-        for u in ps:
-            succ[u].append(v)
-    heap = [v for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        u = heapq.heappop(heap)
-        out.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, v)
-    if len(out) < n:
-        seen = set(out)
-        out.extend(v for v in range(n) if v not in seen)
-    return out

@@ -212,31 +212,3 @@ def _out_marker(table: NodeTable, layer: int, inside_ids: set[str]) -> Marker | 
         lines.append(f"also hands on {len(sizes)} shape value{'s' if len(sizes) != 1 else ''} (not drawn)")
     return Marker(id="out:", label=label, role="out", members=tuple(consumers), tensors=frozenset(outs),
                   hover="<br>".join(lines))
-
-
-#: Left-to-right order of the input markers.
-TOP_ROW_ORDER = ("hidden", "shape", "other", "mask")
-#: Horizontal distance (in layout units) kept between a layer view's input markers, whose labels sit above them.
-MARKER_GAP = 3.0
-
-
-def _spread_markers(items: list[tuple[str, str, str, str]], x: list[float], y: list[float]) -> None:
-    """Space the input markers of the top row apart (in their barycentre order) and centre the out marker.
-
-    Their labels are drawn above (below, for "out") the marker, centred, so they
-    need room to each side rather than to the right.
-    """
-    # A fixed order, the mask last: its edge goes to the middle of the layer, and from the side it does not
-    # run down through the nodes of the first rows.
-    rank = {f"in:{r}": j for j, r in enumerate(TOP_ROW_ORDER)}
-    ins = sorted((k for k, it in enumerate(items) if it[2] == "in" and y[k] == 0.0),
-                 key=lambda k: (rank.get(items[k][0], len(rank)), x[k]))
-    body = [x[k] for k, it in enumerate(items) if it[2] == "node"]
-    lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
-    if len(ins) > 1:
-        gap = max(MARKER_GAP, (hi - lo) / (len(ins) - 1))
-        start = (lo + hi) / 2 - gap * (len(ins) - 1) / 2
-        for j, k in enumerate(ins):
-            x[k] = start + j * gap
-    elif ins:
-        x[ins[0]] = min(max(x[ins[0]], lo), hi)

@@ -149,12 +149,15 @@ def builtin_answers_text(src):
         return None
 
 
-def int8_flags(stats) -> list[str]:
+def int8_flags(stats, random_weights: bool = False) -> list[str]:
     """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
-    pointing at the guarded int8 and at ``workbench tune``."""
+    pointing at the guarded int8 and at ``workbench tune``; none for a model with random weights, whose
+    answers mean nothing (what the check would mean is said instead, see ``viz.summary.random_weights_words``)."""
     from ..ort.answer_policy import holds, words
 
     out = []
+    if random_weights:
+        return out
     for v in stats:
         name = v["name"] if isinstance(v, dict) else v.name
         tp = v.get("task_parity") if isinstance(v, dict) else v.task_parity
@@ -164,10 +167,10 @@ def int8_flags(stats) -> list[str]:
     return out
 
 
-def int8_report(res, text=None) -> dict:
+def int8_report(res, text=None, random_weights: bool = False) -> dict:
     """``{"int8_flags", "int8_answers"}`` for a benchmark result; without a text (the built-in sentences
     checked int8 only) the variants' own task parity is cleared, so their table reads as without text."""
-    flags, answers = int8_flags(res.variants), {}
+    flags, answers = int8_flags(res.variants, random_weights), {}
     if text is None:
         answers = {v.name: v.task_parity for v in res.variants if "int8" in v.name and v.task_parity}
         for v in res.variants:

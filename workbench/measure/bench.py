@@ -27,6 +27,7 @@ from ..errors import BenchmarkError, ConfigError, WorkbenchError
 from . import protocol as msgs
 from . import spawn
 from . import worker as _worker
+from .load import LoadSampler
 from .results import KINDS, BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
 
 _DONE = object()
@@ -69,6 +70,7 @@ class BenchHandle:
         env.update({"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads)})
         self._proc = ctx.Process(target=_worker.worker_main, args=(child, env), daemon=True,
                                  name="workbench-bench")
+        self._load = LoadSampler(cfg.threads).start()  # stopped once the worker is joined (its CPU is ours then)
         spawn.start(self._proc, env)
         child.close()
         self._send_lock = threading.Lock()
@@ -120,6 +122,7 @@ class BenchHandle:
                 pass
             for p in self._cleanup:
                 shutil.rmtree(p, ignore_errors=True)
+            self._load.stop()  # after the join: the worker's CPU is ours then
             self._finished.set()
             self._queue.put(_DONE)
 
@@ -240,7 +243,8 @@ class BenchHandle:
         if floor and plausible_bound(floor, fastest) is None:
             floor = None
             self._distrust("fp32", "hot")
-        return BenchResult(stats, machine, floor, cfg, self.stopped, dict(self.floor))
+        return BenchResult(stats, machine, floor, cfg, self.stopped, dict(self.floor),
+                           self._load.stop().with_spread(stats))
 
     def _distrust(self, precision: str | None, kind: str) -> None:
         from .floor import distrust_rate

@@ -100,7 +100,8 @@ def measure(model: bytes | str | os.PathLike, cfg: dict, node: str | None = None
     s = res.variants[0]
     return {"key": config_key(cfg), "config": cfg, "node": node, "machine": res.machine,
             "p50_ms": s.p50_ms, "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "runs": s.runs,
-            "started": started, "ended": time.time(), "error": None}
+            "started": started, "ended": time.time(), "error": None,
+            "machine_load": res.machine_load.to_dict() if res.machine_load else None}
 
 
 def _node_id() -> str:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import BenchmarkError, ConfigError
+from .load import MachineLoad
 
 KINDS = ("onnx", "torch", "openvino")
 
@@ -197,6 +198,8 @@ class BenchResult:
     config: dict = field(default_factory=dict)
     stopped: bool = False
     floor: dict = field(default_factory=dict)
+    #: How busy the machine was while this ran (:class:`~workbench.measure.load.MachineLoad`), None if unsampled.
+    machine_load: "MachineLoad | None" = None
 
     def __getitem__(self, name: str) -> VariantStats:
         for v in self.variants:
@@ -224,10 +227,12 @@ class BenchResult:
         return a / b if a and b else None
 
     def to_dict(self, samples: bool = True) -> dict:
-        """JSON-ready: ``{"machine", "floor_ms", "matmul_bound_ms", "config", "stopped", "variants": [...]}``."""
+        """JSON-ready: ``{"machine", "floor_ms", "matmul_bound_ms", "config", "stopped", "variants": [...],
+        "machine_load"}`` (``machine_load``: :meth:`MachineLoad.to_dict`, or None)."""
         return {"machine": self.machine, "floor_ms": self.floor_ms, "matmul_bound_ms": self.matmul_bound_ms,
                 "rates": self.rates, "floor": self.floor, "config": self.config,
-                "stopped": self.stopped, "variants": [v.to_dict(samples) for v in self.variants]}
+                "stopped": self.stopped, "variants": [v.to_dict(samples) for v in self.variants],
+                "machine_load": self.machine_load.to_dict() if self.machine_load else None}
 
     def to_frame(self):
         """One row per variant (pandas DataFrame), samples left out."""

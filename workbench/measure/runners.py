@@ -193,6 +193,12 @@ class TorchRunner:
 
 
 def make_runner(v: dict, threads: int, workdir: Path):
+    gpu = (v.get("options") or {}).get("gpu")  # CUDA graphs, TensorRT, torch.compile on CUDA (.gpu_variants)
+    if gpu:
+        from .gpu_runners import GpuOrtRunner, compile_reduce_overhead
+        if gpu == "torch-compile":
+            return compile_reduce_overhead(TorchRunner(dict(v, fp16=True, options={}), threads, workdir))
+        return GpuOrtRunner(v, threads, workdir)
     if v.get("kind") == "openvino":
         from .peer_runners import OpenVinoRunner
         return OpenVinoRunner(v, threads, workdir)

@@ -19,7 +19,7 @@ from ..errors import BenchmarkError, ConfigError, WorkbenchError
 from .bench import BenchResult, Variant, benchmark
 
 COLUMNS = ["variant", "provider", "batch", "seq", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms",
-           "throughput_per_s", "runs", "floor_ms", "floor_ratio", "cosine", "max_abs_diff", "error"]
+           "throughput_per_s", "runs", "floor_ms", "floor_ratio", "cosine", "max_abs_diff", "error", "busy"]
 
 
 @dataclass
@@ -54,7 +54,8 @@ def _rows(res: BenchResult, batch: int, seq: int, threads: int) -> list[dict]:
                     "p50_ms": v.p50_ms, "p90_ms": v.p90_ms, "p99_ms": v.p99_ms, "mean_ms": v.mean_ms,
                     "std_ms": v.std_ms, "throughput_per_s": v.throughput_per_s, "runs": v.runs,
                     "floor_ms": res.floor_ms, "floor_ratio": v.floor_ratio, "cosine": par.get("cosine"),
-                    "max_abs_diff": par.get("max_abs_diff"), "error": None})
+                    "max_abs_diff": par.get("max_abs_diff"), "error": None,
+                    "busy": res.machine_load.words() if res.machine_load else ""})  # "" when quiet
     return out
 
 

@@ -26,8 +26,9 @@ from typing import Callable
 
 from ..config import BenchConfig
 from .labels import VARIANT_LABELS as LABELS
+from .load import LoadSampler
 from .tune_result import SessionSpec, Skipped, TuneResult
-from .tune_rows import PEERS, peers_line
+from .tune_rows import PEERS, peers_line, row
 
 ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "int8-static",
          "openvino-f32", "openvino", "openvino-int8", "openvino-int8-guarded")
@@ -90,13 +91,15 @@ def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, 
 
 
 def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say) -> tuple:
-    """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped."""
+    """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped; and how
+    busy the machine was over all three (sampled until their workers are joined)."""
     import dataclasses
 
     from .bench import benchmark, throughput
     from .slices import shipped as as_shipped
     from .workload import pad_id_of, serve_job
 
+    sampler = LoadSampler(cfg.threads).start()
     say("measuring: latency, interleaved", 0.45)
     runs = cfg.runs if "latency" in loads else max(3, min(cfg.runs, len(lat.batches) if lat else 3))
     res = benchmark(vs, dataclasses.replace(cfg, runs=runs), reference=ref, text=lat if lat is not None else answers,
@@ -113,7 +116,7 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
         ship = as_shipped(vs, cfg.threads, latency=lat if "latency" in loads else None, serve=serve,
                           batches={k: v.get("batch") for k, v in thr.items()}, runs=cfg.runs, passes=3, slices=3,
                           timeout=timeout or 900, progress=lambda s, f: say(s, 0.75 + 0.2 * f))
-    return res, thr, ship
+    return res, thr, ship, sampler.stop().with_spread(res.variants)
 
 
 def _recommend(rows: list, loads, res) -> dict:
@@ -168,7 +171,6 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     from ..models import ModelSource, resolve
     from .recipes import TORCH_SKIPPED
     from .recipes_extra import available, guard_text
-    from .tune_rows import row
     from .workload import workloads
 
     say = progress or _noop
@@ -192,9 +194,9 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
                                                 "no step), so it is the fused model"})
     ref = "torch" if "torch" in names else "unfused"
     answers = guard_text(src) if lat is None else None
-    res, thr, ship = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
-    rows = [row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs]
-    rows.sort(key=lambda r: ORDER.index(r.name) if r.name in ORDER else 99)
+    res, thr, ship, machine_load = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
+    rows = sorted((row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs),
+                  key=lambda r: ORDER.index(r.name) if r.name in ORDER else 99)
     recs = _recommend(rows, loads if lat is not None else ("latency",), res)
     say("done", 1.0)
     return TuneResult(
@@ -205,7 +207,8 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         split={"search": list(parts.search), "check": list(parts.check), "source": parts.source},
         reference=ref, plan={"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
                              "enabled": sorted(tuned_plan.opted_in)},
-        ablation=ablation, threads=cfg.threads, shipped=bool(shipped), **_variant_facts(vs))
+        ablation=ablation, threads=cfg.threads, shipped=bool(shipped), machine_load=machine_load.to_dict(),
+        **_variant_facts(vs))
 
 
 __all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]

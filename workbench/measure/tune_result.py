@@ -122,6 +122,8 @@ class TuneResult:
     sessions: dict[str, SessionSpec]
     threads: int
     shipped: bool
+    #: How busy the machine was while measuring (:meth:`.load.MachineLoad.to_dict`), None if unsampled.
+    machine_load: dict | None = None
     #: What :func:`.tune_save.save` wrote, when the result was saved.
     saved: dict | None = None
 

@@ -92,6 +92,10 @@ class TaskParity:
         """The figures in full, named (for a hover)."""
         return self.too_small or self.words()
 
+    def gloss(self) -> str:
+        """What the check measured, in words a newcomer reads once (the report's int8 line)."""
+        return self.too_small or self.words()
+
 
 @dataclass
 class EmbeddingParity(TaskParity):
@@ -124,6 +128,12 @@ class EmbeddingParity(TaskParity):
         return (f"sentence embeddings: nearest-sentence top-1 agreement {pct(self.top1_agreement)}, "
                 f"Spearman of pairwise similarities {self.spearman:.5f}")
 
+    def gloss(self) -> str:
+        if self.too_small or self.top1_agreement is None:
+            return self.words()
+        return (f"the nearest other sentence is the same for {pct(self.top1_agreement)} of them; their "
+                f"similarities rank alike at Spearman {self.spearman:.4f}")
+
 
 @dataclass
 class MaskedLMParity(TaskParity):
@@ -150,6 +160,12 @@ class MaskedLMParity(TaskParity):
         return (f"masked LM: top-1 agreement {pct(self.top1_agreement)}, top-5 overlap {pct(self.top5_agreement)} "
                 f"at {self.positions} masked positions")
 
+    def gloss(self) -> str:
+        if self.top1_agreement is None:
+            return self.words()
+        return (f"the top word at {self.positions} blanks is the same for {pct(self.top1_agreement)}, "
+                f"the top 5 for {pct(self.top5_agreement)}")
+
 
 @dataclass
 class ClassificationParity(TaskParity):
@@ -175,6 +191,12 @@ class ClassificationParity(TaskParity):
             return self.words()
         return (f"classification: label agreement {pct(self.label_agreement)}, largest probability change "
                 f"{self.max_prob_change:.4f}")
+
+    def gloss(self) -> str:
+        if self.label_agreement is None:
+            return self.words()
+        return (f"the same label for {pct(self.label_agreement)}; the largest change of a probability "
+                f"{self.max_prob_change:.2g}")
 
 
 #: Fields a check writes only when they apply (``distinct`` and ``too_small`` on a too-small text).

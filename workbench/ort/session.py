@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import RuntimeUnavailableError, first_line as _first_line
+from .cuda_build import cuda_build
 
 LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -26,7 +27,7 @@ PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 
 @contextlib.contextmanager
-def _native_stderr(sink: list):
+def native_stderr(sink: list):
     """Capture what native code writes to file descriptor 2 (onnxruntime's loader errors)."""
     import tempfile
 
@@ -43,18 +44,17 @@ def _native_stderr(sink: list):
             sink.append(tmp.read().decode("utf-8", "replace"))
 
 
-def _reason_from_log(log: str) -> str | None:
-    """Name the missing piece from onnxruntime's provider-loading log, if it says."""
+def reason_from_log(log: str, provider: str = "the CUDA execution provider") -> str | None:
+    """Name the missing piece from onnxruntime's provider-loading log, if it says, with the CUDA and
+    cuDNN versions the installed onnxruntime-gpu was built for (read from the package)."""
     m = re.search(r"error: (\S+\.so[\.\d]*): cannot open shared object file", log)
     if m:
-        need = re.search(r"Require ([^.]+\.\*[^.]*\.\*)", log)
-        return (f"the CUDA execution provider cannot load {m.group(1)}"
-                + (f" (this onnxruntime needs {need.group(1)})" if need else ""))
+        return f"{provider} cannot load {m.group(1)} (this onnxruntime needs {cuda_build().words()})"
     m = re.search(r"\[E:onnxruntime[^\]]*\]\s*(.+)", log)
     return m.group(1).strip()[:300] if m else None
 
 
-def _probe_model() -> bytes:
+def probe_model() -> bytes:
     from onnx import helper as h, TensorProto
 
     g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "probe",
@@ -131,7 +131,7 @@ def _no_cuda_build_reason() -> str:
         return (f"no CUDA build of ONNX Runtime for {sys.platform} {machine} (onnxruntime-gpu ships wheels for "
                 f"x86-64 Linux and Windows only): the CPU onnxruntime is installed, GPU variants are unavailable")
     return ("this onnxruntime build has no CUDAExecutionProvider: install onnxruntime-gpu (and not onnxruntime "
-            "beside it), with CUDA 12 and cuDNN 9 for an NVIDIA GPU")
+            f"beside it), with {cuda_build().words()} for an NVIDIA GPU")
 
 
 def probe_cuda_provider() -> tuple[bool, str]:
@@ -140,25 +140,25 @@ def probe_cuda_provider() -> tuple[bool, str]:
 
     log: list = []
     try:
-        with _native_stderr(log):
+        with native_stderr(log):
             so = ort.SessionOptions()
             so.log_severity_level = 3
-            sess = ort.InferenceSession(_probe_model(), so, providers=["CUDAExecutionProvider"])
+            sess = ort.InferenceSession(probe_model(), so, providers=["CUDAExecutionProvider"])
             ok = "CUDAExecutionProvider" in sess.get_providers()
     except Exception as e:
         return False, f"the CUDA execution provider failed to load: {_first_line(e)}"
     if not ok:
-        return False, _reason_from_log("".join(log)) or _cuda_missing_reason()
+        return False, reason_from_log("".join(log)) or cuda_missing_reason()
     return True, "CUDA execution provider available"
 
 
 
-def _cuda_missing_reason() -> str:
+def cuda_missing_reason() -> str:
     present, why = nvidia_gpu_present()
     if not present:
         return f"{why}; the CUDA execution provider fell back to CPU"
-    return ("the CUDA execution provider could not start (missing CUDA or cuDNN libraries, or no usable GPU); "
-            "ONNX Runtime fell back to CPU")
+    return (f"the CUDA execution provider could not start (missing {cuda_build().words()} libraries, or no usable "
+            "GPU); ONNX Runtime fell back to CPU")
 
 
 def session_options(level: str = "all", threads: int | None = None, *, spinning: bool = False,
@@ -243,7 +243,7 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
         sess._workbench_initializers = (keep, initializers)  # ORT reads these arrays for the session's life
     got = sess.get_providers()
     if provider == "cuda" and got[0] != "CUDAExecutionProvider":
-        raise RuntimeUnavailableError(f"GPU asked for, but {_cuda_missing_reason()} (session providers: {got})")
+        raise RuntimeUnavailableError(f"GPU asked for, but {cuda_missing_reason()} (session providers: {got})")
     return sess
 
 

@@ -119,17 +119,19 @@ class MeasureActions:
             r = self._bench.result(None)
             from ..measure.answers import int8_flags
 
+            busy = r.machine_load.words() if r.machine_load else ""  # "" when the machine was quiet
+            random_weights = bool(getattr(getattr(self.export_result, "source", None), "random_weights", False))
             with s.hold_trait_notifications():
                 s.series = {k: tuple(v) for k, v in series.items()}
-                s.explanation = tuple(f"warning: {f}" for f in int8_flags(r.variants)) + tuple(explain(r.rates,
-                                                                                                      r.machine))
+                s.explanation = (tuple(f"warning: {f}" for f in int8_flags(r.variants, random_weights))
+                                 + ((f"warning: {busy}",) if busy else ()) + tuple(explain(r.rates, r.machine)))
                 s.bench_result = r
             keys = [v.name for v in r.variants]
             msg = f"benchmark {'stopped' if r.stopped else 'done'}: " + ", ".join(
                 f"{v.name} {v.p50_ms:.2f} ms" for v in r.variants if v.p50_ms)
             if len(keys) > 1 and r.ratio(keys[0], keys[-1]):
                 msg += f" ({r.ratio(keys[0], keys[-1]):.2f}x)"
-            self.say(msg, "ok")
+            self.say(msg + (f"; {busy}" if busy else ""), "ok")
 
         self.runner.start("benchmark", work, lane=_MEASURE)
 

@@ -57,19 +57,19 @@ class GraphViews:
         return self._cached(self._tables, (id(sn), constants), sn, make)
 
     def layout(self, sn, *, view: str = "layer", layer: int = 0, expanded=(), expand_all: bool = False,
-               constants: bool = False):
+               constants: bool = False, width: int = 500):
         from ..graph.groups import view_groups
         from ..graph.layout import layout_graph
 
-        key = (id(sn), constants, view, layer, tuple(sorted(expanded)), expand_all)
+        key = (id(sn), constants, view, layer, tuple(sorted(expanded)), expand_all, width)
 
         def make():
             tab = self.table(sn, constants)
             if view == "layer" and layer in tab.layers:
-                return layout_graph(tab, layer=layer)
+                return layout_graph(tab, layer=layer, width=width)
             groups = view_groups(tab)  # layers, embeddings, attention mask, the head: each a box to open
             collapsed = [] if expand_all else [g for g in set(groups.values()) if g not in expanded]
-            return layout_graph(tab, collapsed=collapsed, groups=groups)
+            return layout_graph(tab, collapsed=collapsed, groups=groups, width=width)
 
         return self._cached(self._layouts, key, sn, make)
 
@@ -86,13 +86,13 @@ class GraphViews:
 
     def pair(self, snapshots, index: int, state, profiles: dict[int, Any] | None = None) -> PairView:
         """The before/after views of snapshot ``index`` (0: the export against itself)."""
-        from ..viz.graph import shared_yrange
+        from ..viz.graph import pane_height, shared_yrange
 
         a = index if 0 <= index < len(snapshots) else len(snapshots) - 1
         b = max(0, a - 1)
         before, after = snapshots[b], snapshots[a]
         opts = dict(view=state.view, layer=state.layer, expanded=tuple(state.expanded),
-                    expand_all=state.expand_all, constants=state.constants)
+                    expand_all=state.expand_all, constants=state.constants, width=state.pane_width - 20)
         lb, la = self.layout(before, **opts), self.layout(after, **opts)
         diff = getattr(after, "diff", None) if a != b else None
         removed = self.table(before, state.constants).resolve(getattr(diff, "removed", []) or [])
@@ -114,9 +114,10 @@ class GraphViews:
 
         profiles = profiles or {}
         lat = (lambda i, sn: self.latency_map(sn, profiles.get(i), state.constants) if state.overlay else None)
-        height = int(min(900, max(360, 22 * max(lb.depth, la.depth) + 80)))
+        yrange = shared_yrange(lb, la)
+        height = max(360, pane_height(lb, la, width=state.pane_width, yrange=yrange))
         return PairView(
-            index=a, step=name, height=height, yrange=shared_yrange(lb, la),
+            index=a, step=name, height=height, yrange=yrange,
             before=GraphView(lb, f"before {name}: {lb.title}{note(before)}", frozenset(items_for(lb, removed)),
                              frozenset(sel_before), lat(b, before)),
             after=GraphView(la, f"after {name}: {la.title}{note(after)}", frozenset(items_for(la, added)),

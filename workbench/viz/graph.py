@@ -11,19 +11,22 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from ..graph.layout import Layout
+from ..graph.layered import RANK_GAP
+from ..graph.layout import CHAR_PX, FIT_WIDTH, TEXT_PX, Layout
 
 #: Above this many items the figure switches to WebGL traces.
 SVG_LIMIT = 400
 #: Above this many items node labels are left out (hover still has them).
 LABEL_LIMIT = 160
-#: Figure width in pixels when the caller gives none (labels are placed for this width).
-DEFAULT_WIDTH = 540
-#: Approximate width of one label character at the label font size (9 px), in pixels.
-CHAR_PX = 5.6
+#: Figure width in pixels when the caller gives none: the app's pane (what views are laid out for).
+DEFAULT_WIDTH = FIT_WIDTH + 20
+#: The tallest figure drawn when the caller gives no height (a taller layout is scaled down to fit).
+MAX_HEIGHT = 1200
 #: Rows closer than this many pixels get no labels: they would overlap vertically.
 MIN_ROW_PX = 12
 _MARGIN = dict(l=10, r=10, t=36, b=10)
+#: Room kept around a layout's bounds, in pixels.
+_PAD = 4.0
 #: Short names for long op types, so a label fits between neighbours.
 SHORT_OPS = {
     "SkipLayerNormalization": "SkipLN", "LayerNormalization": "LayerNorm", "EmbedLayerNormalization": "EmbedLN",
@@ -109,18 +112,14 @@ def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int
 
     A label is drawn to the right of its node and ends before the next node of
     the same row and inside the figure (:func:`fit_label`: the full name, else
-    shortened); rows must be far enough apart for one line of text.
+    shortened); rows must be far enough apart for one line of text. A layer view's markers are always
+    named (in one word where the full name does not fit).
     """
     n = len(layout)
     if n == 0 or n > LABEL_LIMIT:
         return [""] * n
     px_x = (width - _MARGIN["l"] - _MARGIN["r"]) / max(1e-9, xrange[1] - xrange[0])
     px_y = (height - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yrange[1] - yrange[0]))
-    if px_y < MIN_ROW_PX:
-        return [""] * n
-    rows: dict[float, list[int]] = {}
-    for k, y in enumerate(layout.y):
-        rows.setdefault(y, []).append(k)
     out = [""] * n
     # Markers' labels are centred above (below) them, where no node label is: never blank, shortened where
     # two would overlap or one would leave the plot.
@@ -135,6 +134,11 @@ def visible_labels(layout: Layout, labels: list[str], *, width: int, height: int
         out_ks = full if _centred_fit(layout, ks, full, px_x, xrange) else short
         for k, t in zip(ks, out_ks):
             out[k] = t
+    if px_y * (RANK_GAP + TEXT_PX) < MIN_ROW_PX:  # node labels would overlap row to row
+        return out
+    rows: dict[float, list[int]] = {}
+    for k, y in enumerate(layout.y):
+        rows.setdefault(y, []).append(k)
     for ks in rows.values():
         ks.sort(key=lambda k: layout.x[k])
         for j, k in enumerate(ks):
@@ -202,7 +206,8 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         ``width``, ``height``, ``title``, ``margin`` (l, r, t, b), ``xrange``, ``yrange`` (top, bottom;
         y grows downwards), ``nodes`` (columns ``id``, ``op``, ``x``, ``y``, ``color``, ``symbol``, ``size``,
         ``label`` ("" where it would not fit), ``labelpos`` ("r" right of the node, "t" above, "b" below),
-        ``hover``), ``edges`` (flat item indices ``[u0, v0, u1, v1, ...]``), ``highlight`` and
+        ``hover``), ``edges`` (flat item indices ``[u0, v0, u1, v1, ...]``), ``routes`` (per edge, its bend points
+        between its ends, flat ``[x0, y0, x1, y1, ...]``, drawn in order), ``highlight`` and
         ``selected`` (item indices, sorted), ``boxes`` (``[x0, y0, x1, y1, group]``).
     """
     highlight, selected = set(highlight), set(selected)
@@ -227,12 +232,8 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         else:
             colours.append(op_colour(op))
     w = int(width or DEFAULT_WIDTH)
-    h = int(height or min(900, max(360, 22 * layout.depth + 80)))
-    xr = _x_range(layout, w)
-    yr = list(yrange) if yrange is not None else _range(layout.y, 1.2)
-    # A collapsed layer's square may not be taller than the gap between rows, or the squares overlap.
-    row_px = (h - _MARGIN["t"] - _MARGIN["b"]) / max(1e-9, abs(yr[1] - yr[0]))
-    group_px = max(10, min(KIND_STYLE["group"][1], int(row_px * 0.8)))
+    h, xr, yr, scale = _frame(layout, w, height, yrange)
+    group_px = max(10, min(KIND_STYLE["group"][1], int(KIND_STYLE["group"][1] * scale)))
     sizes = [group_px if k == "group" else KIND_STYLE[k][1] + (4 if op in FUSED_OPS else 0)
              for k, op in zip(layout.kinds, layout.ops)]
     symbols = ["diamond" if (op in FUSED_OPS and k == "node") else KIND_STYLE[k][0]
@@ -251,7 +252,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         nodes=dict(id=list(layout.ids), op=list(layout.ops), x=[round(float(v), 4) for v in layout.x],
                    y=[round(float(v), 4) for v in layout.y], color=colours, symbol=symbols, size=sizes,
                    label=texts, labelpos=[_LABEL_POS.get(kd, "r") for kd in layout.kinds], hover=hover),
-        edges=edges,
+        edges=edges, routes=[list(r) for r in (layout.routes or [[] for _ in layout.edges])],
         highlight=sorted({index[i] for i in highlight if i in index}),
         selected=sorted({index[i] for i in selected if i in index}),
         boxes=[[b.x0, b.y0, b.x1, b.y1, b.group] for b in layout.boxes],
@@ -275,9 +276,10 @@ def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
     ex: list = []
     ey: list = []
     e = sc["edges"]
-    for u, v in zip(e[::2], e[1::2]):
-        ex += [layout.x[u], layout.x[v], None]
-        ey += [layout.y[u], layout.y[v], None]
+    for j, (u, v) in enumerate(zip(e[::2], e[1::2])):
+        r = sc["routes"][j] if j < len(sc["routes"]) else []
+        ex += [layout.x[u], *r[0::2], layout.x[v], None]
+        ey += [layout.y[u], *r[1::2], layout.y[v], None]
     show_text = any(nd["label"])
     ringed = set(sc["highlight"]) | set(sc["selected"])  # plotly starts a label at the node: past the ring
     text = [("\u2002" + t if t and k in ringed and p == "r" else t) for k, (t, p) in enumerate(zip(nd["label"],
@@ -321,34 +323,38 @@ def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
 
 
 def shared_yrange(*layouts: Layout, max_ratio: float = 2.5) -> tuple[float, float] | None:
-    """One vertical range for side-by-side panes, when their depths are comparable.
+    """One vertical range (pixels of the layouts) for side-by-side panes, when their heights are comparable.
 
-    With one scale, a rank sits at the same height in both panes, so the eye
-    can follow the graph across. When one graph is much deeper (ratio above
-    ``max_ratio``), sharing would squash the other into a strip: None, and
-    each pane keeps its own range.
+    With one range, both panes are drawn at one scale from the top, so the eye can
+    compare them. When one graph is much taller (ratio above ``max_ratio``), sharing would
+    shrink the other: None, and each pane keeps its own range.
     """
-    depths = [lay.depth for lay in layouts if len(lay)]
-    if len(depths) < 2 or max(depths) > max_ratio * max(1, min(depths)):
+    spans = [(lay.bounds[1] - _PAD, lay.bounds[3] + _PAD) for lay in layouts if len(lay)]
+    heights = [b - a for a, b in spans]
+    if len(spans) < 2 or max(heights) > max_ratio * max(1.0, min(heights)):
         return None
-    lo = min(min(lay.y) for lay in layouts if len(lay))
-    hi = max(max(lay.y) for lay in layouts if len(lay))
-    return (lo - 1.2, hi + 1.2)
+    return (min(a for a, _ in spans), max(b for _, b in spans))
 
 
-def _x_range(layout: Layout, width: int) -> list[float]:
-    """The x range to draw: 2.5 units either side, and on the right what the rightmost labels need (at most
-    as much again as the graph's own width), so a name at the edge is not cut."""
-    xr = _range(layout.x, 2.5)
-    if not layout.x or len(layout) > LABEL_LIMIT:
-        return xr
-    wpx = width - _MARGIN["l"] - _MARGIN["r"]
-    lo, right = xr[0], xr[1]
-    for x, label, kind in zip(layout.x, layout.labels, layout.kinds):
-        need = 9 + CHAR_PX * len(label)
-        if kind not in MARKER_KINDS and need < 0.6 * wpx:  # (x1 - x) / (x1 - lo) * wpx >= need
-            right = max(right, (x * wpx - need * lo) / (wpx - need))
-    return [lo, min(right, xr[1] + (xr[1] - lo))]
+def pane_height(*layouts: Layout, width: int = DEFAULT_WIDTH, yrange: tuple[float, float] | None = None) -> int:
+    """The figure height that shows each of ``layouts`` whole at ``width`` (full size where it fits)."""
+    return max((_frame(lay, width, None, yrange)[0] for lay in layouts), default=360)
+
+
+def _frame(layout: Layout, width: int, height: int | None,
+           yrange: tuple[float, float] | None) -> tuple[int, list[float], list[float], float]:
+    """Height, x and y ranges and scale (figure pixels per layout pixel, at most 1, the same across and down)."""
+    pw = width - _MARGIN["l"] - _MARGIN["r"]
+    bx0, by0, bx1, by1 = layout.bounds if len(layout) else (0.0, 0.0, 1.0, 1.0)
+    x0, x1 = bx0 - _PAD, bx1 + _PAD
+    y0, y1 = (yrange[0], yrange[1]) if yrange is not None else (by0 - _PAD, by1 + _PAD)
+    scale = min(1.0, pw / max(1e-9, x1 - x0))
+    if height is None:
+        height = int(min(MAX_HEIGHT, (y1 - y0) * scale + _MARGIN["t"] + _MARGIN["b"]))
+    ph = height - _MARGIN["t"] - _MARGIN["b"]
+    scale = min(scale, ph / max(1e-9, y1 - y0))
+    cx = (x0 + x1) / 2
+    return int(height), [cx - pw / scale / 2, cx + pw / scale / 2], [y0, y0 + ph / scale], scale
 
 
 def _range(v: list[float], pad: float) -> list[float]:

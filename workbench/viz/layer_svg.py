@@ -1,8 +1,9 @@
 """One encoder layer before and after the fusions as static SVG pictures (for the HTML report).
 
 Draws :func:`workbench.viz.graph.graph_scene` (the same scene the app's graph pane draws) as plain
-SVG: edges as lines, nodes as circles (fused operators as diamonds) in the app's colours, and the
-labels that fit. No plotly, no script: the picture shows in any browser and in a saved file.
+SVG: edges as polylines (bent around the nodes they pass), nodes as circles (fused operators as
+diamonds) in the app's colours, and the labels that fit. No plotly, no script: the picture shows in
+any browser and in a saved file.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ def scene_svg(scene: dict) -> str:
     n = scene["nodes"]
     xs, ys = [px(x) for x in n["x"]], [py(y) for y in n["y"]]
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' viewBox='0 0 {w} {h}' "
-           f"font-family='sans-serif' font-size='10'>",
+           f"font-family='sans-serif' font-size='9'>",
            f"<text x='{w / 2:.0f}' y='14' text-anchor='middle' font-size='12'>{html.escape(scene['title'] or '')}</text>"]
-    e = scene["edges"]
+    e, routes = scene["edges"], scene.get("routes") or []
     for i in range(0, len(e), 2):
         u, v = e[i], e[i + 1]
-        out.append(f"<line x1='{xs[u]:.1f}' y1='{ys[u]:.1f}' x2='{xs[v]:.1f}' y2='{ys[v]:.1f}' stroke='#bbb'/>")
+        r = routes[i // 2] if i // 2 < len(routes) else []
+        pts = [(xs[u], ys[u])] + [(px(a), py(b)) for a, b in zip(r[0::2], r[1::2])] + [(xs[v], ys[v])]
+        path = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+        out.append(f"<polyline points='{path}' fill='none' stroke='#bbb'/>")
     for k in range(len(xs)):
         r = max(3.0, n["size"][k] / 2.0)
         colour, x, y = n["color"][k], xs[k], ys[k]
@@ -55,7 +59,7 @@ def layer_picture(snapshot, layer: int = 0, *, width: int = 420, title: str = ""
     tab = without_constants(node_table(getattr(snapshot, "skeleton", None) or snapshot.model, layer_of=layer_of))
     if layer not in tab.layers:
         return ""
-    return scene_svg(graph_scene(layout_graph(tab, layer=layer), width=width, title=title))
+    return scene_svg(graph_scene(layout_graph(tab, layer=layer, width=width - 20), width=width, title=title))
 
 
 __all__ = ["scene_svg", "layer_picture"]

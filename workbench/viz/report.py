@@ -10,6 +10,7 @@ import html
 import os
 from pathlib import Path
 
+from ..measure.load import busy_words
 from ..ort.answer_policy import TaskParity
 from ..paths import atomic_write_text
 from ..report import plural  # noqa: F401  (re-exported: its earlier home)
@@ -77,9 +78,11 @@ class _Cell(str):
     css = ""
 
 
-def _task_cell(tp: dict | None, empty: str = "") -> "_Cell":
+def _task_cell(tp: dict | None, empty: str = "", judged: bool = True) -> "_Cell":
+    """A task parity in a cell, red where answers changed and green where they held (uncoloured when not
+    ``judged``: random weights' answers mean nothing)."""
     c = _Cell(task_parity_words(tp) or empty)
-    c.css = "bad" if _answers_changed(tp) else ("ok" if tp else "")
+    c.css = "" if not judged else "bad" if _answers_changed(tp) else ("ok" if tp else "")
     return c
 
 
@@ -116,11 +119,19 @@ def _kv(d: dict) -> str:
                    for k, v in d.items()])
 
 
-def _int8_notes(bench: dict) -> list[str]:
-    """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break."""
+def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
+    """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break;
+    with random weights, what the check would mean instead of a warning."""
+    from .summary import random_weights_words
+
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
            f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
+    kinds = [TaskParity.of(tp).kind for tp in (bench.get("int8_answers") or {}).values() if tp]
+    kinds += [TaskParity.of(v["task_parity"]).kind for v in bench.get("variants") or () if "int8" in v["name"]
+              and v.get("task_parity")]
+    if random_weights and kinds:
+        out.append(f"<p class='note'>{_e(random_weights_words(kinds[0]))}</p>")
     return out + [f"<p class='note bad'>warning: {_e(line)}</p>" for line in bench.get("int8_flags") or ()]
 
 
@@ -137,6 +148,7 @@ def tune_section(t: dict) -> str:
     s = [f"<h2>Recommended here: {_e(variant_label(rec['variant']))} for {w}, "
          f"{_e(fig(w, rec.get('p50_ms' if w == 'latency' else 'sentences_per_s')))}</h2><p>{_e(rec['why'])}</p>"
          for w, rec in t["recommended"].items()] + [_table(rows)]
+    s += [f"<p class='warn'>{_e(w)}</p>" for w in [busy_words(t.get("machine_load"))] if w]
     for sk in t.get("skipped") or ():
         s.append(f"<p class='note'>{_e(variant_label(sk['name']))} not measured: {_e(sk['why'])}</p>")
     g = t.get("int8_search")
@@ -232,13 +244,16 @@ def _latency_section(data: dict) -> str:
                "max abs diff": sci(par["max_abs_diff"]) if par.get("max_abs_diff") is not None else "",
                "cosine": f"{par['cosine']:.6f}" if par.get("cosine") is not None else ""}
         if task_col:
-            row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "")
+            row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "",
+                                       judged=not (data.get("model") or {}).get("random_weights"))
         rows.append(row)
     s.append(_table(_drop_empty_columns(rows)))
     if task_col:
         ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
         s.append(_text_note(data, variants, ref))
-    s += _int8_notes(bench)
+    s += _int8_notes(bench, bool((data.get("model") or {}).get("random_weights")))
+    if busy_words(bench.get("machine_load")):
+        s.append(f"<p class='warn'>{_e(busy_words(bench['machine_load']))}</p>")
     if bench.get("floor_ms"):
         bound = (f"; the MatMuls alone with weights read from memory: {ms(bench['matmul_bound_ms'])} "
                  f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""

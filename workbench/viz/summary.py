@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from ..ort.answer_policy import TaskParity, words
+from ..ort.answer_policy import THRESHOLDS, TaskParity, words
 from .labels import variant_label
 
 #: What each fusion engine is called on screen.
@@ -61,6 +61,8 @@ def facts(s: dict) -> list[tuple[str, str]]:
             x = lat["speedup"].get(name)
             parts.append(f"{variant_label(name)} {ms(t)}" + (f" ({faster(x)})" if x else ""))
         out.append((f"Latency (p50, {_shape(lat['config'])})", "; ".join(parts)))
+    if s.get("busy"):
+        out.append(("warning", s["busy"]))
     if s.get("int8"):
         out.append(("int8 answers", int8_words(s["int8"])))
     for w, rec in (s.get("recommended") or {}).items():
@@ -98,14 +100,34 @@ def answers_verdict(tp) -> bool | None:
     return None if t is None or t.too_small else t.holds()
 
 
+def answers_gloss(tp: dict) -> str:
+    """What a task parity measured, in words a newcomer reads once: "the nearest other sentence is the same for
+    94.8% of them; their similarities rank alike at Spearman 0.9863" (:meth:`TaskParity.gloss`)."""
+    return TaskParity.of(tp).gloss()
+
+
+def random_weights_words(kind: str | None) -> str:
+    """What an answer check means on a model with random weights: nothing yet; and what it would mean."""
+    need = THRESHOLDS.get(kind or "", {})
+    parts = {"top1_agreement": "the same {x} for {v:.0%}", "spearman": "Spearman {v:g} or more",
+             "label_agreement": "the same label for {v:.0%}"}
+    x = "nearest sentence" if kind == "embedding" else "top word"
+    bar = " and ".join(parts[k].format(v=v, x=x) for k, v in need.items() if k in parts)
+    would = f" (with real weights, {bar} would mean int8 keeps the answers)" if bar else ""
+    return f"the weights are random, so the answers mean nothing and this is no verdict on int8{would}"
+
+
 def int8_words(i: dict) -> str:
-    """Whether int8's answers held on the text, or what is known without a text check."""
+    """What int8's answer check measured and found, or what is known without one; with random weights, what
+    the check would mean instead of a verdict."""
     tp = i.get("task_parity")
     if tp:
         n = tp.get("sentences") or (i.get("text") or {}).get("sentences")
-        where = f" on {n} sentences" if n else " on the text"
-        verdict = "held" if i.get("holds") else "changed"
-        return f"{verdict}{where} ({task_parity_words(tp)})"
+        where = f"checked on {n} sentences" if n else "checked on the text"
+        if i.get("random_weights"):
+            return f"{where}: {answers_gloss(tp)}; {random_weights_words(tp.get('kind'))}"
+        verdict = "int8 keeps the answers" if i.get("holds") else "int8 changes the answers"
+        return f"{where}: {answers_gloss(tp)}: {verdict}"
     cos = i.get("cosine")
     ref = variant_label(i["reference"]) if i.get("reference") else "the reference"
     known = f" (its outputs' cosine to {ref}: {cos:.5f})" if cos is not None else ""
@@ -153,4 +175,4 @@ CSS = """
 """
 
 __all__ = ["ENGINE_TITLES", "EXPORTER_TITLES", "facts", "summary_lines", "summary_box", "ms", "sci", "export_words",
-           "int8_words", "faster", "task_parity_words", "CSS"]
+           "int8_words", "answers_gloss", "random_weights_words", "faster", "task_parity_words", "CSS"]

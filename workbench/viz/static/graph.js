@@ -47,11 +47,14 @@ function draw(el, sc, view, rings) {
       `height="${(d - b).toFixed(1)}"/><text class="wb-gw-boxlabel" x="${(a + 2).toFixed(1)}" ` +
       `y="${(py(by0) - 3).toFixed(1)}">${esc(group)}</text>`);
   }
+  // Each edge from its source through its bend points (around the boxes it passes) to its target.
   let d = "";
-  const e = sc.edges;
+  const e = sc.edges, routes = sc.routes || [];
   for (let k = 0; k + 1 < e.length; k += 2) {
-    d += `M${px(n.x[e[k]]).toFixed(1)},${py(n.y[e[k]]).toFixed(1)}L${px(n.x[e[k + 1]]).toFixed(1)},` +
-      `${py(n.y[e[k + 1]]).toFixed(1)}`;
+    d += `M${px(n.x[e[k]]).toFixed(1)},${py(n.y[e[k]]).toFixed(1)}`;
+    const r = routes[k / 2] || [];
+    for (let j = 0; j + 1 < r.length; j += 2) d += `L${px(r[j]).toFixed(1)},${py(r[j + 1]).toFixed(1)}`;
+    d += `L${px(n.x[e[k + 1]]).toFixed(1)},${py(n.y[e[k + 1]]).toFixed(1)}`;
   }
   out.push(`<path class="wb-gw-edges" d="${d}"/>`);
   for (let k = 0; k < n.x.length; k++) {

@@ -1,0 +1,227 @@
+"""Everything around the GPU that runs without one: the CUDA version read from the package, the
+refusals (no driver, no CUDA provider, TensorRT missing), the fallback guard on real sessions, the
+CUDA-graph shape rules and the device-bound session on the CPU provider."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from workbench.errors import ConfigError, RuntimeUnavailableError
+from workbench.ort.cuda_build import cuda_build, from_requirements
+from workbench.ort.gpu import (CUDA, TRT, BoundSession, GraphShape, check_graph_shape, gpu_facts, gpu_status,
+                               graph_shape_problem, guard_providers, output_shapes, tensorrt_status)
+from workbench.ort.inputs import make_inputs, spec_from_onnx
+from workbench.ort.session import create_session, cuda_status, probe_cuda_provider
+
+NO_GPU = not gpu_status()[0]
+needs_no_gpu = pytest.mark.skipif(not NO_GPU, reason="a GPU is present")
+
+
+def test_the_cuda_version_is_read_from_the_installed_package():
+    build = cuda_build()
+    info = pytest.importorskip("onnxruntime.capi.build_and_package_info")
+    assert build.package == "onnxruntime-gpu" and build.version == metadata.version("onnxruntime-gpu")
+    assert build.cuda == info.cuda_version
+    # The wheel's own `cuda` extra pins the same major version.
+    runtime = [r for r in metadata.requires("onnxruntime-gpu") if r.startswith("nvidia-cuda-runtime")]
+    assert runtime and f"~={build.cuda_major}." in runtime[0]
+    assert build.words().startswith(f"CUDA {build.cuda}") and "cuDNN" in build.words()
+
+
+def test_requirements_of_an_older_wheel_give_its_versions():
+    old = ['numpy>=1.21', 'nvidia-cuda-runtime-cu12~=12.0; extra == "cuda"', 'nvidia-cudnn-cu12~=9.0; extra == "cuda"']
+    assert from_requirements(old, version="1.20.0").words() == "CUDA 12.0 and cuDNN 9"
+    assert from_requirements(['nvidia-cuda-runtime~=13.0; extra == "cuda"'], "13.0").words() == "CUDA 13.0"
+    assert "built for" in from_requirements([]).words()
+
+
+@needs_no_gpu
+def test_no_driver_is_one_line_naming_the_driver_and_the_cuda_version():
+    ok, why = gpu_status(torch_too=True)
+    assert not ok and "\n" not in why
+    assert "NVIDIA" in why and cuda_build().words() in why, why
+
+
+@needs_no_gpu
+def test_a_provider_that_cannot_load_names_the_cuda_version_from_the_package(capfd):
+    ok, why = probe_cuda_provider()
+    assert not ok
+    if "cannot load" in why:
+        assert f"this onnxruntime needs {cuda_build().words()}" in why, why
+    assert "[E:onnxruntime" not in capfd.readouterr().err
+
+
+def test_a_build_without_the_cuda_provider_says_what_to_install(monkeypatch):
+    cpu_only = ["CPUExecutionProvider"]
+    monkeypatch.setattr(ort, "get_available_providers", lambda: cpu_only)
+    cuda_status.cache_clear()
+    try:
+        ok, why = cuda_status()
+    finally:
+        cuda_status.cache_clear()
+    assert not ok and "no CUDAExecutionProvider" in why
+    if __import__("platform").machine().lower() in ("x86_64", "amd64") and __import__("sys").platform != "darwin":
+        assert cuda_build().words() in why
+
+
+def test_tensorrt_missing_is_reported_with_a_reason_never_used(capfd):
+    ok, why = tensorrt_status()
+    if ok:
+        pytest.skip("the TensorRT execution provider loads here")
+    assert why and "\n" not in why
+    assert "TensorRT" in why or cuda_build().words() in why, why
+    out = capfd.readouterr()
+    assert "EP Error" not in out.out and "[E:onnxruntime" not in out.err
+
+
+def test_a_cuda_request_that_lands_on_the_cpu_is_an_error_never_a_number(tiny_export, capfd):
+    path = str(tiny_export().path)
+    # ONNX Runtime itself, asked for CUDA first, silently runs on the CPU here: the guard refuses it.
+    sess = ort.InferenceSession(path, providers=[CUDA, "CPUExecutionProvider"])
+    if CUDA in sess.get_providers():
+        pytest.skip("the CUDA provider runs here")
+    with pytest.raises(RuntimeUnavailableError, match="CUDA asked for, but the session runs on CPUExecutionProvider"):
+        guard_providers(sess, CUDA)
+    with pytest.raises(RuntimeUnavailableError, match="TensorRT asked for") as e:
+        guard_providers(create_session(path, "cpu"), TRT)
+    assert cuda_build().words() in str(e.value)
+    guard_providers(create_session(path, "cpu"), "CPUExecutionProvider")  # what was asked for: no error
+
+
+@needs_no_gpu
+def test_a_cuda_graph_session_refuses_without_a_gpu(tiny_export):
+    with pytest.raises(RuntimeUnavailableError, match="GPU asked for"):
+        BoundSession(tiny_export().path, provider="cuda", cuda_graph=True)
+    with pytest.raises(ConfigError, match="CUDA graphs need the CUDA execution provider"):
+        BoundSession(tiny_export().path, provider="cpu", cuda_graph=True)
+
+
+def test_cuda_graph_shape_rules_are_said_in_words():
+    cap = check_graph_shape(1, 128, max_positions=512)
+    assert graph_shape_problem(cap, 1, 128) is None
+    assert graph_shape_problem(cap, 32, 128) == ("CUDA graphs replay one captured shape: batch 1 × sequence 128; "
+                                                 "batch 32 × sequence 128 needs a new session")
+    assert "batch 1 × sequence 64" in graph_shape_problem(GraphShape(1, 64), 1, 128)
+    for bad in ((0, 128), (1, -3), (1.5, 128), ("1", 128), (True, 128)):
+        with pytest.raises(ConfigError, match="fixed shape"):
+            check_graph_shape(*bad)
+    with pytest.raises(ConfigError, match="longer than the model's 512 positions"):
+        check_graph_shape(1, 600, max_positions=512)
+
+
+def test_a_bound_session_gives_the_plain_sessions_answers_and_takes_new_values_in_place(tiny_export):
+    exp = tiny_export()
+    import onnx
+    spec = spec_from_onnx(onnx.load(str(exp.path), load_external_data=False))
+    plain = create_session(exp.path, "cpu")
+    bound = BoundSession(exp.path, provider="cpu")
+    a, b = (make_inputs(spec, 2, 16, seed=s) for s in (1, 2))
+    names = {i.name for i in plain.get_inputs()}
+    for feeds in (a, b, make_inputs(spec, 3, 8, seed=3)):
+        bound.bind(feeds)
+        want = plain.run(None, {k: v for k, v in feeds.items() if k in names})[0]
+        np.testing.assert_allclose(bound.output(), want, rtol=1e-5, atol=1e-5)
+    shapes = output_shapes(plain, {k: v.shape for k, v in a.items()})
+    assert list(shapes.values())[0] == list(plain.run(None, {k: v for k, v in a.items() if k in names})[0].shape)
+    assert list(shapes.values())[0][:2] == [2, 16]
+
+
+def test_gpu_facts_say_versions_and_no_gpu_here():
+    facts = gpu_facts()
+    assert facts.onnxruntime == metadata.version("onnxruntime-gpu") and facts.cuda_onnxruntime == cuda_build().cuda
+    assert facts.torch and facts.transformers
+    if NO_GPU:
+        assert facts.gpu is None and facts.line().startswith("no GPU")
+
+
+# ---------------------------------------------------------------- the GPU variants
+
+
+def test_each_gpu_variant_says_what_it_is_and_its_tolerance():
+    from workbench.measure.gpu_variants import GPU_VARIANTS
+
+    assert set(GPU_VARIANTS) == {"fused-cudagraph", "fp16-cudagraph", "trt-fp16", "torch-compile"}
+    for v in GPU_VARIANTS.values():
+        assert v.label and v.provider in ("onnxruntime-cuda", "onnxruntime-tensorrt", "torch-cuda")
+        assert "against PyTorch fp32" in v.tolerance.words()
+        assert v.tolerance.holds({"max_abs_diff": 0.0, "cosine": 1.0})
+        assert not v.tolerance.holds({"max_abs_diff": 1.0, "cosine": 0.9})
+        assert not v.tolerance.holds(None)
+    assert GPU_VARIANTS["fp16-cudagraph"].tolerance.max_abs_diff > GPU_VARIANTS["fused-cudagraph"].tolerance.max_abs_diff
+
+
+@needs_no_gpu
+def test_gpu_variants_are_built_on_the_standard_models_and_refused_by_the_worker(tiny_export):
+    from workbench.config import BenchConfig
+    from workbench.measure.bench import benchmark
+    from workbench.measure.gpu_variants import GPU_VARIANTS, available
+    from workbench.measure.recipes import standard_variants
+
+    fused = standard_variants("bert-tiny", ["fused"], provider="cuda")[0]
+    v = GPU_VARIANTS["fused-cudagraph"].build("bert-tiny")
+    assert v.model == fused.model and v.provider == "cuda" and v.options == {"gpu": "cuda-graph"}
+    ok, skipped = available(["fused", "fused-cudagraph", "trt-fp16", "torch-compile"], "cuda")
+    assert ok == ["fused"] and [s["name"] for s in skipped] == ["fused-cudagraph", "trt-fp16", "torch-compile"]
+    assert all(cuda_build().words() in s["why"] for s in skipped)
+    with pytest.raises(ConfigError, match="fused-cudagraph run on the GPU only"):
+        available(["fused-cudagraph"], "cpu")
+    assert available(["torch-compile"], "cpu") == (["torch-compile"], [])  # the CPU's inductor variant
+    with pytest.raises(RuntimeUnavailableError, match="GPU asked for"):
+        benchmark([v], BenchConfig(provider="cuda", batch=1, seq=16, runs=2, warmup=1, threads=1))
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@needs_no_gpu
+def test_bench_refuses_gpu_variants_in_one_line_without_a_gpu():
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--variants", "fused-cudagraph,trt-fp16")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("workbench: error: fused-cudagraph:") and cuda_build().words() in line
+    p = _cli("bench", "bert-tiny", "--variants", "fp16-cudagraph")
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("run on the GPU only: use --provider cuda")
+
+
+def test_cuda_graph_variants_refuse_a_text_of_many_lengths_in_one_line():
+    from workbench.measure.gpu_variants import check_fixed_shape
+
+    with pytest.raises(ConfigError, match="fused-cudagraph, fp16-cudagraph replay one captured shape"):
+        check_fixed_shape(["fused", "fused-cudagraph", "fp16-cudagraph", "trt-fp16"], "cuda", text_given=True)
+    check_fixed_shape(["fused-cudagraph", "trt-fp16"], "cuda", text_given=False)
+    check_fixed_shape(["trt-fp16", "torch-compile"], "cuda", text_given=True)
+
+
+@needs_no_gpu
+def test_tune_on_cuda_refuses_in_one_line_naming_why():
+    p = _cli("tune", "bert-tiny", "--provider", "cuda")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith("workbench: error: workbench tune --provider cuda needs a GPU, but ")
+    assert "NVIDIA" in lines[0] and cuda_build().words() in lines[0]
+    p = _cli("tune", "bert-tiny", "--provider", "cuda", "--text", "builtin")
+    assert p.returncode == 2 and p.stderr.strip().endswith("saves nothing yet: drop --text")
+
+
+@needs_no_gpu
+def test_the_gpu_tune_refuses_before_any_work(tmp_path, monkeypatch):
+    from workbench.measure.gpu_tune import gpu_tune
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(RuntimeUnavailableError, match="needs a GPU, but"):
+        gpu_tune("bert-tiny")
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.onnx"))
+
+
+@needs_no_gpu
+def test_bench_on_cuda_without_a_gpu_is_one_error_line_and_no_figure():
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--seq", "16", "--runs", "2", "--warmup", "1")
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("workbench: error: GPU asked for, but ")

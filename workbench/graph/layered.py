@@ -1,0 +1,358 @@
+"""Layered drawing of a directed graph with boxes of given sizes, in pixels, on igraph's Sugiyama layout.
+
+igraph (``python-igraph``: wheels on every platform, no system binary) breaks cycles (Eades' feedback arc
+set) and sorts the graph for the longest-path ranks, orders each rank to reduce crossings (its barycentre
+sweeps) and puts a dummy vertex where an edge skips a rank. What igraph leaves out, done here: the x of each
+item from its box (a box is as wide as its full label, so no label is cut and no two boxes overlap), ranks
+split where they are wider than the picture, expanded clusters (an opened group) ranked as one unit and given
+a column of their own, the y of each rank from its tallest box, and each edge's route: down from its
+source, through the gaps its dummy vertices keep in the ranks it skips (one lane per source), into its
+target, so no edge crosses a box it does not end at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import igraph
+
+#: Horizontal gap between two boxes of one rank, and room kept for an edge passing between them (pixels).
+GAP = 10.0
+#: Half the width an edge passing through a rank needs.
+LANE = 3.0
+#: Vertical gap between the boxes of two consecutive ranks.
+RANK_GAP = 16.0
+#: The closest two ranks come when a tall picture must fit its height.
+MIN_RANK_GAP = 8.0
+#: Placement sweeps (down and up) that pull each item towards its neighbours.
+SWEEPS = 6
+
+
+@dataclass(frozen=True)
+class Size:
+    """An item's box around its anchor (where edges end): ``left`` and ``right`` of it, ``half`` its half height."""
+
+    left: float
+    right: float
+    half: float
+
+
+@dataclass
+class Drawing:
+    """Where each item goes (``x``, ``y`` of its anchor, ``rank``) and each edge's bend points (flat x, y, ...)."""
+
+    x: list[float]
+    y: list[float]
+    rank: list[int]
+    routes: list[list[float]]
+    bounds: tuple[float, float, float, float]  # x0, y0, x1, y1 of every box
+
+
+def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Sequence[int] = (),
+            clusters: Sequence[str | None] | None = None, width: float | None = None,
+            height: float | None = None) -> Drawing:
+    """Place ``sizes`` (one per item) for ``edges`` (source, target), ranks growing downwards.
+
+    Args:
+        top: items kept on the first rank (what feeds the view from outside).
+        clusters: a name per item (or None): a cluster is ranked as one unit (no other item shares its ranks)
+            and its items sit in one column, so a box around them holds nothing else.
+        width, height: the room the picture gets (pixels). A rank wider than ``width`` (its boxes and the
+            lanes of edges passing it) is split: its items with most slack below go to a new rank under it;
+            every box is kept within ``width``. Ranks are :data:`RANK_GAP` apart, closer (down to
+            :data:`MIN_RANK_GAP`) where that keeps the picture within ``height``.
+    """
+    n = len(sizes)
+    if n == 0:
+        return Drawing([], [], [], [[] for _ in edges], (0.0, 0.0, 0.0, 0.0))
+    base = _ranks(n, edges, set(top), clusters)
+    budget = width
+    # A split rank's new ranks carry lanes for the edges that skip them, and an expanded cluster's box pushes
+    # other items aside: while the picture is wider than ``width``, split the ranks again for less.
+    best, best_fit = None, -1.0
+    for _ in range(5):
+        ranks = _bounded(base, sizes, edges, budget, set(top)) if width else base
+        tried = _attempt(sizes, edges, ranks, clusters, width)
+        x, rank, rows, _, left, right = tried
+        wide = max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
+        # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
+        fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(rows)))
+        if fit > best_fit:
+            best, best_fit = tried, fit
+        if not width or wide <= width + 1 or budget < width / 3:
+            break
+        budget -= max(wide - width, GAP)
+    x, rank, rows, chains, left, right = best
+    half = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
+    gap = RANK_GAP
+    if height and len(rows) > 1:
+        gap = max(MIN_RANK_GAP, min(RANK_GAP, (height - 2 * sum(half)) / (len(rows) - 1)))
+    return _draw(x, rank, rows, half, chains, left, right, n, gap)
+
+
+def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
+             clusters: Sequence[str | None] | None, width: float | None):
+    """igraph's order on ``ranks``, then x of every vertex; also each vertex's rank, the ranks' vertices, each
+    edge's chain of vertices, and each vertex's room to the left and right of its anchor."""
+    n = len(sizes)
+    rank, chains, rows = _extend(n, edges, ranks)
+    m = len(rank)
+    left = [s.left for s in sizes] + [LANE] * (m - n)
+    right = [s.right for s in sizes] + [LANE] * (m - n)
+    cl: list[str | None] = [None] * m
+    if clusters is not None:
+        cl[:n] = clusters
+        for chain in chains:  # an edge between two members of a cluster runs inside its box
+            if cl[chain[0]] is not None and cl[chain[0]] == cl[chain[-1]]:
+                for d in chain[1:-1]:
+                    cl[d] = cl[chain[0]]
+        rows = [_contiguous(row, cl) for row in rows]
+    source = list(range(n)) + [0] * (m - n)  # edges from one source that skip a rank share one lane through it
+    for chain in chains:
+        for d in chain[1:-1]:
+            source[d] = chain[0]
+    up: list[list[int]] = [[] for _ in range(m)]
+    down: list[list[int]] = [[] for _ in range(m)]
+    for chain in chains:
+        for a, b in zip(chain, chain[1:]):
+            lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
+            down[lo].append(hi)
+            up[hi].append(lo)
+    x = _place_x(rows, left, right, up, down, n, width, source)
+    if clusters is not None:
+        _clear_boxes(x, rows, rank, cl, left, right, n)
+    return x, rank, rows, chains, left, right
+
+
+def _extend(n: int, edges: Sequence[tuple[int, int]],
+            ranks: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
+    """igraph's Sugiyama layout on ``ranks``: the rank of every item and dummy vertex (one per rank an edge
+    skips), each edge's chain of vertices, and each rank's vertices in igraph's order."""
+    g = igraph.Graph(n=n, edges=list(edges), directed=True)
+    lay = g.layout_sugiyama(layers=ranks, hgap=1, vgap=1, maxiter=100)
+    pos = [c[0] for c in lay.coords[:n]]
+    rank = list(ranks)
+    chains: list[list[int]] = []
+    for (u, v), pts in zip(edges, lay.edge_routing):
+        pts = sorted((tuple(p) for p in pts), key=lambda p: p[1], reverse=rank[u] > rank[v])
+        chain = [u]
+        for px, py in pts:
+            pos.append(px)
+            rank.append(int(round(py)))
+            chain.append(len(pos) - 1)
+        chains.append(chain + [v])
+    rows: list[list[int]] = [[] for _ in range(max(rank) + 1)]
+    for k in sorted(range(len(pos)), key=lambda k: pos[k]):
+        rows[rank[k]].append(k)
+    return rank, chains, rows
+
+
+def _ranks(n: int, edges: Sequence[tuple[int, int]], top: set[int],
+           clusters: Sequence[str | None] | None = None) -> list[int]:
+    """Longest-path ranks; a source not in ``top`` sits just above its first reader. A cluster is ranked as one
+    unit as tall as its own ranks (its members ranked among themselves the same way), so its box shares no
+    rank with an item that feeds it or reads from it."""
+    unit = list(range(n))
+    inner, tall = [0] * n, [1] * n
+    members: dict[str, list[int]] = {}
+    for k, c in enumerate(clusters or ()):
+        if c is not None:
+            members.setdefault(c, []).append(k)
+    for ks in members.values():
+        local = {k: i for i, k in enumerate(ks)}
+        rs = _layering(len(ks), [(local[u], local[v]) for u, v in edges if u in local and v in local], set())
+        for k in ks:
+            unit[k], inner[k] = ks[0], rs[local[k]]
+        tall[ks[0]] = max(rs) + 1
+    ids = {u: i for i, u in enumerate(sorted(set(unit)))}
+    outer = _layering(len(ids), sorted({(ids[unit[u]], ids[unit[v]]) for u, v in edges if unit[u] != unit[v]}),
+                      {ids[unit[k]] for k in top}, [tall[u] for u in sorted(ids)])
+    rank = [outer[ids[unit[k]]] + inner[k] for k in range(n)]
+    remap = {r: i for i, r in enumerate(sorted(set(rank)))}
+    return [remap[r] for r in rank]
+
+
+def _layering(n: int, edges: list[tuple[int, int]], top: set[int], tall: list[int] | None = None) -> list[int]:
+    """Longest-path layering of ``n`` units ``tall`` ranks each (igraph breaks cycles: Eades' feedback arc set,
+    the heuristic its Sugiyama layout uses), sources other than ``top`` pulled down to their first reader."""
+    tall = tall or [1] * n
+    g = igraph.Graph(n=n, edges=edges, directed=True)
+    cut = set(g.feedback_arc_set(algo="eades")) if not g.is_dag() else set()
+    dag = [e for i, e in enumerate(edges) if i not in cut]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v in dag:
+        preds[v].append(u)
+        succ[u].append(v)
+    rank = [0] * n
+    for v in igraph.Graph(n=n, edges=dag, directed=True).topological_sorting():
+        rank[v] = max((rank[u] + tall[u] for u in preds[v]), default=0)
+    for k in range(n):
+        if not preds[k] and k not in top and succ[k]:
+            rank[k] = max(rank[k], min(rank[w] for w in succ[k]) - tall[k])
+    return rank
+
+
+def _bounded(ranks: list[int], sizes: Sequence[Size], edges: Sequence[tuple[int, int]], budget: float,
+             top: set[int]) -> list[int]:
+    """``ranks`` with each rank wider than ``budget`` split: its items with the most slack below move one rank
+    down (a new rank under it), the first row keeping at least one item (and the ``top`` items)."""
+    n = len(sizes)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        succ[u].append(v)
+    rows: list[list[int]] = [[] for _ in range(max(ranks) + 1)]
+    for k in range(n):
+        rows[ranks[k]].append(k)
+    out = [0] * n
+    r_new = 0
+    for r, row in enumerate(rows):
+        passing = len({u for u, v in edges if ranks[u] < r < ranks[v]}) * (2 * LANE + GAP)  # a lane per source
+        slack = {k: min((ranks[w] for w in succ[k]), default=len(rows)) - r for k in row}
+        order = sorted(row, key=lambda k: (k not in top, slack[k], k))
+        while order:  # each new rank also holds a lane for every edge from the ranks split off above it
+            used, keep = passing + sum(len(succ[k]) for k in row if k not in order) * (2 * LANE + GAP), []
+            for k in order:
+                w = sizes[k].left + sizes[k].right + GAP
+                if keep and used + w > budget and k not in top:
+                    continue
+                keep.append(k)
+                used += w
+            for k in keep:
+                out[k] = r_new
+            r_new += 1
+            order = [k for k in order if k not in set(keep)]
+    return out
+
+
+def _draw(x: list[float], rank: list[int], rows: list[list[int]], half: list[float], chains: list[list[int]],
+          left: list[float], right: list[float], n: int, gap: float) -> Drawing:
+    """Ranks stacked ``gap`` apart; each edge's route: out of its source's box, through the gap its dummy
+    vertices keep in each rank it passes, into its target's box."""
+    ys = [0.0] * len(rows)
+    for r in range(1, len(rows)):
+        ys[r] = ys[r - 1] + half[r - 1] + gap + half[r]
+    routes = []
+    for chain in chains:
+        u, v = chain[0], chain[-1]
+        sign = 1 if rank[v] >= rank[u] else -1
+        pts = [x[u], ys[rank[u]] + sign * half[rank[u]]]
+        for d in chain[1:-1]:
+            pts += [x[d], ys[rank[d]] - sign * half[rank[d]], x[d], ys[rank[d]] + sign * half[rank[d]]]
+        pts += [x[v], ys[rank[v]] - sign * half[rank[v]]]
+        routes.append([round(p, 2) for p in pts])
+    return Drawing(x=[round(x[k], 2) for k in range(n)], y=[ys[rank[k]] for k in range(n)], rank=rank[:n],
+                   routes=routes, bounds=(min(x[k] - left[k] for k in range(n)), -half[0],
+                                          max(x[k] + right[k] for k in range(n)), ys[-1] + half[-1]))
+
+
+def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
+    """``row`` reordered so each cluster's vertices are side by side, at the mean place of its members."""
+    where: dict[str, list[int]] = {}
+    for j, k in enumerate(row):
+        if cl[k] is not None:
+            where.setdefault(cl[k], []).append(j)
+    centre = {c: sum(js) / len(js) for c, js in where.items()}
+    return [k for _, k in sorted(((centre[cl[k]] if cl[k] is not None else j, j), k) for j, k in enumerate(row))]
+
+
+def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
+                 left: list[float], right: list[float], n: int) -> None:
+    """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
+    its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
+    of it, to the nearer side where there is room (an edge passing by may cross the box between members)."""
+    placed: list[tuple[float, float, int, int, str]] = []  # x0, x1, first and last rank, cluster
+    for c in dict.fromkeys(k for k in cl if k is not None):
+        span: dict[int, list[int]] = {}
+        for k, ck in enumerate(cl):
+            if ck == c:
+                span.setdefault(rank[k], []).append(k)
+        ext = {r: (min(x[k] - left[k] for k in ks), max(x[k] + right[k] for k in ks)) for r, ks in span.items()}
+        wide = max(b - a for a, b in ext.values())
+        mids = sorted((a + b) / 2 for a, b in ext.values())
+        x0 = mids[len(mids) // 2] - wide / 2
+        for p0, p1, r0, r1, _ in sorted(placed, key=lambda p: abs((p[0] + p[1]) / 2 - x0 - wide / 2)):
+            if r0 <= max(span) and min(span) <= r1 and x0 < p1 + GAP and p0 - GAP < x0 + wide:
+                x0 = p1 + 2 * GAP if x0 + wide / 2 > (p0 + p1) / 2 else p0 - 2 * GAP - wide  # beside, not over
+        placed.append((x0, x0 + wide, min(span), max(span), c))
+        for r, ks in span.items():
+            shift = max(x0 - ext[r][0], min(0.0, x0 + wide - ext[r][1]))
+            for k in ks:
+                x[k] += shift
+    for r, row in enumerate(rows):
+        walls = sorted((a, b, c) for a, b, r0, r1, c in placed if r0 <= r <= r1)
+        edge = float("-inf")
+        for k in sorted(row, key=lambda k: x[k]):
+            xk = max(x[k], edge + GAP + left[k])
+            for a, b, c in walls:
+                if c != cl[k] and k < n and xk - left[k] < b + GAP and xk + right[k] > a - GAP:
+                    before = a - GAP - right[k]
+                    xk = before if xk < (a + b) / 2 and before - left[k] >= edge + GAP else b + GAP + left[k]
+            x[k] = xk
+            edge = xk + right[k]
+
+
+def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],
+             down: list[list[int]], n: int, width: float | None, source: list[int]) -> list[float]:
+    """x of every item and dummy: each rank in its order, boxes apart, pulled towards their neighbours (and
+    every box between 0 and ``width``, where its rank fits)."""
+    x = [0.0] * len(left)
+    for row in rows:
+        at = 0.0
+        for j, k in enumerate(row):
+            at += (right[row[j - 1]] + GAP + left[k]) if j else 0.0
+            x[k] = at
+    for s in range(SWEEPS):
+        down_sweep = s % 2 == 0
+        for row in (rows[1:] if down_sweep else rows[-2::-1]):
+            want, weight = [], []
+            for k in row:
+                nb = (up[k] if down_sweep else down[k]) or (down[k] if down_sweep else up[k])
+                want.append(sum(x[u] for u in nb) / len(nb) if nb else x[k])
+                weight.append((1.0 if k < n else 2.0) * (1.0 if nb else 0.1))
+            gaps = [0.0 if a >= n and b >= n and source[a] == source[b] else right[a] + GAP + left[b]
+                    for a, b in zip(row, row[1:])]
+            bounds = (left[row[0]], width - right[row[-1]]) if width else None
+            for k, v in zip(row, _ordered_fit(want, weight, gaps, bounds)):
+                x[k] = v
+            j = 0
+            while j < len(row):  # a run of one source's lanes: one line
+                e = j
+                while e + 1 < len(row) and gaps[e] == 0.0:
+                    e += 1
+                mean = sum(x[k] for k in row[j:e + 1]) / (e + 1 - j)
+                for k in row[j:e + 1]:
+                    x[k] = mean
+                j = e + 1
+    return x
+
+
+def _ordered_fit(want: list[float], weight: list[float], gaps: list[float],
+                 bounds: tuple[float, float] | None = None) -> list[float]:
+    """Positions closest to ``want`` (weighted least squares) in order, consecutive ones at least ``gaps`` apart,
+    the first at least ``bounds[0]``, the last at most ``bounds[1]`` (where the gaps leave room for both).
+
+    With ``o`` the running sum of the gaps, ``q = p - o`` must not decrease: an isotonic regression, solved by
+    pooling adjacent violators; bounds on the first and last clamp every ``q``.
+    """
+    offset = [0.0]
+    for gp in gaps:
+        offset.append(offset[-1] + gp)
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for w, wt, o in zip(want, weight, offset):
+        blocks.append([w - o, wt, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks[-1]
+            blocks[-1] = [(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2]
+    out = []
+    for mean, _, count in blocks:
+        out += [mean] * count
+    if bounds is not None:
+        lo, hi = bounds[0], max(bounds[0], bounds[1] - offset[-1])
+        out = [min(hi, max(lo, q)) for q in out]
+    return [q + o for q, o in zip(out, offset)]
+
+
+__all__ = ["Drawing", "GAP", "MIN_RANK_GAP", "RANK_GAP", "Size", "layered"]
