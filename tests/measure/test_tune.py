@@ -251,7 +251,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
 def test_missing_openvino_says_how_to_add_it(monkeypatch):
     from workbench.measure import peers
-    from workbench.measure.recipes_extra import available
+    from workbench.measure.variants import available
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)
@@ -262,7 +262,7 @@ def test_missing_openvino_says_how_to_add_it(monkeypatch):
 
 
 def test_torch_compile_without_a_compiler_is_skipped_with_the_reason(monkeypatch, tmp_path):
-    from workbench.measure.recipes_extra import available
+    from workbench.measure.variants import available
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no g++, c++ or clang++ there
     monkeypatch.delenv("CXX", raising=False)

@@ -20,9 +20,10 @@ def register(sub) -> None:
     common.add_model_arg(p)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
     common.add_measure_args(p)
+    from ..measure.variants import names
+
     p.add_argument("--variants", default=None,
-                   help="comma-separated subset of torch,unfused,fused,int8,fp16 and torch-compile, tuned, "
-                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded "
+                   help=f"comma-separated subset of {','.join(names())} "
                         "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
     p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
@@ -39,8 +40,7 @@ def register(sub) -> None:
 def _names(args) -> tuple[list[str], list[dict]]:
     """The variants to time and those skipped; every one asked for skipped: the reasons, in one line."""
     from ..errors import RuntimeUnavailableError
-    from ..measure.recipes import default_variants
-    from ..measure.recipes_extra import available
+    from ..measure.variants import available, default_variants
 
     if not args.variants:
         return default_variants(args.model, args.provider)
@@ -63,7 +63,9 @@ def _texts(args, cfg, names):
         cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
                                   seq=max(text.lengths))
         return text, None, cfg
-    if any("int8" in n for n in names) and args.provider == "cpu":
+    from ..measure.variants import is_quantized
+
+    if any(is_quantized(n) for n in names) and args.provider == "cpu":
         from ..measure.answers import builtin_answers_text
         return None, builtin_answers_text(resolve(args.model)), cfg
     return None, None, cfg
@@ -93,7 +95,7 @@ def _measure(args, cfg, variants, text, answers):
 
 def run(args) -> int:
     from ..measure.answers import int8_flags
-    from ..measure.recipes_extra import variants as all_variants
+    from ..measure.variants import build_variants
     from . import print_json
 
     plan = common.fusion_plan(args)
@@ -102,7 +104,7 @@ def run(args) -> int:
     common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
-        variants = all_variants(args.model, names, provider=args.provider, attention=args.attention,
+        variants = build_variants(args.model, names, provider=args.provider, attention=args.attention,
                                 progress=bar, plan=plan, exporter=args.exporter,
                                 extra={"text": text, "threads": cfg.threads})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only

@@ -1,5 +1,6 @@
 """The benchmark worker's runners: one ONNX Runtime session or one PyTorch model, each with
-``prepare(feeds)``, ``run()``, ``output()`` and ``close()`` (OpenVINO's is in :mod:`.peer_runners`).
+``prepare(feeds)``, ``run()``, ``output()`` and ``close()`` (OpenVINO's is in :mod:`.peer_runners`, the other
+engines' beside their recipes in :mod:`.variants`).
 
 Imported inside the worker process only, after its environment is set.
 """
@@ -193,10 +194,10 @@ class TorchRunner:
 
 
 def make_runner(v: dict, threads: int, workdir: Path):
-    if v.get("kind") == "openvino":
-        from .peer_runners import OpenVinoRunner
-        return OpenVinoRunner(v, threads, workdir)
-    return TorchRunner(v, threads, workdir) if v.get("kind") == "torch" else OrtRunner(v, threads, workdir)
+    """The runner of the variant's kind (its recipe's, :func:`workbench.measure.variants.runner_for`)."""
+    from .variants import runner_for
+
+    return runner_for(v.get("kind") or "onnx")(v, threads, workdir)
 
 
 __all__ = ["OrtRunner", "TorchRunner", "make_runner", "run_error", "is_oom"]
