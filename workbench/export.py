@@ -207,7 +207,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     key = cache_key(src, cfg)
     group = modelstore.group_of(src.identity)  # every export of this model shares its weights (modelstore)
     if use_cache:
-        hit = cached(key, group, src, cfg, check_parity)
+        hit = _cached(key, group, src, cfg, check_parity)
         if hit is not None:
             progress("cached", 1.0)
             return hit
@@ -235,7 +235,7 @@ def _onnx_file(src: ModelSource, cfg: ExportConfig) -> ExportResult:
                         opset=opset, meta={"source": "onnx file"})
 
 
-def cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_parity: bool) -> ExportResult | None:
+def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_parity: bool) -> ExportResult | None:
     """The stored export (leased: ``workbench cache`` leaves it alone; None when absent or damaged: it is
     rebuilt); a stored export whose parity failed (written before exports were refused for it) is refused as
     a fresh one would be."""

@@ -34,7 +34,7 @@ class GraphViews:
         self._tables: OrderedDict[tuple, tuple] = OrderedDict()
         self._layouts: OrderedDict[tuple, tuple] = OrderedDict()
 
-    def cached(self, cache: OrderedDict, key: tuple, owner, make):
+    def _cached(self, cache: OrderedDict, key: tuple, owner, make):
         """LRU lookup keyed by ``owner``'s identity; ``owner`` is kept so its id is not reused."""
         hit = cache.get(key)
         if hit is not None and hit[0] is owner:
@@ -54,7 +54,7 @@ class GraphViews:
             tab = node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of)
             return tab if constants else without_constants(tab)
 
-        return self.cached(self._tables, (id(sn), constants), sn, make)
+        return self._cached(self._tables, (id(sn), constants), sn, make)
 
     def layout(self, sn, *, view: str = "layer", layer: int = 0, expanded=(), expand_all: bool = False,
                constants: bool = False):
@@ -71,7 +71,7 @@ class GraphViews:
             collapsed = [] if expand_all else [g for g in set(groups.values()) if g not in expanded]
             return layout_graph(tab, collapsed=collapsed, groups=groups)
 
-        return self.cached(self._layouts, key, sn, make)
+        return self._cached(self._layouts, key, sn, make)
 
     def latency_map(self, sn, profile, constants: bool = False) -> dict[str, float] | None:
         """Node id → profiled ms, for the latency overlay."""
