@@ -28,11 +28,11 @@ def _source(model):
 
 def _refuse(src, recipes, provider: str) -> None:
     """One line for a recipe that cannot run on ``provider`` or cannot be built from ``src``."""
-    wrong = [r.name for r in recipes if provider not in r.devices]
+    wrong = [r for r in recipes if provider not in r.devices]
     if wrong:
-        raise RuntimeUnavailableError(f"{', '.join(wrong)} {'runs' if len(wrong) == 1 else 'run'} on the CPU only "
-                                      f"(int8 dynamic quantization runs on the CPU execution provider only); drop "
-                                      f"{'it' if len(wrong) == 1 else 'them'} or use --provider cpu")
+        one, where = len(wrong) == 1, wrong[0].devices[0]
+        raise RuntimeUnavailableError(f"{', '.join(r.name for r in wrong)} {'runs' if one else 'run'} on the "
+                                      f"{where.upper()} only; drop {'it' if one else 'them'} or use --provider {where}")
     for r in recipes:
         if "pytorch" in r.needs and src.kind == "onnx":
             raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop {r.name} from --variants")
