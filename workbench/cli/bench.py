@@ -20,11 +20,7 @@ def register(sub) -> None:
     common.add_model_arg(p)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
     common.add_measure_args(p)
-    from ..measure.variants import names
-
-    p.add_argument("--variants", default=None,
-                   help=f"comma-separated subset of {','.join(names())} "
-                        "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
+    p.add_argument("--variants", default=None, help=_VariantsHelp("the variants to time"))
     p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
     p.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
@@ -35,6 +31,17 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--samples", action="store_true", help="with --json: include every run's time")
     p.set_defaults(func=run)
+
+
+class _VariantsHelp(str):
+    """``--variants``' help, its names read from the registry when help is printed (argparse fills a help
+    string in with ``%``), so a cold start (``workbench --version``) does not import the registry."""
+
+    def __mod__(self, params) -> str:
+        from ..measure.variants import names
+
+        return (f"comma-separated subset of {','.join(names())} "
+                "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
 
 
 def _names(args) -> tuple[list[str], list[dict]]:
