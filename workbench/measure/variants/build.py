@@ -30,9 +30,9 @@ def _refuse(src, recipes, provider: str) -> None:
     """One line for a recipe that cannot run on ``provider`` or cannot be built from ``src``."""
     wrong = [r for r in recipes if provider not in r.devices]
     if wrong:
-        one, where = len(wrong) == 1, wrong[0].devices[0]
-        raise RuntimeUnavailableError(f"{', '.join(r.name for r in wrong)} {'runs' if one else 'run'} on the "
-                                      f"{where.upper()} only; drop {'it' if one else 'them'} or use --provider {where}")
+        names, where = ", ".join(r.name for r in wrong), wrong[0].devices[0]
+        why = "; ".join(dict.fromkeys(r.device_note or f"{r.name} runs on the {where.upper()} only" for r in wrong))
+        raise RuntimeUnavailableError(f"{why}; drop {names} or use --provider {where}")
     for r in recipes:
         if "pytorch" in r.needs and src.kind == "onnx":
             raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop {r.name} from --variants")

@@ -97,6 +97,7 @@ def _build(ctx: Build, name: str):
     from ..results import Variant
 
     ctx.progress("CTranslate2 conversion", 0.8)
+
     def build(out: Path) -> None:  # the converter replaces its output folder: convert beside, then move in
         convert(ctx.src, out.parent / "ct2")
         for f in (out.parent / "ct2").iterdir():
@@ -112,8 +113,8 @@ def _build(ctx: Build, name: str):
 
 
 class Ct2Runner:
-    """A CTranslate2 encoder in the benchmark worker: ``prepare`` cuts each padded row to its real tokens
-    (outside the timed span, as a tokenizer hands over lists), ``run`` forwards the ragged batch."""
+    """A CTranslate2 encoder in the benchmark worker: ``prepare`` cuts each padded row to its real tokens (the
+    lists a tokenizer hands over), ``run`` forwards that ragged batch, ``output`` lays it out as the feeds were."""
 
     def __init__(self, v: dict, threads: int, workdir: Path):
         import ctranslate2

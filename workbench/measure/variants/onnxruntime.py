@@ -118,6 +118,7 @@ RECIPES = (
            from_fused=lambda p: Path(p), wins=_FP32_WINS, **ORT),
     Recipe("tuned", "ONNX Runtime, this machine's plan", build=_tuned, needs=("plan",), wins=_FP32_WINS, **ORT),
     Recipe("int8", "int8 (dynamic)", build=_int8, needs=("fused",), devices=("cpu",), precision="int8",
+           device_note="int8 dynamic quantization runs on the CPU execution provider only",
            standard=True, default_on=("cpu",), from_fused=_int8_of,
            card="Precision: int8 weights (per channel), activations quantized per run; no MatMul kept in fp32.",
            **ORT),

@@ -41,7 +41,7 @@ class Recipe:
         name: the stable key (JSON, ``--variants``); label: what a user reads.
         engine: a key of :data:`ENGINES`. kind: the worker's runner for it (``Variant.kind``);
         runner: ``"module:Class"`` of that runner, given by the first recipe of a new kind.
-        devices: where it runs ("cpu", "cuda"). precision: "fp32", "int8", "fp16", or "default" (the engine's
+        devices: where it runs ("cpu", "cuda"); device_note: why not elsewhere, in words. precision: "fp32", "int8", "fp16", or "default" (the engine's
             own choice on this CPU).
         peer: an engine a user would pick instead of ONNX Runtime (the tune compares with these).
         needs: keys of :data:`NEEDS`. check: ``() -> (ok, why)``: its package or compiler is here.
@@ -60,6 +60,7 @@ class Recipe:
     kind: str = "onnx"
     runner: str | None = None
     devices: tuple[str, ...] = ("cpu", "cuda")
+    device_note: str = ""
     precision: str = "fp32"
     peer: bool = False
     needs: tuple[str, ...] = ()
