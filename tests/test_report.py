@@ -193,7 +193,7 @@ def test_the_reports_fused_variant_is_the_graph_its_fusion_table_shows():
     import onnx
 
     from workbench.config import ExportConfig, FusionPlan
-    from workbench.measure.recipes import standard_variants
+    from workbench.measure.variants import standard_variants
 
     plan = FusionPlan(disabled=frozenset({"attention"}))
     fused = standard_variants("bert-tiny", ["fused"], exporter="dynamo", opset=18, plan=plan)[0]

@@ -30,7 +30,7 @@ from ..config import BenchConfig
 from ..errors import BenchmarkError, ConfigError, WorkbenchError
 from . import worker as _worker
 from .load import LoadSampler
-from .results import KINDS, BenchResult, RunSample, Variant, VariantStats, _fastest_fp32
+from .results import BenchResult, RunSample, Variant, VariantStats, _fastest_fp32
 
 _ENV_LOCK = threading.Lock()
 
@@ -303,7 +303,7 @@ class BenchHandle:
     def _distrust(self, precision: str | None, kind: str) -> None:
         from .floor import distrust_rate
 
-        dtype = "fp16" if precision == "fp16" else "int8" if precision and "int8" in precision else "fp32"
+        dtype = "fp16" if precision == "fp16" else "int8" if precision and precision.startswith("int8") else "fp32"
         try:
             distrust_rate(self.cfg.threads, self.cfg.provider, dtype, kind)
         except Exception:  # the figure is already shown as unknown; re-measuring is a courtesy
@@ -453,4 +453,4 @@ def benchmark(variants: list[Variant], cfg: BenchConfig | None = None, *, timeou
 
 
 __all__ = ["Variant", "RunSample", "VariantStats", "BenchResult", "BenchHandle", "stream_benchmark", "benchmark",
-           "throughput", "KINDS"]
+           "throughput"]

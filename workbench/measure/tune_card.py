@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .guarded import answers_line
 from .labels import MODES, variant_label
+from .variants import recipe
 
 CARD_TEXT = "The cat sat on the mat."
 
@@ -29,7 +30,8 @@ def run_lines(out_dir: str, session: dict, engine: str, threads: int) -> list[st
 
 
 def _precision(result: dict, variant: str) -> list[str]:
-    if variant == "int8-guarded" and result.get("int8_search"):
+    r = recipe(variant)
+    if r is not None and r.report_key == "int8_search" and result.get("int8_search"):
         s = result["int8_search"]
         kept = s.get("kept_fp32") or []
         lines = [f"Precision: int8 weights, activations quantized per run (ONNX Runtime dynamic quantization), "
@@ -42,18 +44,7 @@ def _precision(result: dict, variant: str) -> list[str]:
             lines.append(f"| {c['label']} | {c['kept_fp32_share']:.0%} | {answers_line(c['task_parity'])} | {p50} | "
                          f"{'yes' if c['holds'] else 'no'} |")
         return lines
-    return [{"int8": "Precision: int8 weights (per channel), activations quantized per run; no MatMul kept in fp32.",
-             "int8-static": "Precision: static int8 in QDQ form (activation scales calibrated on the search part, "
-                            "weights per channel); the fused Attention's Q/K/V weights stay fp32.",
-             "openvino": "Precision: OpenVINO's default inference precision on this CPU (bf16 where the CPU has "
-                         "AVX512-BF16 or AMX, f32 otherwise).",
-             "openvino-int8": "Precision: NNCF static int8 (model type transformer, calibrated on the search part: "
-                              "sentence-transformers' export_static_quantized_openvino_model recipe); the rest at "
-                              "OpenVINO's default precision.",
-             "openvino-int8-guarded": "Precision: NNCF static int8 with the layer roles whose quantization broke the "
-                                      "search part's answers kept out of int8 (an ignored scope); the rest at "
-                                      "OpenVINO's default precision.",
-             }.get(variant, "Precision: fp32 throughout.")]
+    return [r.card if r is not None else "Precision: fp32 throughout."]
 
 
 def _table(result: dict) -> list[str]:

@@ -124,13 +124,14 @@ def _kv(d: dict) -> str:
 def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
     """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break;
     with random weights, what the check would mean instead of a warning."""
+    from ..measure.variants import is_quantized
     from .summary import random_weights_words
 
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
            f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
     kinds = [tp.get("kind") for tp in (bench.get("int8_answers") or {}).values()]
-    kinds += [v["task_parity"].get("kind") for v in bench.get("variants") or () if "int8" in v["name"]
+    kinds += [v["task_parity"].get("kind") for v in bench.get("variants") or () if is_quantized(v["name"])
               and v.get("task_parity")]
     if random_weights and kinds:
         out.append(f"<p class='note'>{_e(random_weights_words(kinds[0]))}</p>")
