@@ -11,6 +11,13 @@ from typing import Any, Callable
 
 import onnx
 
+from ..errors import FusionError
+
+
+class StepFailed(FusionError):
+    """Raised by a step that could not finish (a participant's rule past its time limit): the runner keeps
+    the graph as it was, marks the step failed with this sentence and goes on with the next step."""
+
 
 @dataclass
 class EngineContext:
@@ -38,6 +45,8 @@ class StepOutcome:
     notes: list[str] = field(default_factory=list)
     #: Why the step was not run at all (its anchor ops are absent), or "".
     skipped: str = ""
+    #: Why the step failed (:class:`StepFailed`: the graph is left as it was), or "".
+    failed: str = ""
 
 
 @dataclass(frozen=True)

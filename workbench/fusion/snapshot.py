@@ -64,6 +64,8 @@ class Snapshot:
     persisted: bool = field(default=False, repr=False)
     #: Why the step was not run at all (none of its anchor ops is in the graph: the engine's skip test), or "".
     skipped: str = ""
+    #: Why the step failed (a rule past its time limit, or one that raised): the graph is its input's, or "".
+    failed: str = ""
     #: Called with the snapshot after :meth:`check_parity` fills ``parity`` (the timeline writes it to disk).
     on_checked: Callable[["Snapshot"], None] | None = field(default=None, repr=False, compare=False)
 
@@ -102,7 +104,7 @@ class Snapshot:
              "removed": len(self.diff.removed), "added": len(self.diff.added),
              "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
                         if self.parity else None),
-             "task_parity": self.task_parity, "skipped": self.skipped,
+             "task_parity": self.task_parity, "skipped": self.skipped, "failed": self.failed,
              "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
         if provenance:
             ops = {n.name: n.op_type for n in self.skeleton.graph.node}

@@ -70,6 +70,11 @@ def is_stub(t: onnx.TensorProto) -> bool:
 _ACTIVE = threading.local()
 
 
+def active_store() -> "WeightStore | None":
+    """The store this thread reads a stub's values from (set by :func:`reading_from`), or None."""
+    return getattr(_ACTIVE, "store", None)
+
+
 @contextlib.contextmanager
 def reading_from(store: "WeightStore"):
     """Within this block (in this thread) a stub's values come from ``store`` only.

@@ -233,6 +233,16 @@ class Workbench:
         """Take a rule added with :meth:`add_rule` out again."""
         self.controller.remove_rule(name)
 
+    @property
+    def rule_time_limit_s(self) -> float:
+        """Seconds a rule's ``match`` and ``rewrite`` (one pass over the graph) may take; after that its step
+        is marked failed with the reason, and the app and the other steps go on. Set it to change it."""
+        return self.controller.rule_time_limit_s
+
+    @rule_time_limit_s.setter
+    def rule_time_limit_s(self, seconds: float) -> None:
+        self.controller.rule_time_limit_s = seconds
+
     def set_view(self, view: str, layer: int | None = None) -> None:
         """"layer" (one encoder layer) or "model" (whole model, layers collapsed)."""
         self.controller.set_view(view, layer)

@@ -15,12 +15,21 @@ class RuleActions:
         where it did not match. A rule of the same name is replaced, so editing the cell and adding it
         again shows the new version.
 
+        Its ``match`` and ``rewrite`` run under :attr:`rule_time_limit_s`: a pass that takes longer fails
+        the step (its row says why) and the other steps go on.
+
         Raises:
-            FusionError: the rule does not say its name, its anchors or where it runs.
+            FusionError: not a rule instance (an object of another kind, or the rule class itself), the name
+                of a built-in step, or no name, anchors or place in a chain.
         """
+        from ..errors import FusionError
         from ..fusion import register_rule
 
-        register_rule(rule)
+        try:
+            register_rule(rule)
+        except FusionError as e:
+            self.say(f"add_rule: {e}", "error")
+            raise
         s = self.state
         s.rules = tuple(n for n in s.rules if n != rule.name) + (rule.name,)
         if rule.name in s.disabled:
@@ -37,10 +46,19 @@ class RuleActions:
             self.load()
 
     def remove_rule(self, name: str) -> None:
-        """Take a rule added with :meth:`add_rule` out of the chains again and run the timeline without it."""
+        """Take a rule added with :meth:`add_rule` out of the chains again and run the timeline without it.
+
+        Raises:
+            FusionError: no rule of that name was added (a built-in step is switched off instead).
+        """
+        from ..errors import FusionError
         from ..fusion import unregister_rule
 
-        unregister_rule(name)
+        try:
+            unregister_rule(name)
+        except FusionError as e:
+            self.say(f"remove_rule: {e}", "error")
+            raise
         s = self.state
         s.rules = tuple(n for n in s.rules if n != name)
         s.disabled = [d for d in s.disabled if d != name]
@@ -48,3 +66,18 @@ class RuleActions:
             self._chosen = None
         if self.export_result is not None:
             self.load()
+
+    @property
+    def rule_time_limit_s(self) -> float:
+        """Seconds one pass of a rule (its ``match`` and ``rewrite`` over the graph) may take before its step fails."""
+        from ..fusion.scheduler import rule_time_limit
+
+        return rule_time_limit()
+
+    @rule_time_limit_s.setter
+    def rule_time_limit_s(self, seconds: float) -> None:
+        from ..fusion.scheduler import set_rule_time_limit
+
+        set_rule_time_limit(seconds)
+        if self.export_result is not None and any(getattr(sn, "failed", "") for sn in self.state.snapshots):
+            self.load()  # the failed steps run again under the new limit
