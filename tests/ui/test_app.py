@@ -63,10 +63,11 @@ def test_loads_and_draws_the_default_step(app):
     assert "after fusion" in app.status.value
 
 
-def test_toggle_calls_the_timeline_and_redraws(app, monkeypatch):
+def test_toggle_calls_the_scheduler_and_redraws(app, monkeypatch):
     calls = []
-    real = app.timeline.toggle
-    monkeypatch.setattr(app.timeline, "toggle", lambda name, on: calls.append((name, on)) or real(name, on))
+    sch = app.controller.scheduler
+    real = sch.toggle
+    monkeypatch.setattr(sch, "toggle", lambda name, on: calls.append((name, on)) or real(name, on))
     nodes_on = app.snapshots[-1].nodes
     counts_on = app.w_counts.value
     app.toggles["attention"].value = False  # what a click does
@@ -317,7 +318,7 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
         w.wait(300)
         w._stop_threads(timeout=30)  # what the kernel's exit does: no thread left inside ONNX Runtime
         assert not w.controller.runner.running("parity")
-        assert not w.timeline.warming
+        assert not w.controller.scheduler.warming
     finally:
         w.close()
 
@@ -344,7 +345,7 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
 
 
 def test_warm_up_line_says_when_clicks_are_lookups(app):
-    assert app.timeline.wait_warm(300)
+    assert app.controller.scheduler.wait_warm(300)
     assert "precomputed" in app.warm_text() and "a click is a lookup" in app.warm_text()
 
 

@@ -69,6 +69,12 @@ def get_step(name: str) -> Step:
         raise FusionError(f"unknown fusion step {name!r}; steps are: {', '.join(BY_NAME)}") from None
 
 
+def runs_under(plan, name: str) -> bool:
+    """Whether step ``name`` runs under ``plan`` (a ``FusionPlan``, which alone says what is off and opted in):
+    off when disabled; a step off by default only when opted in."""
+    return plan.enabled(name, BY_NAME[name].default_on)
+
+
 def session_optimizers_off(disabled) -> tuple[str, ...]:
     """ONNX Runtime session transformers to switch off so that ``disabled`` steps stay off in a session.
 

@@ -103,5 +103,5 @@ def flush(timeout: float | None = None) -> bool:
     return done.wait(timeout)
 
 
-# Snapshots made and not yet written reach the disk at exit (warming.py stops warm-ups and flushes first).
+# Snapshots made and not yet written reach the disk at exit (scheduler.py stops warm-ups and flushes first).
 atexit.register(flush, 30.0)

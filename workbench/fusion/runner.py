@@ -21,6 +21,7 @@ from .catalog import BY_NAME
 from .engine_types import EngineContext, EngineStep, StepFailed, StepOutcome
 from .adapters import adapter
 from .engines import engine_steps
+from .scheduler import engine_turn
 from .snapshot import Snapshot, fused_op_types
 from .store import reading_from
 from .tiers import SnapshotTiers
@@ -128,7 +129,8 @@ class StepRunner:
                             source_path=self.source_path if prev is self.input else None)
         t = time.perf_counter()
         try:
-            with reading_from(self.store):  # this timeline's weights, never another model's of equal names
+            # one engine step at a time in the process; this timeline's weights, never another model's
+            with engine_turn(), reading_from(self.store):
                 out = (es.rest if why else es.run)(ctx, state)
         except StepFailed as e:  # the graph as it was (the working model may be half edited), the step failed
             out = StepOutcome(eng.working(self.store, prev.skeleton), messages=[str(e)], failed=str(e))

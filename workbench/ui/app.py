@@ -216,6 +216,11 @@ class Workbench:
         self.controller.wait(timeout)
         return self
 
+    def stop_warming(self) -> None:
+        """Stop precomputing toggles in the background until the next load (before timing anything: the
+        warm-up would share the cores with the measurement)."""
+        self.controller.stop_warming()
+
     def toggle(self, name: str, on: bool) -> None:
         """Switch catalog step ``name`` on or off and re-run the timeline."""
         self.controller.toggle(name, on)

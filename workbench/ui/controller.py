@@ -46,6 +46,8 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         self.views = GraphViews()
         self.export_result = None
         self.timeline = None
+        #: Runs the timeline's work (a toggle first, the warm-up and auto's comparison behind it).
+        self.scheduler = None
         self.text = None  # TextBatches once the user gave sentences
         self.profiles: dict[int, Any] = {}
         self._profiled: dict[int, Any] = {}
@@ -130,6 +132,7 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
     def _load(self, job: Job) -> None:
         from ..export import export
         from ..fusion import Timeline
+        from ..fusion.scheduler import FusionScheduler
         from ..fusion.timeline import likely_engine
         from ..models import resolve
 
@@ -148,14 +151,15 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         t1 = time.perf_counter()
         kw = {k: v for k, v in (("num_layers", src.num_layers), ("num_heads", src.num_heads),
                                 ("hidden_size", src.hidden_size)) if v}
-        if self.timeline is not None:
-            self.timeline.stop_warming(wait=False)
+        if self.scheduler is not None:
+            self.scheduler.stop_warming(wait=False)
         # Under auto, the engine that fuses this exporter's graphs best is shown first; the other runs
         # afterwards in the background (_compare_engines), and auto switches if it fuses more.
         likely = likely_engine(s.exporter, src.model_type) if s.engine == "auto" else None
         plan = s.fusion_plan()
         tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
-        snaps = tl.run()
+        sch = FusionScheduler(tl)
+        snaps = sch.run()
         if likely:
             s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports of "
                              f"{src.model_type or 'this model'} best); "
@@ -168,17 +172,17 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         if s.engine == "auto" and tl.engine_used and not likely:
             # Keep the engine auto chose: a later toggle must not switch engines (and step lists) under
             # the user. Its snapshots are cached, so this costs nothing.
-            snaps = tl.set_plan(dataclasses.replace(tl.plan, engine=tl.engine_used))
+            snaps = sch.set_plan(dataclasses.replace(tl.plan, engine=tl.engine_used))
         if self.text is not None:
             tl.use_text(self.text)
-        self.timeline = tl
+        self.timeline, self.scheduler = tl, sch
         self.profiles, self._profiled = {}, {}
         self._set_snapshots(snaps, parity=False)
         self.timings["fusion_s"] = time.perf_counter() - t1
         # Precompute each single toggle in the background, at low priority: a click is then a lookup.
         # The selected step's own toggle first: the checkbox a user looking at it clicks first.
-        tl.warm_first = (self._chosen,) if self._chosen else ()
-        tl.start_warming()
+        sch.warm_first = (self._chosen,) if self._chosen else ()
+        sch.start_warming()
         self._kick_auto_parity()  # after the warm-up started: parity holds back until that toggle is ready
         self.runner.every("warm", self._watch_warm)
         last = s.snapshots[-1] if s.snapshots else None
@@ -187,7 +191,7 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
             summary += f" → {last.nodes} after fusion ({ENGINE_TITLES.get(tl.engine_used, tl.engine_used)})"
         self.say(summary, "ok")
         if likely:  # after the status line above: a switch says so after it
-            self.runner.start("compare engines", lambda job, tl=tl: self._compare_engines(tl), lane="compare")
+            self.runner.start("compare engines", lambda job, sch=sch: self._compare_engines(sch, job), lane="compare")
 
     # ----------------------------------------------------------------- toggles and steps
     def toggle(self, name: str, on: bool) -> None:
@@ -205,7 +209,7 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
             t0 = time.perf_counter()
             self.say(f"{'enabling' if on else 'disabling'} {name}", "busy")
             try:
-                snaps = self.timeline.toggle(name, on)
+                snaps = self.scheduler.toggle(name, on)
             finally:
                 if self._last_click.get(name) == click:  # a later click of this step still waits its turn
                     self._pending.pop(name, None)
@@ -262,8 +266,8 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         index = int(index)
         if 0 <= index < len(s.snapshots):
             self._chosen = step_name(s.snapshots[index].step)
-            if self.timeline is not None:
-                self.timeline.warm_first = (self._chosen,)  # read when the next warm-up starts
+            if self.scheduler is not None:
+                self.scheduler.warm_first = (self._chosen,)  # read when the next warm-up starts
         with s.hold_trait_notifications():
             s.step, s.selected = index, None
         self.refresh()
@@ -400,8 +404,8 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         computed the toggle of the step the user looks at (the click most likely to come next)."""
         if self._pending:
             return True
-        tl = self.timeline
-        return bool(tl is not None and tl.warming and self._chosen and not tl.toggle_ready(self._chosen))
+        sch = self.scheduler
+        return bool(sch is not None and sch.warming and self._chosen and not sch.toggle_ready(self._chosen))
 
     def _yield_to_toggles(self, job: Job | None, gen: int) -> None:
         """Wait (automatic parity only) while :meth:`_toggle_first`: parity on bert-base builds whole
@@ -461,22 +465,27 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
             self.state.netron_html = ""
 
     # ----------------------------------------------------------------- closing
+    def stop_warming(self) -> None:
+        """Stop the toggle warm-up (until the next load)."""
+        if self.scheduler is not None:
+            self.scheduler.stop_warming(wait=False)
+
     def stop_threads(self, timeout: float = 10) -> None:
         """Stop the background parity checks and the toggle warm-up, waiting up to ``timeout`` seconds."""
         self.closed = True
         deadline = time.monotonic() + timeout
-        if self.timeline is not None:
-            self.timeline.stop_warming(wait=False)
+        if self.scheduler is not None:
+            self.scheduler.stop_warming(wait=False)
         self.runner.close(max(0.0, deadline - time.monotonic()))
-        if self.timeline is not None:
-            self.timeline.wait_warm(max(0.0, deadline - time.monotonic()))
+        if self.scheduler is not None:
+            self.scheduler.wait_warm(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         """Stop Netron, any running measurement and the background work."""
         self.closed = True
         self.close_netron()
-        if self.timeline is not None:
-            self.timeline.stop_warming(wait=False)
+        if self.scheduler is not None:
+            self.scheduler.stop_warming(wait=False)
         if self._bench is not None and not self._bench.done:
             try:
                 self._bench.kill()

@@ -72,6 +72,7 @@ def app_timeline(src, say: Say) -> None:
     every single toggle warmed, the other engine compared, parity of every snapshot."""
     from ..export import export
     from ..fusion import Timeline
+    from ..fusion.scheduler import FusionScheduler
     from ..fusion.timeline import likely_engine
 
     cfg = ExportConfig()
@@ -79,10 +80,11 @@ def app_timeline(src, say: Say) -> None:
     tl = Timeline(r.path, FusionPlan(engine=likely_engine(cfg.exporter, src.model_type) or "auto"), **_kw(src))
     snaps = tl.run()
     say(f"  warming every single toggle ({len(snaps) - 1} steps)")
-    tl.start_warming()
-    tl.wait_warm()
-    tl.stop_warming()
-    tl.compare_engines()
+    sch = FusionScheduler(tl)
+    sch.start_warming()
+    sch.wait_warm()
+    sch.stop_warming()
+    sch.compare_engines()
     say("  parity of every snapshot")
     for i in range(1, len(tl.snapshots)):
         tl.check_parity(i)
