@@ -263,7 +263,7 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     def write(i):
         try:
             for _ in range(20):
-                persist._write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
+                persist.write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

@@ -12,7 +12,7 @@ from workbench.config import FusionPlan
 from workbench.fusion import Timeline, run_fusion
 from workbench.fusion.engines import EngineContext, engine_steps, one_shot, ort_anchors
 from workbench.fusion.scheduler import FusionScheduler, engine_turn, foreground
-from workbench.fusion.store import WeightStore, is_stub
+from workbench.fusion.store import WeightStore, is_stub, reading_from
 
 HEADS, HIDDEN = 2, 128  # bert-tiny
 
@@ -91,9 +91,12 @@ def test_value_hook_reads_stubs_and_leaves_other_tensors_alone():
     stub = skel.graph.initializer[0]
     assert is_stub(stub) and not stub.raw_data
     work = store.working_copy(skel)
-    np.testing.assert_array_equal(numpy_helper.to_array(work.graph.initializer[0]), numpy_helper.to_array(big))
-    small = numpy_helper.from_array(np.ones(3, dtype=np.float32))
-    np.testing.assert_array_equal(numpy_helper.to_array(small), np.ones(3, dtype=np.float32))
+    with reading_from(store):  # what the runner opens around each engine step
+        np.testing.assert_array_equal(numpy_helper.to_array(work.graph.initializer[0]), numpy_helper.to_array(big))
+        small = numpy_helper.from_array(np.ones(3, dtype=np.float32))
+        np.testing.assert_array_equal(numpy_helper.to_array(small), np.ones(3, dtype=np.float32))
+    with pytest.raises(Exception):  # outside a step a stub has no values: onnx's own function, unpatched
+        numpy_helper.to_array(work.graph.initializer[0])
 
 
 def _scheduled(path, plan: FusionPlan) -> FusionScheduler:

@@ -15,7 +15,6 @@ from .adapters import adapter
 from .anchors import Ops
 from .engine_types import EngineContext, EngineStep, StepFailed, StepOutcome
 from .scheduler import rule_time_limit, run_limited
-from .store import active_store, reading_from
 
 
 def rule_anchors(rule) -> Ops:
@@ -44,14 +43,10 @@ def rule_step(rule, engine: str, *, version: str = "") -> EngineStep:
             raise StepFailed(f"rule {rule.name} did not finish within {timed_out['limit']:g} s before and is not "
                              f"run again; fix it and add it again, or raise app.rule_time_limit_s")
         work = eng.to_ir(ctx, model)
-        store = active_store()
-
-        def one_pass():
-            with reading_from(store):  # the thread reads this timeline's weights, as the caller's does
-                return rule.apply(work)  # (a rule's own prints stay visible: a participant debugging one sees them)
-
         try:
-            result = run_limited(one_pass, f"rule {rule.name}", limit)
+            # (in a copy of this thread's context: it reads this timeline's weights; a rule's own prints stay
+            # visible: a participant debugging one sees them)
+            result = run_limited(lambda: rule.apply(work), f"rule {rule.name}", limit)
         except StepFailed:
             timed_out["limit"] = limit
             raise

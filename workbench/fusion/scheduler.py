@@ -34,6 +34,7 @@ import contextvars
 import ctypes
 import math
 import os
+import queue
 import threading
 import time
 import weakref
@@ -70,7 +71,7 @@ def foreground():
             _WAITING["n"] -= 1
 
 
-def _lower_priority() -> None:
+def lower_priority() -> None:
     """Give the calling thread the lowest CPU priority (Linux schedules threads one by one)."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
@@ -78,22 +79,107 @@ def _lower_priority() -> None:
         pass
 
 
+# ------------------------------------------------------------------ the app's lanes (ui/jobs.py)
+def spawn(name: str, fn: Callable[[], object], *, low_priority: bool = False) -> threading.Thread:
+    """Start ``fn()`` on a daemon thread named ``name`` (at the lowest CPU priority if asked); the thread."""
+    def body() -> None:
+        if low_priority:
+            lower_priority()
+        fn()
+
+    t = threading.Thread(target=body, name=name, daemon=True)
+    t.start()
+    return t
+
+
+def new_lock(reentrant: bool = False):
+    """A lock for data shared with background work (the app's job table, a panel's redraw)."""
+    return threading.RLock() if reentrant else threading.Lock()
+
+
+def new_flag() -> threading.Event:
+    """A flag one thread sets and others read (a job's cancel)."""
+    return threading.Event()
+
+
+class Lane:
+    """A first-come-first-served queue: work runs in the order its tickets were taken.
+
+    A lock alone does not do that: which of the threads waiting on a released lock gets it is undefined,
+    so two quick clicks could apply in reverse order.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._next = 0  # the next ticket to hand out
+        self._serving = 0  # the ticket whose work may run now
+
+    def ticket(self):
+        """Take a place now; ``with`` it waits for its turn and hands the lane on afterwards."""
+        with self._cond:
+            n, self._next = self._next, self._next + 1
+        return self._turn(n)
+
+    @contextlib.contextmanager
+    def _turn(self, n: int):
+        with self._cond:
+            self._cond.wait_for(lambda: self._serving == n)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+                self._cond.notify_all()
+
+
 #: Schedulers that warmed up in this process: their warm-ups stop at exit before the disk writes are flushed.
 _LIVE: "weakref.WeakSet" = weakref.WeakSet()
 
 
+# ------------------------------------------------------------------ disk writes behind the runs (fusion/disk.py)
+_WRITES: "queue.Queue" = queue.Queue()
+_WRITER: dict = {"thread": None, "lock": threading.Lock()}
+
+
+def _writer_loop() -> None:
+    while True:
+        job = _WRITES.get()
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - a cache that cannot be written only costs speed next time
+            pass
+        finally:
+            _WRITES.task_done()
+
+
+def write_behind(job: Callable[[], object]) -> None:
+    """Run ``job()`` (a disk write) on the one writer thread, after the writes queued before it."""
+    with _WRITER["lock"]:
+        t = _WRITER["thread"]
+        if t is None or not t.is_alive():
+            _WRITER["thread"] = spawn("workbench-persist", _writer_loop)
+    _WRITES.put(job)
+
+
+def flush_writes(timeout: float | None = None) -> bool:
+    """Wait until every queued write is done; False if ``timeout`` passed first."""
+    if timeout is None:
+        _WRITES.join()
+        return True
+    done = threading.Event()
+    spawn("workbench-persist-flush", lambda: (_WRITES.join(), done.set()))
+    return done.wait(timeout)
+
+
 @atexit.register
 def _stop_warming_then_flush() -> None:
-    # Registered after the app's own handler (this module is imported later), so it runs first: no new
-    # snapshot is started, and the ones already made reach the disk (fusion/persist.py).
+    # At exit no new snapshot is started, and the ones already made reach the disk (fusion/persist.py).
     for sch in list(_LIVE):
         try:
             sch.stop_warming(wait=False)
         except Exception:  # noqa: BLE001 - never fail an interpreter exit
             pass
-    from .persist import flush
-
-    flush(30.0)
+    flush_writes(30.0)
 
 
 class FusionScheduler:
@@ -239,7 +325,7 @@ class FusionScheduler:
         self.warm_error, self.warmed = None, []
 
         def work() -> None:
-            _lower_priority()
+            lower_priority()
             t0 = time.perf_counter()
             try:
                 for step in order:
@@ -333,5 +419,7 @@ def _stop(t: threading.Thread) -> None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(RuleStopped))
 
 
-__all__ = ["FusionScheduler", "engine_turn", "foreground", "run_limited", "rule_time_limit", "set_rule_time_limit",
+__all__ = ["FusionScheduler", "engine_turn", "foreground", "Lane", "spawn", "new_lock", "new_flag", "lower_priority",
+           "write_behind", "flush_writes",
+           "run_limited", "rule_time_limit", "set_rule_time_limit",
            "DEFAULT_RULE_TIME_LIMIT_S", "RuleStopped"]

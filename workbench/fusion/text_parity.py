@@ -7,6 +7,8 @@ snapshot is then run on the same batches and judged by
 
 from __future__ import annotations
 
+import hashlib
+
 
 class TextReference:
     """Outputs of the unfused model on tokenized text batches, and the task check against them."""
@@ -36,3 +38,14 @@ class TextReference:
         p = compare(self.outputs, got)
         d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
         return d
+
+
+def text_identity(text) -> str:
+    """A hash of tokenized text (``workbench.text.TextBatches``): task parity is stored per text."""
+    h = hashlib.sha256(f"{getattr(text, 'kind', '')}|{getattr(text, 'mask_token_id', None)}".encode())
+    for batch in text.batches:
+        for name in sorted(batch):
+            a = batch[name]
+            h.update(f"{name}|{a.dtype}|{a.shape}".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:24]

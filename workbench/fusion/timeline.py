@@ -313,7 +313,7 @@ class Timeline:
         """
         self.text, self._text_reference = text, None
         if self.persist is not None and text is not None:
-            from .persist import text_identity
+            from .text_parity import text_identity
 
             self._text_id = text_identity(text)
         for s in self.snapshots:
