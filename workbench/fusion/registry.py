@@ -13,13 +13,13 @@ and every chain, step list and row built before is rebuilt.
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 from ..errors import FusionError
+from .scheduler import new_lock
 
 CHAINS = ("ort", "onnxscript")
 
-_LOCK = threading.RLock()
+_LOCK = new_lock(reentrant=True)
 _RULES: list = []  # registered rules, in order
 _BUILTIN: set[str] = set()  # names of the package's own rules (their code is in the timeline store's key)
 _MEMO: dict = {}
