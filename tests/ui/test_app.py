@@ -6,7 +6,7 @@ import pytest
 
 from workbench.errors import ConfigError
 from workbench.ui import compat
-from workbench.ui.state import UIState
+from workbench.ui.state import AppState
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +20,19 @@ def app(tiny_export):
 
 
 def test_state_round_trips_and_derives_settings():
-    s = UIState(source="bert-tiny", exporter="dynamo", opset=18, engine="onnxscript", seq=64)
+    s = AppState(source="bert-tiny", exporter="dynamo", opset=18, engine="onnxscript", seq=64)
     s.set_step_enabled("attention", False)
     s.set_step_enabled("gelu", False)
     s.set_step_enabled("gelu", True)
     assert s.disabled == ["attention"]
-    assert UIState.from_dict(s.to_dict()) == s
+    assert AppState.from_dict(s.to_dict()) == s
     assert s.export_config().exporter == "dynamo" and s.export_config().resolved_opset == 18
     assert s.fusion_plan().disabled == frozenset({"attention"}) and s.fusion_plan().engine == "onnxscript"
     assert s.bench_config().seq == 64
     with pytest.raises(ConfigError):
-        UIState.from_dict({"nonsense": 1})
+        AppState.from_dict({"nonsense": 1})
     with pytest.raises(ConfigError):
-        UIState(view="sideways")
+        AppState(view="sideways")
 
 
 def test_loads_and_draws_the_default_step(app):
@@ -286,7 +286,7 @@ def test_a_row_explains_a_fusion_that_fell_short(app):
 
 
 def test_engine_summary_names_the_choice():
-    from workbench.ui.app import engine_summary
+    from workbench.ui.step_rows import engine_summary
 
     both = {"ort": {"Attention": 12}, "onnxscript": {"Attention": 0}}
     assert engine_summary("auto", "ort", both) == ("auto → ORT transformers optimizer (fuses 12 Attention; "

@@ -18,7 +18,7 @@ import numpy as np
 
 from .lazy import LazyModule, ir
 
-_ir_utils = LazyModule("onnxscript.rewriter._ir_utils")
+ir_utils = LazyModule("onnxscript.rewriter._ir_utils")  # onnxscript's own helpers (get_numpy_value)
 
 #: Ops that scale attention scores by a constant.
 SCALE_OPS = ("Mul", "Div")
@@ -34,7 +34,7 @@ def const(value: ir.Value | None) -> np.ndarray | None:
             break
         value = node.inputs[0]
     try:
-        return _ir_utils.get_numpy_value(value)
+        return ir_utils.get_numpy_value(value)
     except Exception:  # an external tensor that cannot be read: not a constant we can use
         return None
 

@@ -287,12 +287,12 @@ def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
     """
     from onnx.external_data_helper import load_external_data_for_tensor
 
-    from .store import _key, nbytes
+    from .store import weight_key, nbytes
 
     for t in model.graph.initializer:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        key = _key(t, nbytes(t))
+        key = weight_key(t, nbytes(t))
         if store is not None and store.has(key):
             t.CopyFrom(store._stub(t, key))
             continue

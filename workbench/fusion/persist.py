@@ -42,7 +42,7 @@ from ..ort.parity import Parity
 from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  # noqa: F401  (flush: public here)
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
-from .store import WeightStore, _key, nbytes
+from .store import WeightStore, weight_key, nbytes
 
 #: Bump when what is written changes shape or meaning in a way the versions and code hash would not see.
 FORMAT = 1
@@ -225,7 +225,7 @@ class TimelineStore:
             try:
                 tensor = onnx.TensorProto()
                 tensor.ParseFromString(path.read_bytes())
-                if (_key(tensor, nbytes(tensor)) != key or len(tensor.raw_data) != nbytes(tensor)
+                if (weight_key(tensor, nbytes(tensor)) != key or len(tensor.raw_data) != nbytes(tensor)
                         or tensor.data_location == onnx.TensorProto.EXTERNAL):
                     raise _Damaged(f"weight {key}: does not match its key")
             except Exception:  # noqa: BLE001 - missing, truncated, not a tensor, another tensor

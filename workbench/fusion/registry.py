@@ -4,7 +4,7 @@ A chain is a list of step names: the engine's own steps in the engine's order
 (``ort_engine.ORT_STEPS``, ``onnxscript_engine.onnxscript_steps``), with each
 rule put in after the step it names (``Rule.after``; rules that follow the same
 step keep their registration order). The catalog is the engines' rows
-(``rows.ENGINE_ROWS``) and each registered rule's own row, in one display
+(``steps.ENGINE_ROWS``) and each registered rule's own row, in one display
 order. The package's rules (``rules.builtin()``) are registered on first use;
 :func:`register_rule` adds one at run time (the notebook app's ``add_rule``),
 and every chain, step list and row built before is rebuilt.
@@ -134,7 +134,7 @@ def rows_by_name() -> dict:
 
 
 def _rows() -> tuple:
-    from .rows import ENGINE_ROWS
+    from .steps import ENGINE_ROWS
 
     chains = {e: chain(e) for e in CHAINS}
     order = list(chains["ort"])

@@ -167,7 +167,7 @@ class Rule:
     # ------------------------------------------------------------ identity
     def row(self):
         """The catalog row of this rule."""
-        from .rows import Step
+        from .steps import Step
 
         return Step(self.name, self.title or self.name, self.matches or self.title or self.name, self.rewrites,
                     self.emits, tuple(self.prerequisites), self.effect or "", kind=self.kind,

@@ -56,7 +56,7 @@ def nbytes(t: onnx.TensorProto) -> int:
     return n * item
 
 
-def _key(t: onnx.TensorProto, size: int) -> str:
+def weight_key(t: onnx.TensorProto, size: int) -> str:
     return f"{t.name}|{t.data_type}|{','.join(map(str, t.dims))}|{size}"
 
 
@@ -223,7 +223,7 @@ class WeightStore:
             if size < THRESHOLD or t.data_location == onnx.TensorProto.EXTERNAL:
                 g.initializer.add().CopyFrom(t)
                 continue
-            key = _key(t, size)
+            key = weight_key(t, size)
             if key not in self._tensors:
                 if take:
                     own = t

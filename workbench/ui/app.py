@@ -21,7 +21,6 @@ from ..errors import ConfigError
 from . import compat
 from .controller import Controller
 from .state import AppState
-from .steps import ENGINE_TITLES, engine_summary  # noqa: F401  (re-exported: earlier home of these)
 
 #: Default pixel width of each graph pane; the width probe resizes them to the space the app gets.
 GRAPH_WIDTH = 520
@@ -194,7 +193,7 @@ class Workbench:
     export_result = property(lambda self: self.controller.export_result)
     profiles = property(lambda self: self.controller.profiles)
     timings = property(lambda self: self.controller.timings)
-    session_layer = property(lambda self: self.controller.session_layer)
+    session_layer = property(lambda self: self.controller.graph_tools.session_layer)
     bench_result = property(lambda self: self.state.bench_result)
     ablation = property(lambda self: self.state.ablation)
     series = property(lambda self: {k: list(v) for k, v in self.state.series.items()})
@@ -232,21 +231,21 @@ class Workbench:
     def add_rule(self, rule) -> None:
         """Add your own fusion rule (a :class:`workbench.fusion.Rule`) and see it as a new step with its
         checkbox: graph before and after, parity, its reasons where it does not match (notebook 06)."""
-        self.controller.add_rule(rule)
+        self.controller.rules.add_rule(rule)
 
     def remove_rule(self, name: str) -> None:
         """Take a rule added with :meth:`add_rule` out again."""
-        self.controller.remove_rule(name)
+        self.controller.rules.remove_rule(name)
 
     @property
     def rule_time_limit_s(self) -> float:
         """Seconds a rule's ``match`` and ``rewrite`` (one pass over the graph) may take; after that its step
         is marked failed with the reason, and the app and the other steps go on. Set it to change it."""
-        return self.controller.rule_time_limit_s
+        return self.controller.rules.rule_time_limit_s
 
     @rule_time_limit_s.setter
     def rule_time_limit_s(self, seconds: float) -> None:
-        self.controller.rule_time_limit_s = seconds
+        self.controller.rules.rule_time_limit_s = seconds
 
     def set_view(self, view: str, layer: int | None = None) -> None:
         """"layer" (one encoder layer) or "model" (whole model, layers collapsed)."""
@@ -255,10 +254,6 @@ class Workbench:
     def click(self, item: str, pane: str = "after") -> None:
         """What a click on a graph item does: expand a collapsed layer, or select a node."""
         self.controller.click(item, pane)
-
-    def fit_width(self, width_px: int) -> None:
-        """Size the panes and figures for an output area ``width_px`` wide (the probe calls this)."""
-        self.controller.set_width(width_px)
 
     def refresh(self) -> None:
         self.controller.refresh()
@@ -279,13 +274,13 @@ class Workbench:
         return self.controller.wait_parity(timeout)
 
     def show_session_layer(self, level: str = "all") -> None:
-        self.controller.show_session_layer(level)
+        self.controller.graph_tools.show_session_layer(level)
 
     def open_netron(self) -> None:
-        self.controller.open_netron()
+        self.controller.graph_tools.open_netron()
 
     def close_netron(self) -> None:
-        self.controller.close_netron()
+        self.controller.graph_tools.close_netron()
 
     def variants(self, names: list[str] | None = None) -> list:
         return self.controller.variants(names)
@@ -359,7 +354,7 @@ class Workbench:
 
     def __del__(self):
         try:
-            self.controller.close_netron()
+            self.controller.graph_tools.close_netron()
         except Exception:
             pass
 

@@ -10,26 +10,26 @@ the :class:`~workbench.ui.state.AppState`; every piece of background work goes t
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from ..errors import WorkbenchError
-from .engines import EngineActions
+from .auto_engine import EngineActions
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
 from .reporting import ReportActions
-from .rules import RuleActions
+from .graph_tools import GraphTools
+from .live_rules import LiveRules
 from .state import AppState, JobStatus, Status
-from .steps import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
+from .step_rows import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
 from .views import GraphViews, step_name
 
 #: Jobs whose start clears the last error (background upkeep does not).
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
 
 
-class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
+class Controller(EngineActions, MeasureActions, ReportActions):
     """Every action of the app; the only writer of ``state``.
 
     Args:
@@ -51,17 +51,19 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         self.text = None  # TextBatches once the user gave sentences
         self.profiles: dict[int, Any] = {}
         self._profiled: dict[int, Any] = {}
-        self.session_layer: dict | None = None
         self.timings: dict[str, float] = {}
         self._export_key = None
         self._pending: dict[str, bool] = {}  # toggles clicked whose run has not finished
         self._clicks, self._last_click = 0, {}  # the latest click per step (its pending state stays until that one ran)
         self._chosen: str | None = None  # the step the user looks at, by name
         self._gen = 0  # bumped whenever the snapshots change: parity results for older ones are dropped
-        self._netron = None
         self._bench = None
         self._last_series = 0.0
         self.closed = False
+        #: The live rules feature (``app.add_rule``): rules written in a notebook cell, under a time limit.
+        self.rules = LiveRules(self)
+        #: What else shows the selected snapshot: ONNX Runtime's session layer on top of it, Netron.
+        self.graph_tools = GraphTools(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
@@ -194,6 +196,20 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
             self.runner.start("compare engines", lambda job, sch=sch: self._compare_engines(sch, job), lane="compare")
 
     # ----------------------------------------------------------------- toggles and steps
+    @property
+    def loaded(self) -> bool:
+        """Whether a model was exported (a load finished or is in flight with its export done)."""
+        return self.export_result is not None
+
+    @property
+    def looking_at(self) -> str | None:
+        """The step the user looks at, by name (kept when a toggle shifts the snapshots)."""
+        return self._chosen
+
+    def look_at(self, name: str | None) -> None:
+        """Select step ``name`` once the snapshots (re)load (None: the default step)."""
+        self._chosen = name
+
     def toggle(self, name: str, on: bool) -> None:
         """Switch catalog step ``name`` on or off and re-run the timeline (a lookup once warmed)."""
         s = self.state
@@ -248,7 +264,7 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         s.rows = tuple(step_rows(self.timeline, s.snapshots, s.engine, self._pending))
 
     def step_rows(self) -> list[dict]:
-        """The fusion panel's rows as plain data (see :func:`workbench.ui.steps.step_rows`)."""
+        """The fusion panel's rows as plain data (see :func:`workbench.ui.step_rows.step_rows`)."""
         return step_rows(self.timeline, self.state.snapshots, self.state.engine, self._pending)
 
     def default_step(self) -> int:
@@ -419,51 +435,6 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         self.runner.wait("parity", timeout)
         return all(sn.parity is not None for sn in self.state.snapshots[1:])
 
-    # ----------------------------------------------------------------- session layer and Netron
-    def show_session_layer(self, level: str = "all") -> None:
-        """Show what ONNX Runtime's session adds on top of the selected snapshot (the second layer)."""
-        if self.timeline is None or not self.state.snapshots:
-            self.say("load a model first", "error")
-            return
-        i = self.pair_indices()[1]
-
-        def work(job: Job) -> None:
-            snaps = self.state.snapshots
-            job.progress(f"asking ONNX Runtime what its session ({level}) does to this snapshot")
-            extra = self.timeline.session_layer(i, level)
-            self.session_layer = extra
-            added = ", ".join(f"{op} {n}" for op, n in sorted(extra["added_ops"].items())) or "nothing new"
-            kept = f"; kept off as the plan says: {', '.join(extra['kept_off'])}" if extra.get("kept_off") else ""
-            self.state.session_line = (f"ORT session ({level}) on top of {step_name(snaps[i].step)}: "
-                                       f"{snaps[i].nodes} → {extra['nodes']} nodes; adds {added}{kept}")
-            self.say("session layer shown", "ok")
-
-        self.runner.start("session layer", work)
-
-    def open_netron(self) -> None:
-        """Serve the selected snapshot in Netron (private copy, 127.0.0.1) and embed it."""
-        if not self.state.snapshots:
-            self.say("load a model first", "error")
-            return
-
-        def work(job: Job) -> None:
-            from ..viz.netron import NetronViewer
-
-            self.close_netron()
-            snap = self.state.snapshots[self.pair_indices()[1]]
-            job.progress("starting Netron")
-            self._netron = NetronViewer(snap.model, name=f"{step_name(snap.step)}.onnx").start()
-            self.state.netron_html = self._netron.iframe_html(os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"))
-            self.say(f"Netron is serving {step_name(snap.step)} on {self._netron.url}", "ok")
-
-        self.runner.start("netron", work)
-
-    def close_netron(self) -> None:
-        if self._netron is not None:
-            self._netron.close()
-            self._netron = None
-            self.state.netron_html = ""
-
     # ----------------------------------------------------------------- closing
     def stop_warming(self) -> None:
         """Stop the toggle warm-up (until the next load)."""
@@ -483,7 +454,7 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
     def close(self) -> None:
         """Stop Netron, any running measurement and the background work."""
         self.closed = True
-        self.close_netron()
+        self.graph_tools.close_netron()
         if self.scheduler is not None:
             self.scheduler.stop_warming(wait=False)
         if self._bench is not None and not self._bench.done:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .steps import engine_summary
+from .step_rows import engine_summary
 
 
 class EngineActions:
