@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 
 from .step_rows import engine_summary
+from ..fusion.timeline import auto_choice
 
 
 class EngineActions:
     def _compare_engines(self, sch, job) -> None:
         """What auto decides on, after the likely engine's timeline is shown: both engines under the
         plan, the engine line and note; a switch (and a status line saying so) if the other fuses more."""
-        from ..fusion.timeline import auto_choice
 
         # In the app, after the warm-up: an engine step holds the engine turn for up to seconds on
         # bert-base, and the user's first clicks should wait for the warm-up's steps only.

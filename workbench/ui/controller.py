@@ -24,6 +24,12 @@ from .live_rules import LiveRules
 from .state import AppState, JobStatus, Status
 from .step_rows import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
 from .views import GraphViews, step_name
+from ..export import export
+from ..fusion import Timeline
+from ..fusion.scheduler import FusionScheduler
+from ..fusion.timeline import likely_engine
+from ..models import resolve
+from ..ort.session import cuda_status
 
 #: Jobs whose start clears the last error (background upkeep does not).
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
@@ -119,8 +125,6 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         try:
             # Probe CUDA only where a GPU can be: the probe makes ONNX Runtime print library errors elsewhere.
             if Path("/dev/nvidiactl").exists():
-                from ..ort.session import cuda_status
-
                 if cuda_status()[0]:
                     self.state.providers = ("cpu", "cuda")
         except Exception:  # no onnxruntime CUDA build: CPU only
@@ -131,23 +135,24 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         """Export (or reuse the cached export) and run the fusion timeline."""
         self.runner.start("load", self._load)
 
-    def _load(self, job: Job) -> None:
-        from ..export import export
-        from ..fusion import Timeline
-        from ..fusion.scheduler import FusionScheduler
-        from ..fusion.timeline import likely_engine
-        from ..models import resolve
+    def _export(self, job: Job) -> None:
+        """Export the model the settings name (or reuse the export of the last load)."""
 
         s = self.state
+        if self._export_key == s.export_key() and self.export_result is not None:
+            return
         t0 = time.perf_counter()
-        if self._export_key != s.export_key() or self.export_result is None:
-            job.progress("resolving model", 0.01)
-            source = resolve(s.source)
-            self.export_result = export(source, s.export_config(), progress=job.progress)
-            self._export_key = s.export_key()
-            self.text = None
-            s.sentences, s.text_line, s.answers = (), "", ()
-            self.timings["export_s"] = time.perf_counter() - t0
+        job.progress("resolving model", 0.01)
+        source = resolve(s.source)
+        self.export_result = export(source, s.export_config(), progress=job.progress)
+        self._export_key = s.export_key()
+        self.text = None
+        s.sentences, s.text_line, s.answers = (), "", ()
+        self.timings["export_s"] = time.perf_counter() - t0
+
+    def _load(self, job: Job) -> None:
+        s = self.state
+        self._export(job)
         src = self.export_result.source
         job.progress(f"fusing with {s.engine}", 0.9)
         t1 = time.perf_counter()
@@ -335,7 +340,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
 
     def set_width(self, width_px: int) -> None:
         """Size the panes for an output area ``width_px`` wide (the width probe calls this)."""
-        from .width import pane_sizes
+
+        from .width import pane_sizes  # (ipywidgets: the controller never imports it at its head)
 
         if width_px:
             self.state.pane_width = pane_sizes(width_px)[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from .views import step_name
+from ..viz.netron import NetronViewer
 
 
 class GraphTools:
@@ -53,8 +54,6 @@ class GraphTools:
             return
 
         def work(job) -> None:
-            from ..viz.netron import NetronViewer
-
             self.close_netron()
             snap = app.state.snapshots[app.pair_indices()[1]]
             job.progress("starting Netron")

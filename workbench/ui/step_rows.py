@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from ..viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
 from .views import step_name
+from ..fusion import BY_NAME
+from ..report import not_applicable
 
 #: Ops a fusion emits (what the "fused here" column names).
 FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
@@ -112,8 +114,6 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
     which the panel folds under one line. Steps the engine does not run are left out, and so are switched-off
     steps for patterns a BERT encoder lacks.
     """
-    from ..fusion import BY_NAME
-    from ..report import not_applicable
 
     if timeline is None or not snapshots:
         return []
