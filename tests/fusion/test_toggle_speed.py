@@ -100,7 +100,8 @@ def test_value_hook_reads_stubs_and_leaves_other_tensors_alone():
 
 
 def _scheduled(path, plan: FusionPlan) -> FusionScheduler:
-    sch = FusionScheduler(Timeline(path, plan, num_heads=HEADS, hidden_size=HIDDEN))
+    """A scheduler of a timeline that computes every step (nothing read back from an earlier run's disk store)."""
+    sch = FusionScheduler(Timeline(path, plan, num_heads=HEADS, hidden_size=HIDDEN, persist=False))
     sch.run()
     return sch
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from .registry import rows, rows_by_name
 from .steps import ENGINE_ROWS, Step  # noqa: F401  (the catalog's row type and the engines' rows, here too)
+from ..errors import FusionError
 
 
 class _Catalog(Sequence):
@@ -65,7 +66,6 @@ def get_step(name: str) -> Step:
     try:
         return BY_NAME[name]
     except KeyError:
-        from ..errors import FusionError
         raise FusionError(f"unknown fusion step {name!r}; steps are: {', '.join(BY_NAME)}") from None
 
 

@@ -16,6 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from .steps import Step
+from .store import nbytes
 
 #: How many nodes of the emitted op one encoder layer should give.
 PER_LAYER: dict[str, int] = {"attention": 1, "sdpa_attention": 1, "multi_head_attention": 1,
@@ -95,7 +96,6 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
 
 # ---------------------------------------------------------------- model shape parameters
 def _constants(model: onnx.ModelProto):
-    from .store import nbytes  # from type and dims: ByteSize() walks every weight's 2+ MB
 
     for t in model.graph.initializer:
         if nbytes(t) < 256:

@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 
 from .scheduler import flush_writes, write_behind
+from ..paths import atomic_write_bytes
 
 
 def write_file(path: Path, data: bytes) -> None:
     """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
-    from ..paths import atomic_write_bytes
 
     atomic_write_bytes(path, data, durable=False)
 

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import onnx
 
 from ..errors import FusionError
+from .anchors import graph_ops
 
 
 class StepFailed(FusionError):
@@ -85,7 +86,6 @@ class EngineStep:
 
 
 def _skip_test(anchors) -> Callable[[dict, onnx.ModelProto], str]:
-    from .anchors import graph_ops
 
     def skip(hist: dict, skeleton: onnx.ModelProto) -> str:
         return anchors.missing(graph_ops(skeleton))

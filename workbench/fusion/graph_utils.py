@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lazy import LazyModule, ir
+from ..graph.summary import _LAYER_RE
 
 ir_utils = LazyModule("onnxscript.rewriter._ir_utils")  # onnxscript's own helpers (get_numpy_value)
 
@@ -100,7 +101,6 @@ def initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
 
 def node_label(node: ir.Node) -> str:
     """``Op name`` and, when the name or export scope says it, ``(layer N)``."""
-    from ..graph.summary import _LAYER_RE
 
     layer = None
     for text in (node.name or "", *node.metadata_props.values()):

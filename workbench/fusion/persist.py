@@ -43,6 +43,9 @@ from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
 from .store import WeightStore, weight_key, nbytes
+from .. import __version__
+from ..models import file_identity
+from ..paths import cache_root
 
 #: Bump when what is written changes shape or meaning in a way the versions and code hash would not see.
 FORMAT = 1
@@ -70,7 +73,6 @@ def store_root() -> Path:
     env = os.environ.get(ENV_ROOT)
     if env:
         return Path(env)
-    from ..paths import cache_root
 
     return cache_root() / "timelines"
 
@@ -87,8 +89,6 @@ def versions() -> dict[str, str]:
     global _VERSIONS
     if _VERSIONS is None:
         from importlib import metadata
-
-        from .. import __version__
 
         out = {}
         for name in PACKAGES:
@@ -159,7 +159,6 @@ class TimelineStore:
         The base key is the export's content hash (memoised under ``hashes/``), the
         Timeline's shape arguments, :func:`versions` and :data:`FORMAT`.
         """
-        from ..models import file_identity
 
         try:
             content = file_identity(Path(path))

@@ -16,6 +16,10 @@ from ..errors import FusionError
 from ..graph.diff import Diff
 from ..ort.parity import Parity
 from .store import WeightStore
+from ..graph.summary import FUSED_OPS
+from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
+from ..ort.parity import compare, merge
+from ..ort.session import create_session, run_session
 
 
 @dataclass
@@ -122,7 +126,6 @@ def fingerprint(snap: Snapshot) -> str:
 
 
 def fused_op_types() -> set[str]:
-    from ..graph.summary import FUSED_OPS
     return set(FUSED_OPS)
 
 
@@ -150,7 +153,6 @@ def session_source(model: "Snapshot | onnx.ModelProto") -> tuple[bytes, dict]:
 
 def open_session(model: "Snapshot | onnx.ModelProto", threads: int = 2):
     """A CPU session, no graph optimizations, for checking what ``model`` computes (see :func:`session_source`)."""
-    from ..ort.session import create_session
 
     data, arrays = session_source(model)
     try:
@@ -164,9 +166,6 @@ class ParityReference:
     """Outputs of the unfused model on the parity cases, computed once."""
 
     def __init__(self, model: "Snapshot | onnx.ModelProto"):
-        from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
-        from ..ort.session import run_session
-
         self.spec = spec_from_onnx(model.skeleton if isinstance(model, Snapshot) else model)
         self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
                       for i, (b, s, p) in enumerate(parity_cases(self.spec.max_positions))]
@@ -174,9 +173,6 @@ class ParityReference:
         self.outputs = [run_session(sess, f) for f in self.feeds]
 
     def compare(self, model: "Snapshot | onnx.ModelProto") -> Parity:
-        from ..ort.parity import compare, merge
-        from ..ort.session import run_session
-
         sess = open_session(model)
         return merge([compare(ref, run_session(sess, f), mask=f.get("attention_mask"))
                       for ref, f in zip(self.outputs, self.feeds)])

@@ -8,6 +8,10 @@ snapshot is then run on the same batches and judged by
 from __future__ import annotations
 
 import hashlib
+from ..ort.parity import compare
+from ..ort.session import run_session
+from ..ort.task_parity import task_parity
+from .snapshot import open_session
 
 
 class TextReference:
@@ -15,8 +19,6 @@ class TextReference:
 
     def __init__(self, model, text):
         """``model``: the unfused model, a Snapshot or ModelProto (see ``snapshot.session_source``)."""
-        from ..ort.session import run_session
-        from .snapshot import open_session
 
         self.text = text
         sess = open_session(model)
@@ -27,10 +29,6 @@ class TextReference:
     def compare(self, model) -> dict:
         """The task check plus max abs diff and cosine on the text batches (``model``: a Snapshot or ModelProto,
         made runnable here)."""
-        from ..ort.parity import compare
-        from ..ort.session import run_session
-        from ..ort.task_parity import task_parity
-        from .snapshot import open_session
 
         sess = open_session(model)
         got = [run_session(sess, f)[0] for f in self.feeds]

@@ -30,14 +30,18 @@ from .engines import engine_steps
 from .runner import StepRunner
 from .snapshot import ParityReference, Snapshot
 from .store import WeightStore
-from .persist import enabled as persist_enabled
+from .persist import TimelineStore, enabled as persist_enabled
 from .tiers import SnapshotTiers
+from ..families import likely_engine as family_engine
+from ..graph.summary import ensure_node_names
+from ..modelio import load_model
+from .session_layer import session_layer
+from .text_parity import TextReference, text_identity
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
-    from ..modelio import load_model
     return load_model(model, full_check=False, check=check, check_runtime=check)
 
 
@@ -74,7 +78,6 @@ LIKELY_ENGINE = {"torchscript": "ort", "dynamo": "onnxscript"}
 
 def likely_engine(exporter: str, model_type: str | None = None) -> str | None:
     """The engine likely to fuse this export best (shown first under auto): the family's, else the exporter's."""
-    from ..families import likely_engine as family_engine
 
     return family_engine(model_type) or LIKELY_ENGINE.get(exporter)
 
@@ -103,8 +106,6 @@ class Timeline:
         #: ``persist=False``, ``WORKBENCH_PERSIST_TIMELINE=0``, or no usable cache folder).
         self.persist = None
         if self.source_path is not None and persist_enabled(persist):
-            from .persist import TimelineStore
-
             self.persist = TimelineStore.open(self.source_path, self.store, num_layers=num_layers,
                                               num_heads=num_heads, hidden_size=hidden_size)
         self.input = self._open_input(model, num_layers, num_heads, hidden_size)
@@ -136,8 +137,6 @@ class Timeline:
             skel, hist, fused = entry.skeleton, entry.histogram, entry.fused
             self.hidden_size, self.num_heads, self.num_layers = entry.hidden_size, entry.num_heads, entry.num_layers
         else:
-            from ..graph.summary import ensure_node_names
-
             src = _load(model)
             skel = self.store.strip(src, take=self.source_path is not None)  # a file's model is ours alone
             ensure_node_names(skel)
@@ -313,8 +312,6 @@ class Timeline:
         """
         self.text, self._text_reference = text, None
         if self.persist is not None and text is not None:
-            from .text_parity import text_identity
-
             self._text_id = text_identity(text)
         for s in self.snapshots:
             s.task_parity = None
@@ -329,7 +326,6 @@ class Timeline:
         parity = snap.check_parity(reference=self.reference())
         if self.text is not None:
             if self._text_reference is None:
-                from .text_parity import TextReference
                 self._text_reference = TextReference(self.input, self.text)
             snap.task_parity = self._text_reference.compare(snap)
             if self.persist is not None:
@@ -339,7 +335,6 @@ class Timeline:
     def session_layer(self, i: int, level: str = "all", *, honour_plan: bool = True) -> dict:
         """What ONNX Runtime's own session-time fusion adds on top of snapshot ``i``
         (see :func:`workbench.fusion.session_layer.session_layer`)."""
-        from .session_layer import session_layer
 
         if not self.snapshots:
             self.run()
