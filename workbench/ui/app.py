@@ -328,18 +328,6 @@ class Workbench:
         """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
         return self.controller.save_report(path)
 
-    # ----------------------------------------------------------------- widgets by their earlier names
-    def __getattr__(self, name: str):
-        # Widgets live in their panels; notebooks and tests written against the one-class app reach
-        # them by the names they had (app.w_step, app.fig_after, app.toggles, ...).
-        if name.startswith("__") or self.__dict__.get("widget") is None:
-            raise AttributeError(name)
-        where = _ALIASES.get(name)
-        if where is None:
-            raise AttributeError(f"'Workbench' object has no attribute {name!r}")
-        panel, attr = where
-        return getattr(getattr(self, panel), attr)
-
     # ----------------------------------------------------------------- closing
     def _stop_threads(self, timeout: float = 10) -> None:
         """Stop the background parity checks and toggle warm-up, waiting up to ``timeout`` seconds."""
@@ -358,19 +346,3 @@ class Workbench:
         except Exception:
             pass
 
-
-_ALIASES = {
-    **{n: ("model_bar", n) for n in ("title", "status", "progress", "w_source", "w_exporter", "w_opset",
-                                     "w_attention", "w_engine", "w_load", "w_side", "w_engine_note")},
-    **{n: ("fusion", n) for n in ("w_rows", "w_step", "w_session", "w_session_out", "w_warm", "w_counts",
-                                  "w_diag", "toggles")},
-    "_rows": ("fusion", "rows"), "w_toggles": ("fusion", "w_rows"),
-    **{n: ("view_bar", n) for n in ("w_view", "w_layer", "w_expand", "w_overlay", "w_constants")},
-    "fig_before": ("before", "graph"), "fig_after": ("after", "graph"),
-    "w_before": ("before", "widget"), "w_after": ("after", "widget"),
-    "w_netron": ("netron", "button"), "w_netron_out": ("netron", "out"), "w_report": ("report", "button"),
-    **{n: ("profile_panel", n) for n in ("w_provider", "w_batch", "w_seq", "w_threads", "w_runs", "w_variants",
-                                         "w_int8", "w_run", "w_stop", "w_profile", "w_ablate", "w_tune", "w_tune_result",
-                                         "fig_live", "fig_dist", "fig_pct", "fig_ops", "fig_ablation", "w_results",
-                                         "w_ablation")},
-}
