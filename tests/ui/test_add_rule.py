@@ -44,7 +44,7 @@ def test_an_added_rule_is_a_new_step_shown_at_once(ctl):
         # selected: the panes show the layer before and after it, what it replaced and emitted ringed
         assert s.pair.step == "skip_norm_bias" and s.pair.before.highlight and s.pair.after.highlight
         assert "SkipLayerNormalization" in s.pair.after.layout.ops
-        ctl.check_parity(wait=True)
+        ctl.parity.check(wait=True)
         assert next(r for r in s.rows if r["name"] == "skip_norm_bias")["parity"] is True
         # its checkbox: off, the step is not run and the bias Adds come back; on again, a lookup
         adds = s.snapshots[-1].histogram.get("Add", 0)

@@ -91,7 +91,7 @@ def test_select_view_click_and_width(ctl):
 
 
 def test_parity_pass_fills_every_row(ctl):
-    ctl.check_parity()
+    ctl.parity.check()
     assert all(r["parity"] is True for r in ctl.state.rows if r["index"] is not None)
     assert "every step within" in ctl.state.status.text
 
@@ -256,7 +256,7 @@ def test_background_parity_waits_until_the_selected_steps_toggle_is_ready(tiny_e
     try:
         c.load()
         c.wait(300)
-        assert c.wait_parity(300)
+        assert c.parity.wait(300)
         assert c.state.error is None, c.state.error
         assert seen and all(seen), seen
     finally:

@@ -268,10 +268,10 @@ class Workbench:
         return self.controller.warm_text()
 
     def check_parity(self, wait: bool | None = None) -> None:
-        self.controller.check_parity(wait)
+        self.controller.parity.check(wait)
 
     def wait_parity(self, timeout: float | None = 600) -> bool:
-        return self.controller.wait_parity(timeout)
+        return self.controller.parity.wait(timeout)
 
     def show_session_layer(self, level: str = "all") -> None:
         self.controller.graph_tools.show_session_layer(level)

@@ -21,6 +21,7 @@ from .measuring import MeasureActions
 from .reporting import ReportActions
 from .graph_tools import GraphTools
 from .live_rules import LiveRules
+from .parity_checks import ParityChecks
 from .state import AppState, JobStatus, Status
 from .step_rows import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
 from .views import GraphViews, step_name
@@ -70,6 +71,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.rules = LiveRules(self)
         #: What else shows the selected snapshot: ONNX Runtime's session layer on top of it, Netron.
         self.graph_tools = GraphTools(self)
+        #: Each snapshot checked against the unfused export (the rows' badges), in the background.
+        self.parity = ParityChecks(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
@@ -190,7 +193,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         # The selected step's own toggle first: the checkbox a user looking at it clicks first.
         sch.warm_first = (self._chosen,) if self._chosen else ()
         sch.start_warming()
-        self._kick_auto_parity()  # after the warm-up started: parity holds back until that toggle is ready
+        self.parity.kick_auto()  # after the warm-up started: parity holds back until that toggle is ready
         self.runner.every("warm", self._watch_warm)
         last = s.snapshots[-1] if s.snapshots else None
         summary = f"{src.label}: {self.export_result.nodes} nodes exported"
@@ -205,6 +208,16 @@ class Controller(EngineActions, MeasureActions, ReportActions):
     def loaded(self) -> bool:
         """Whether a model was exported (a load finished or is in flight with its export done)."""
         return self.export_result is not None
+
+    @property
+    def generation(self) -> int:
+        """Bumped whenever the snapshots change: work on older ones is dropped."""
+        return self._gen
+
+    @property
+    def clicks_in_flight(self) -> bool:
+        """Whether a toggle the user clicked has not run yet."""
+        return bool(self._pending)
 
     @property
     def looking_at(self) -> str | None:
@@ -224,7 +237,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self._pending[name] = on
         self._clicks += 1
         click = self._last_click[name] = self._clicks
-        self._update_rows()  # the checkbox and the row's look follow the click at once
+        self.update_rows()  # the checkbox and the row's look follow the click at once
 
         def work(job: Job) -> None:
             t0 = time.perf_counter()
@@ -262,9 +275,10 @@ class Controller(EngineActions, MeasureActions, ReportActions):
             s.layer_max = max(layers) if layers else 0
         self.refresh()
         if parity:
-            self._kick_auto_parity()
+            self.parity.kick_auto()
 
-    def _update_rows(self) -> None:
+    def update_rows(self) -> None:
+        """Recompute the fusion panel's rows from the snapshots and the clicks in flight."""
         s = self.state
         s.rows = tuple(step_rows(self.timeline, s.snapshots, s.engine, self._pending))
 
@@ -306,7 +320,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
             return
         t0 = time.perf_counter()
         if rows:
-            self._update_rows()
+            self.update_rows()
         s.pair = self.views.pair(s.snapshots, self.pair_indices()[1], s, self.profiles)
         self.timings["refresh_s"] = time.perf_counter() - t0
 
@@ -346,100 +360,10 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         if width_px:
             self.state.pane_width = pane_sizes(width_px)[0]
 
-    # ----------------------------------------------------------------- parity
-    def check_parity(self, wait: bool | None = None) -> None:
-        """Check every snapshot against the unfused export; badges turn green or red as results arrive.
-
-        With ``background=False`` (or ``wait=True``) it returns when every badge is filled.
-        """
-        if self.timeline is None:
-            self.say("load a model first", "error")
-            return
-        if wait if wait is not None else not self.background:
-            try:
-                self._parity_pass(None, report=True)
-            except WorkbenchError as e:
-                self.say(f"parity check failed: {e}", "error")
-            return
-        self.runner.kick("parity", lambda job: self._parity_pass(job, report=True))
-
-    def _kick_auto_parity(self) -> None:
-        if self.auto_parity and self.timeline is not None and not self.closed:
-            self.runner.kick("parity", lambda job: self._parity_pass(job, report=False))
-
-    def parity_order(self) -> list[int]:
-        """Snapshots to check, most useful first: the selected step, the final model, then in order."""
-        n = len(self.state.snapshots)
-        first = [self.pair_indices()[1], n - 1]
-        return [i for i in dict.fromkeys(first + list(range(1, n))) if 0 < i < n]
-
+    # ----------------------------------------------------------------- parity (ui/parity_checks.py)
     def _parity_pass(self, job: Job | None, report: bool = False) -> bool:
-        """Fill the parity of the current snapshots; False when they changed under it (a toggle)."""
-        tl, snaps, gen = self.timeline, list(self.state.snapshots), self._gen
-        if tl is None:
-            return True
-        texting = tl.text is not None
-
-        def same_as_before(i: int) -> bool:  # the step changed nothing: its outputs are its predecessor's
-            return i > 1 and getattr(snaps[i].diff, "empty", False)
-
-        def done(sn) -> bool:
-            return sn.parity is not None and (not texting or sn.task_parity is not None)
-
-        def propagate() -> None:
-            for i in range(2, len(snaps)):
-                if not done(snaps[i]) and same_as_before(i) and done(snaps[i - 1]):
-                    snaps[i].parity, snaps[i].task_parity = snaps[i - 1].parity, snaps[i - 1].task_parity
-
-        todo = [i for i in self.parity_order() if not same_as_before(i)]
-        todo += [i for i in range(1, len(snaps)) if i not in todo]  # whatever propagation cannot fill
-        for i in todo:
-            propagate()
-            if not report:
-                self._yield_to_toggles(job, gen)
-            if self._gen != gen or self.closed or (job is not None and job.cancelled):
-                return False  # a toggle or reload: start over on the new snapshots
-            sn = snaps[i]
-            if done(sn):
-                continue
-            if report:
-                self.say(f"parity: checking {step_name(sn.step)} ({i} of {len(snaps) - 1})", "busy")
-            if tl.snapshots and i < len(tl.snapshots) and tl.snapshots[i] is sn:
-                tl.check_parity(i)
-            else:
-                sn.check_parity(reference=tl.reference())
-            if self._gen == gen:
-                self._update_rows()
-        propagate()
-        if self._gen != gen:
-            return False
-        self._update_rows()
-        if report:
-            bad = [step_name(sn.step) for sn in snaps[1:] if sn.parity is not None and not sn.parity.ok]
-            self.say("parity: every step within atol 1e-4, rtol 1e-3" if not bad else
-                     f"parity: {', '.join(bad)} differ from the unfused model beyond atol 1e-4",
-                     "ok" if not bad else "error")
-        return True
-
-    def _toggle_first(self) -> bool:
-        """Whether background parity should hold back: a toggle is running, or the warm-up has not yet
-        computed the toggle of the step the user looks at (the click most likely to come next)."""
-        if self._pending:
-            return True
-        sch = self.scheduler
-        return bool(sch is not None and sch.warming and self._chosen and not sch.toggle_ready(self._chosen))
-
-    def _yield_to_toggles(self, job: Job | None, gen: int) -> None:
-        """Wait (automatic parity only) while :meth:`_toggle_first`: parity on bert-base builds whole
-        sessions, and a click that computes its plan beside it took 3 s instead of 1 s."""
-        while (self._toggle_first() and self._gen == gen and not self.closed
-               and not (job is not None and job.cancelled)):
-            time.sleep(0.05)
-
-    def wait_parity(self, timeout: float | None = 600) -> bool:
-        """Wait for the background parity checks; True when every badge is filled."""
-        self.runner.wait("parity", timeout)
-        return all(sn.parity is not None for sn in self.state.snapshots[1:])
+        # ui/measuring.py calls this after its answers job; the pass itself is ParityChecks.run_pass.
+        return self.parity.run_pass(job, report)
 
     # ----------------------------------------------------------------- closing
     def stop_warming(self) -> None:
