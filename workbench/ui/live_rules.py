@@ -4,7 +4,7 @@
 (``state.rules``, the status line); it asks the controller to reload the fusion timeline when the
 chains change. A participant's rule is untrusted code in a teaching room: :meth:`LiveRules.add_rule`
 refuses in one line what is not a rule instance and a name a built-in step has, and the rule's
-``match`` and ``rewrite`` run under :attr:`LiveRules.rule_time_limit_s` (``fusion/scheduler.py``).
+``match`` and ``rewrite`` run under :attr:`LiveRules.rule_time_limit_s` (``fusion/scheduler/``).
 """
 
 from __future__ import annotations
