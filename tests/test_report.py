@@ -11,7 +11,8 @@ from textmodels import save_task_model
 from workbench.config import BenchConfig
 from workbench.models import resolve
 from workbench.report import collect, summary
-from workbench.viz.report import render, task_parity_words
+from workbench.viz.report import render
+from workbench.viz.summary import task_parity_words
 
 SENTENCES = ["The cat sat on the mat.", "A cat was sitting on a rug.", "How do I reset my password?",
              "I forgot my password.", "Stocks fell 3.2% on Tuesday.", "The market dropped sharply.", "Hi!",

@@ -108,6 +108,7 @@ def run(args) -> int:
     from ..measure.answers import int8_flags
     from ..measure.gpu_variants import with_gpu_variants
     from ..measure.variants import build_variants
+    from ..models import resolve
     from . import print_json
 
     plan = common.fusion_plan(args)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..measure.load import busy_words
 from ..paths import atomic_write_text
-from ..report import plural  # noqa: F401  (re-exported: its earlier home)
+from ..report import plural
 from .labels import variant_label
-from .summary import task_parity_words  # noqa: F401  (re-exported: its earlier home)
+from .summary import task_parity_words
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}

@@ -270,7 +270,7 @@ class ProfilePanel(Panel):
 def tune_html(res: dict) -> str:
     """The tune's recommendation per workload, the peers, and each variant's figures and answers."""
     from ...viz.labels import variant_label, workload_figure as fig
-    from ...viz.report import task_parity_words as answers_line
+    from ...viz.summary import task_parity_words as answers_line
 
     heads = "".join(
         f"<div class='wb-section'>{esc(w.capitalize())}: {esc(variant_label(rec['variant']))}, "
