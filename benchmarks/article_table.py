@@ -24,7 +24,7 @@ from workbench.config import BenchConfig
 from workbench.paths import atomic_write_text
 from workbench.measure.bench import benchmark
 from workbench.ort.machine import describe_machine, machine_line
-from workbench.measure.recipes import standard_variants
+from workbench.measure.variants import standard_variants
 from workbench.ort.session import cuda_status
 
 RESULTS = Path(__file__).resolve().parent / "results"

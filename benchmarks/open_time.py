@@ -39,6 +39,7 @@ t0 = time.perf_counter()
 from workbench.config import ExportConfig, FusionPlan
 from workbench.export import export
 from workbench.fusion import Timeline
+from workbench.fusion.scheduler import FusionScheduler
 from workbench.models import resolve
 t1 = time.perf_counter()
 src = resolve(sys.argv[1])
@@ -51,11 +52,12 @@ tl.set_plan(FusionPlan(engine=tl.engine_used))
 t3 = time.perf_counter()
 steps_run, warm = tl.steps_run, None
 if len(sys.argv) > 2:  # prime: warm every single toggle up, to the end
-    tl.start_warming()
-    tl.wait_warm(float(sys.argv[2]))
-    warm = {"done": not tl.warming and tl.warm_error is None, "s": tl.warm_s, "error": tl.warm_error,
+    sch = FusionScheduler(tl)
+    sch.start_warming()
+    sch.wait_warm(float(sys.argv[2]))
+    warm = {"done": not sch.warming and sch.warm_error is None, "s": sch.warm_s, "error": sch.warm_error,
             "steps_run": tl.steps_run - steps_run}
-    tl.stop_warming()
+    sch.stop_warming()
 print("RESULT " + json.dumps({"in_process": t3 - t0, "imports": t1 - t0, "export_lookup": t2 - t1,
                               "timeline": t3 - t2, "steps_run": steps_run, "nodes": tl.final.nodes,
                               "engine": tl.engine_used, "warm": warm}))

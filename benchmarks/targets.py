@@ -30,7 +30,7 @@ from workbench.config import BenchConfig
 from workbench.paths import atomic_write_text
 from workbench.measure.bench import benchmark
 from workbench.ort.machine import machine_line
-from workbench.measure.recipes import standard_variants
+from workbench.measure.variants import standard_variants
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

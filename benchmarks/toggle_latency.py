@@ -11,7 +11,7 @@ early step, which must recompute everything after it).
 "cold" toggles run on a timeline with no background warm-up: each first
 switch-off recomputes every later step. Unless --no-warm is given, the same
 toggles are then measured on a second timeline after
-``Timeline.start_warming()`` finished precomputing every single-step toggle
+``FusionScheduler.start_warming()`` finished precomputing every single-step toggle
 in the background ("warm"), with the warm-up's own duration; the cold figure
 is what a user sees when toggling before the warm-up is done.
 """
@@ -41,6 +41,7 @@ def main() -> None:
     from workbench.config import ExportConfig, FusionPlan
     from workbench.export import export
     from workbench.fusion import Timeline
+    from workbench.fusion.scheduler import FusionScheduler
     from workbench.fusion.engines import one_shot
     from workbench.models import resolve
 
@@ -92,11 +93,12 @@ def main() -> None:
                   num_layers=src.num_layers)
     tl.run()
     t = time.perf_counter()
-    tl.start_warming()
-    tl.wait_warm()
+    sch = FusionScheduler(tl)
+    sch.start_warming()
+    sch.wait_warm()
     print(f"background warm-up after the first run: {time.perf_counter() - t:.2f} s"
-          + (f" (stopped: {tl.warm_error})" if tl.warm_error else ""))
-    tl.stop_warming()
+          + (f" (stopped: {sch.warm_error})" if sch.warm_error else ""))
+    sch.stop_warming()
     worst = (0.0, "")
     for step in chosen:
         t = time.perf_counter()

@@ -37,14 +37,14 @@ def headless(model: str, step: str) -> dict:
     app = Workbench(model, background=False)
     first = time.perf_counter() - t0
     t1 = time.perf_counter()
-    app.timeline.wait_warm(timeout=600)
+    app.controller.scheduler.wait_warm(timeout=600)
     warm = time.perf_counter() - t1
     out = {"model": model, "engine": app.timeline.engine_used, "first_load_s": round(first, 2),
            "warm_up_s": round(warm, 2), "toggles": []}
     for on in (False, True, False, True):
         t = time.perf_counter()
         app.toggle(step, on)
-        app.timeline.wait_warm(timeout=600)  # the next toggle starts from a warmed plan, as after a pause
+        app.controller.scheduler.wait_warm(timeout=600)  # the next toggle starts from a warmed plan, as after a pause
         out["toggles"].append({"step": step, "on": on, "click_to_redrawn_s": round(app.timings["toggle_s"] +
                                                                                    app.timings["refresh_s"], 3),
                                "with_rewarm_s": round(time.perf_counter() - t, 2)})

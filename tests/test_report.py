@@ -11,7 +11,8 @@ from textmodels import save_task_model
 from workbench.config import BenchConfig
 from workbench.models import resolve
 from workbench.report import collect, summary
-from workbench.viz.report import render, task_parity_words
+from workbench.viz.report import render
+from workbench.viz.summary import task_parity_words
 
 SENTENCES = ["The cat sat on the mat.", "A cat was sitting on a rug.", "How do I reset my password?",
              "I forgot my password.", "Stocks fell 3.2% on Tuesday.", "The market dropped sharply.", "Hi!",
@@ -193,7 +194,7 @@ def test_the_reports_fused_variant_is_the_graph_its_fusion_table_shows():
     import onnx
 
     from workbench.config import ExportConfig, FusionPlan
-    from workbench.measure.recipes import standard_variants
+    from workbench.measure.variants import standard_variants
 
     plan = FusionPlan(disabled=frozenset({"attention"}))
     fused = standard_variants("bert-tiny", ["fused"], exporter="dynamo", opset=18, plan=plan)[0]

@@ -114,15 +114,15 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
     """The standard variants timed in one worker, into ``data["bench"]``."""
     try:
         from .measure.bench import benchmark
-        from .measure.recipes import standard_variants
+        from .measure.variants import build_variants, default_variants
 
         cfg = bench_cfg or BenchConfig(runs=20)
         if text is not None:  # the shape the sessions are sized for: the text's largest batch and bucket
             cfg = dataclasses.replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches),
                                       seq=max(text.lengths))
-        names = ("torch", "unfused", "fused", "int8") if src.kind != "onnx" else ("unfused", "fused", "int8")
+        names, _ = default_variants(src, cfg.provider)  # an ONNX file: no PyTorch
         # The fused variant is the graph the fusion table shows: same exporter, opset and plan.
-        variants = standard_variants(src, names, provider=cfg.provider, attention=export_cfg.attention,
+        variants = build_variants(src, names, provider=cfg.provider, attention=export_cfg.attention,
                                      exporter=export_cfg.exporter, opset=export_cfg.opset, plan=plan,
                                      progress=progress)
         # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).

@@ -19,6 +19,7 @@ from workbench.config import FusionPlan
 from workbench.fusion import Timeline, persist, run_fusion
 from workbench.fusion import timeline as timeline_mod
 from workbench.fusion.engines import engine_steps
+from workbench.fusion.scheduler import FusionScheduler
 
 HEADS, HIDDEN = 2, 128  # bert-tiny
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,8 +36,6 @@ def store_dir(tmp_path, monkeypatch):
 
 def _forbid_engines(monkeypatch) -> None:
     """Make every engine step (and every skip test, which asks the engine for its anchors) fail loudly."""
-    import workbench.fusion.warming as warming
-
     real = engine_steps
 
     def patched(engine):
@@ -44,7 +43,6 @@ def _forbid_engines(monkeypatch) -> None:
                                          rest=_fail if s.rest is not None else None) for s in real(engine))
 
     monkeypatch.setattr(timeline_mod, "engine_steps", patched)
-    monkeypatch.setattr(warming, "engine_steps", patched)
 
 
 def _fail(*args, **kwargs):
@@ -103,9 +101,10 @@ def test_a_reopened_timeline_equals_the_cold_one_and_runs_no_engine_step(tiny_ex
 def test_warm_up_toggles_and_parity_are_lookups_after_a_reopen(tiny_export, store_dir, monkeypatch):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    cold.start_warming()
-    assert cold.wait_warm(300) and cold.warm_error is None
-    cold.stop_warming()
+    warm = FusionScheduler(cold)
+    warm.start_warming()
+    assert warm.wait_warm(300) and warm.warm_error is None
+    warm.stop_warming()
     last = len(cold.snapshots) - 1
     cold.check_parity(last)
     ref = cold.reference()
@@ -121,9 +120,10 @@ def test_warm_up_toggles_and_parity_are_lookups_after_a_reopen(tiny_export, stor
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert tl.snapshots[last].parity == cold.snapshots[last].parity is not None
     assert tl.snapshots[2].parity == cold.snapshots[2].parity is not None
-    tl.start_warming()
-    assert tl.wait_warm(120) and tl.warm_error is None, tl.warm_error
-    tl.stop_warming()
+    sch = FusionScheduler(tl)
+    sch.start_warming()
+    assert sch.wait_warm(120) and sch.warm_error is None, sch.warm_error
+    sch.stop_warming()
     for step in steps:
         assert [(s.step, s.nodes, s.fused) for s in tl.toggle(step, False)] == toggled[step]
         tl.toggle(step, True)
@@ -263,7 +263,7 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     def write(i):
         try:
             for _ in range(20):
-                persist._write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
+                persist.write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

@@ -14,7 +14,7 @@ from workbench.config import FusionPlan
 from workbench.errors import FusionError
 from workbench.fusion import BY_NAME, CATALOG, Match, Rewrite, Rule, register_rule, unregister_rule
 from workbench.fusion.registry import chain, plan_key, rules, steps
-from workbench.fusion.rows import ENGINE_ROWS
+from workbench.fusion.steps import ENGINE_ROWS
 
 
 def test_chains_list_rule_names_and_the_catalog_is_built_from_the_rules():

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
-import re
 
 import onnx
 import pytest
@@ -13,7 +11,8 @@ from onnx import numpy_helper
 from workbench.config import FusionPlan
 from workbench.fusion import Timeline, run_fusion
 from workbench.fusion.engines import EngineContext, engine_steps, one_shot, ort_anchors
-from workbench.fusion.store import WeightStore, is_stub
+from workbench.fusion.scheduler import FusionScheduler, engine_turn, foreground
+from workbench.fusion.store import WeightStore, is_stub, reading_from
 
 HEADS, HIDDEN = 2, 128  # bert-tiny
 
@@ -37,21 +36,6 @@ def test_anchors_are_read_from_the_engines_fusion_objects():
     # methods that do more than apply fusions are never skipped
     assert ort_anchors("preprocess") == ()
     assert ort_anchors("utils.remove_identity_nodes") == ()
-
-
-def test_rotary_add_anchor_needs_neg_in_ort_source():
-    """The rotary skip relies on every rotate_half x2 path of ORT's matcher going through Neg."""
-    from onnxruntime.transformers.onnx_model_bert import FusionRotaryEmbeddings
-
-    src = inspect.getsource(FusionRotaryEmbeddings.fuse)
-    paths = re.findall(r"rotate_half_x2_path_\d_\d = self\.model\.match_parent_path\(\s*node,\s*\[([^\]]*)\]", src)
-    assert len(paths) >= 2
-    assert all('"Neg"' in p for p in paths), paths
-    assert "if rotate_half_x2_path_1 is None or rotate_half_x2_path_2 is None:" in src
-    # nothing in the Add branch runs before those matches
-    add_branch = src.split("else:", 1)[1]
-    first_code = [ln.strip() for ln in add_branch.splitlines() if ln.strip() and not ln.strip().startswith("#")][0]
-    assert first_code.startswith("rotate_half_x2_path_1_1 = self.model.match_parent_path(")
 
 
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
@@ -107,105 +91,106 @@ def test_value_hook_reads_stubs_and_leaves_other_tensors_alone():
     stub = skel.graph.initializer[0]
     assert is_stub(stub) and not stub.raw_data
     work = store.working_copy(skel)
-    np.testing.assert_array_equal(numpy_helper.to_array(work.graph.initializer[0]), numpy_helper.to_array(big))
-    small = numpy_helper.from_array(np.ones(3, dtype=np.float32))
-    np.testing.assert_array_equal(numpy_helper.to_array(small), np.ones(3, dtype=np.float32))
+    with reading_from(store):  # what the runner opens around each engine step
+        np.testing.assert_array_equal(numpy_helper.to_array(work.graph.initializer[0]), numpy_helper.to_array(big))
+        small = numpy_helper.from_array(np.ones(3, dtype=np.float32))
+        np.testing.assert_array_equal(numpy_helper.to_array(small), np.ones(3, dtype=np.float32))
+    with pytest.raises(Exception):  # outside a step a stub has no values: onnx's own function, unpatched
+        numpy_helper.to_array(work.graph.initializer[0])
+
+
+def _scheduled(path, plan: FusionPlan) -> FusionScheduler:
+    """A scheduler of a timeline that computes every step (nothing read back from an earlier run's disk store)."""
+    sch = FusionScheduler(Timeline(path, plan, num_heads=HEADS, hidden_size=HIDDEN, persist=False))
+    sch.run()
+    return sch
 
 
 def test_background_warming_precomputes_every_single_toggle(tiny_export):
     path = tiny_export("torchscript", "eager").path
-    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
+    sch = _scheduled(path, FusionPlan(engine="ort"))
+    tl = sch.timeline
     first = [s.step for s in tl.snapshots]
-    tl.start_warming()
-    assert tl.wait_warm(120) and tl.warm_error is None and tl.warm_s is not None
-    tl.stop_warming()
-    cached = len(tl._cache)
+    sch.start_warming()
+    assert sch.wait_warm(120) and sch.warm_error is None and sch.warm_s is not None
+    sch.stop_warming()
+    assert sch.warmed == first[1:]  # one toggle per step, in chain order
+    computed = tl.steps_run
     for step in first[1:]:
-        off = tl.toggle(step, False)
+        off = sch.toggle(step, False)
         assert step not in [s.step for s in off]
-        tl.toggle(step, True)
-    assert len(tl._cache) == cached  # every toggle was a cache lookup
+        sch.toggle(step, True)
+    assert tl.steps_run == computed  # every toggle was a cache lookup
     assert [s.step for s in tl.snapshots] == first
 
 
 def test_a_toggle_during_warming_cancels_it_and_is_exact(tiny_export):
     path = tiny_export("torchscript", "sdpa").path
-    tl = run_fusion(path, FusionPlan(engine="auto"), num_heads=HEADS, hidden_size=HIDDEN)
-    tl.start_warming()
-    snaps = tl.toggle("skip_layer_norm", False)  # cancels the warm-up, then restarts it for the new plan
+    sch = _scheduled(path, FusionPlan(engine="auto"))
+    sch.start_warming()
+    snaps = sch.toggle("skip_layer_norm", False)  # cancels the warm-up, then starts it again for the new plan
     fresh = run_fusion(path, FusionPlan(engine="auto", disabled={"skip_layer_norm"}), num_heads=HEADS,
                        hidden_size=HIDDEN)
     assert [(s.step, s.nodes, s.fused) for s in snaps] == [(s.step, s.nodes, s.fused) for s in fresh.snapshots]
     assert [s.diagnostic for s in snaps] == [s.diagnostic for s in fresh.snapshots]
-    assert tl.warming or tl.warm_s is not None, tl.warm_error
-    tl.stop_warming()
-    assert not tl.warming
-    assert tl.warm_error is None
+    assert sch.warming or sch.warm_s is not None, sch.warm_error
+    sch.stop_warming()
+    assert not sch.warming
+    assert sch.warm_error is None
 
 
 def test_warm_up_computes_the_selected_steps_toggle_first(tiny_export):
     """The app puts the step the user is looking at first: its checkbox is the likely first click."""
     path = tiny_export("torchscript", "eager").path
-    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    steps = [s.step for s in tl.snapshots[1:]]
+    sch = _scheduled(path, FusionPlan(engine="ort"))
+    steps = [s.step for s in sch.timeline.snapshots[1:]]
     late = steps[-2]
-    flipped_order: list[str] = []
-    real = tl._run_engine
-
-    def spy(engine, enabled, budget=None):
-        flipped = [s for s in steps if enabled(s) != (s not in tl.plan.disabled)]
-        if flipped and (not flipped_order or flipped_order[-1] != flipped[0]):
-            flipped_order.append(flipped[0])
-        return real(engine, enabled, budget=budget)
-
-    tl._run_engine = spy
-    tl.warm_first = (late,)
-    tl.start_warming()
-    assert tl.wait_warm(120) and tl.warm_error is None
-    tl.stop_warming()
-    assert flipped_order[0] == late and flipped_order[1] == steps[0], flipped_order
+    sch.warm_first = (late,)
+    sch.start_warming()
+    assert sch.wait_warm(120) and sch.warm_error is None
+    sch.stop_warming()
+    assert sch.warmed[:2] == [late, steps[0]], sch.warmed
 
 
 def test_background_work_steps_aside_while_a_toggle_waits(tiny_export):
-    """Warm-up and auto's engine comparison start no engine step while a toggle waits for the lock, so a
+    """Warm-up and auto's engine comparison start no engine step while a toggle waits for the turn, so a
     click waits for the one step in flight at most (not for every background thread's next step)."""
     import threading
     import time
 
     path = tiny_export("torchscript", "eager").path
-    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    calls: list[str] = []
-    real = tl._run_engine
-    tl._run_engine = lambda engine, enabled=None, budget=None: calls.append(engine) or real(engine, enabled, budget)
-    tl._foreground = 1  # as while a toggle waits for the lock
+    sch = _scheduled(path, FusionPlan(engine="ort"))
+    tl = sch.timeline
     done: dict = {}
-    compare = threading.Thread(target=lambda: done.setdefault("runs", tl.compare_engines()))
-    tl.start_warming()
-    compare.start()
-    time.sleep(0.5)
-    assert calls == []  # neither the warm-up nor the comparison took a step
-    tl._foreground = 0
+    compare = threading.Thread(target=lambda: done.setdefault("runs", sch.compare_engines()))
+    before = tl.steps_run
+    with foreground():  # as while a toggle waits for the engine turn
+        sch.start_warming()
+        compare.start()
+        time.sleep(0.5)
+        assert tl.steps_run == before and sch.warmed == []  # neither the warm-up nor the comparison took a step
     compare.join(120)
-    assert tl.wait_warm(120) and tl.warm_error is None
-    tl.stop_warming()
-    assert set(done["runs"]) == {"ort", "onnxscript"} and "onnxscript" in calls and calls.count("ort") > 1
+    assert sch.wait_warm(120) and sch.warm_error is None
+    sch.stop_warming()
+    assert set(done["runs"]) == {"ort", "onnxscript"} and tl.steps_run > before
+    assert [s.step for s in done["runs"]["ort"]] == [s.step for s in tl.snapshots[1:]]  # the plan shown, unchanged
 
 
-def test_a_warmed_toggle_needs_no_engine_lock(tiny_export):
-    """A toggle whose every step is in memory returns while a background engine step holds the lock
+def test_a_warmed_toggle_needs_no_engine_turn(tiny_export):
+    """A toggle whose every step is in memory returns while a background engine step holds the turn
     (on bert-base such a step takes seconds: the click would wait for it)."""
     import threading
 
     path = tiny_export("torchscript", "eager").path
-    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    tl.start_warming()
-    assert tl.wait_warm(120)
-    tl.stop_warming()
-    step = [s.step for s in tl.snapshots][-2]
+    sch = _scheduled(path, FusionPlan(engine="ort"))
+    sch.start_warming()
+    assert sch.wait_warm(120)
+    sch.stop_warming()
+    step = [s.step for s in sch.timeline.snapshots][-2]
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with tl._lock:  # what a background engine step does
+        with engine_turn():  # what a background engine step does
             held.set()
             release.wait(120)
 
@@ -213,10 +198,10 @@ def test_a_warmed_toggle_needs_no_engine_lock(tiny_export):
     assert held.wait(30)
     result: dict = {}
     try:
-        t = threading.Thread(target=lambda: result.setdefault("snaps", tl.toggle(step, False)), daemon=True)
+        t = threading.Thread(target=lambda: result.setdefault("snaps", sch.toggle(step, False)), daemon=True)
         t.start()
         t.join(60)
-        assert "snaps" in result, "the warmed toggle waited for the engine lock"
+        assert "snaps" in result, "the warmed toggle waited for the engine turn"
         assert step not in [s.step for s in result["snaps"]]
     finally:
         release.set()
@@ -227,17 +212,29 @@ def test_a_warmed_toggle_needs_no_engine_lock(tiny_export):
 def test_toggle_ready_says_when_a_click_is_a_lookup(tiny_export):
     """What the app's background parity waits for: the selected step's toggle in memory."""
     path = tiny_export("torchscript", "eager").path
-    tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
+    sch = _scheduled(path, FusionPlan(engine="ort"))
+    tl = sch.timeline
     step = [s.step for s in tl.snapshots][-2]
-    assert not tl.toggle_ready(step)
-    assert tl.toggle_ready("export")  # the export is no step: nothing to wait for
-    tl.warm_first = (step,)
-    tl.start_warming()
-    assert tl.wait_warm(120) and tl.warm_error is None
-    tl.stop_warming()
-    assert tl.toggle_ready(step)
+    assert not sch.toggle_ready(step)
+    assert sch.toggle_ready("export")  # the export is no step: nothing to wait for
+    sch.warm_first = (step,)
+    sch.start_warming()
+    assert sch.wait_warm(120) and sch.warm_error is None
+    sch.stop_warming()
+    assert sch.toggle_ready(step)
     before = tl.steps_run
-    tl.toggle(step, False)
+    sch.toggle(step, False)
     assert tl.steps_run == before  # the lookup it promised
-    assert tl.toggle_ready(step)  # switching back is the plan shown before
-    assert tl.toggle_ready("gelu_approximation") is False  # an opt-in step was never warmed
+    assert sch.toggle_ready(step)  # switching back is the plan shown before
+    assert sch.toggle_ready("gelu_approximation") is False  # an opt-in step was never warmed
+
+
+def test_the_plan_alone_says_what_is_opted_in(tiny_export):
+    """An opt-in step switched on and off again is off in the plan the timeline runs, and the plan says so."""
+    path = tiny_export("torchscript", "eager").path
+    sch = _scheduled(path, FusionPlan(engine="ort"))
+    on = sch.toggle("gelu_approximation", True)
+    assert "gelu_approximation" in [s.step for s in on] and "gelu_approximation" in sch.timeline.plan.opted_in
+    off = sch.toggle("gelu_approximation", False)
+    assert "gelu_approximation" not in [s.step for s in off] and not sch.timeline.enabled("gelu_approximation")
+    assert "gelu_approximation" not in sch.timeline.plan.opted_in

@@ -121,3 +121,49 @@ def test_the_prepared_folder_covers_notebook_06(tmp_path, monkeypatch):
         assert fuse_bert(ts, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=off) == without
     finally:
         unregister_rule(rule.name)
+
+
+def test_a_slow_rule_fails_its_step_under_the_time_limit_and_runs_again_under_a_larger_one(tiny_export, tmp_path,
+                                                                                          monkeypatch):
+    """A failed step is kept in memory only: a timeline opened again with a larger limit runs the rule, never
+    reads the failure (or the steps after it) back from disk."""
+    import time
+
+    from workbench.fusion import Rule, register_rule
+    from workbench.fusion.scheduler import rule_time_limit, set_rule_time_limit
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+
+    class Slow(Rule):
+        name = "slow_rule"
+        after = {"onnxscript": "ort_patterns"}
+        anchors = ("SkipLayerNormalization",)
+
+        def match(self, node):
+            calls.append(node.name)
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.4:  # Python code: stoppable
+                pass
+            return None
+
+    calls: list[str] = []
+    path = tiny_export("torchscript", "eager").path
+    before = rule_time_limit()
+    register_rule(Slow())
+    try:
+        set_rule_time_limit(0.2)
+        tl = Timeline(path, FusionPlan(engine="onnxscript"), num_heads=2, hidden_size=128, persist=True)
+        tl.run()
+        slow = next(s for s in tl.snapshots if s.step == "slow_rule")
+        assert slow.failed.startswith("rule slow_rule did not finish within 0.2 s") and slow.diff.empty
+        assert tl.final.fused.get("SkipLayerNormalization") == 2 * LAYERS  # the later steps ran
+        set_rule_time_limit(30)
+        calls.clear()
+        again = Timeline(path, FusionPlan(engine="onnxscript"), num_heads=2, hidden_size=128, persist=True)
+        again.run()
+        assert next(s for s in again.snapshots if s.step == "slow_rule").failed == ""
+        assert len(calls) == 2 * LAYERS  # run again, not read back from disk
+        assert [s.nodes for s in again.snapshots] == [s.nodes for s in tl.snapshots]
+    finally:
+        set_rule_time_limit(before)
+        unregister_rule("slow_rule")

@@ -159,7 +159,7 @@ def test_gpu_variants_are_built_on_the_standard_models_and_refused_by_the_worker
     from workbench.config import BenchConfig
     from workbench.measure.bench import benchmark
     from workbench.measure.gpu_variants import GPU_VARIANTS, available
-    from workbench.measure.recipes import standard_variants
+    from workbench.measure.variants import standard_variants
 
     fused = standard_variants("bert-tiny", ["fused"], provider="cuda")[0]
     v = GPU_VARIANTS["fused-cudagraph"].build("bert-tiny")

@@ -39,7 +39,7 @@ def test_sweep_grid_table_and_json(tiny_export, tmp_path):
 
 
 def test_standard_variants_for_onnx_file_and_errors(tiny_export):
-    from workbench.measure.recipes import standard_variants
+    from workbench.measure.variants import standard_variants
 
     path = tiny_export().path
     vs = standard_variants(str(path), ["unfused", "fused"])
@@ -94,7 +94,7 @@ def test_bench_variants_follow_the_plan(tiny_export):
     """The fused variant of a plan without skip_layer_norm runs LayerNormalization, and says so in its profile."""
     from workbench.config import FusionPlan
     from workbench.measure.profile import profile_ops
-    from workbench.measure.recipes import standard_variants
+    from workbench.measure.variants import standard_variants
 
     plan = FusionPlan(disabled={"skip_layer_norm"})
     v = {x.name: x for x in standard_variants("bert-tiny", ("unfused", "fused"), plan=plan)}

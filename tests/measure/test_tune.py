@@ -100,7 +100,10 @@ def test_answers_decide_on_sentences_the_search_never_saw(tuned, tiny):
     assert doc["int8_search"]["text"]["sentences"] == len(search)
     assert doc["openvino_guard"]["search_sentences"] == len(search)
     by = {v["name"]: v for v in doc["variants"]}
-    for name in ("int8-guarded", "openvino-int8", "int8-static"):
+    import importlib.util
+
+    peers = ("ctranslate2",) if importlib.util.find_spec("ctranslate2") else ()  # the peers extra installed
+    for name in ("int8-guarded", "openvino-int8", "int8-static") + peers:  # answers checked like every variant's
         assert by[name]["task_parity"]["sentences"] == len(check)
         assert by[name]["task_parity_search"]["sentences"] == len(search)
     # The guarded int8 model's answers on the check part, recomputed here from the file the tune timed.
@@ -266,7 +269,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
 def test_missing_openvino_says_how_to_add_it(monkeypatch):
     from workbench.measure import peers
-    from workbench.measure.recipes_extra import available
+    from workbench.measure.variants import available
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)
@@ -277,7 +280,7 @@ def test_missing_openvino_says_how_to_add_it(monkeypatch):
 
 
 def test_torch_compile_without_a_compiler_is_skipped_with_the_reason(monkeypatch, tmp_path):
-    from workbench.measure.recipes_extra import available
+    from workbench.measure.variants import available
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no g++, c++ or clang++ there
     monkeypatch.delenv("CXX", raising=False)

@@ -6,7 +6,7 @@ import pytest
 
 from workbench.errors import ConfigError
 from workbench.ui import compat
-from workbench.ui.state import UIState
+from workbench.ui.state import AppState
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +20,19 @@ def app(tiny_export):
 
 
 def test_state_round_trips_and_derives_settings():
-    s = UIState(source="bert-tiny", exporter="dynamo", opset=18, engine="onnxscript", seq=64)
+    s = AppState(source="bert-tiny", exporter="dynamo", opset=18, engine="onnxscript", seq=64)
     s.set_step_enabled("attention", False)
     s.set_step_enabled("gelu", False)
     s.set_step_enabled("gelu", True)
     assert s.disabled == ["attention"]
-    assert UIState.from_dict(s.to_dict()) == s
+    assert AppState.from_dict(s.to_dict()) == s
     assert s.export_config().exporter == "dynamo" and s.export_config().resolved_opset == 18
     assert s.fusion_plan().disabled == frozenset({"attention"}) and s.fusion_plan().engine == "onnxscript"
     assert s.bench_config().seq == 64
     with pytest.raises(ConfigError):
-        UIState.from_dict({"nonsense": 1})
+        AppState.from_dict({"nonsense": 1})
     with pytest.raises(ConfigError):
-        UIState(view="sideways")
+        AppState(view="sideways")
 
 
 def test_loads_and_draws_the_default_step(app):
@@ -41,62 +41,63 @@ def test_loads_and_draws_the_default_step(app):
     assert names[0] == "export" and "attention" in names
     # The first view is the Attention step: replaced nodes on the left, the fused node on the right.
     assert names[app.state.step] == "attention"
-    assert app.w_step.value == app.state.step
-    after = app.fig_after
+    assert app.fusion.w_step.value == app.state.step
+    after = app.after.graph
     assert "Attention" in [t.strip() for t in after.labels]
-    assert len(after.highlight) >= 1 and len(app.fig_before.highlight) > 10  # rings: emitted / replaced
-    assert "Softmax" in app.w_counts.value and "Attention" in app.w_counts.value
+    assert len(after.highlight) >= 1 and len(app.before.graph.highlight) > 10  # rings: emitted / replaced
+    assert "Softmax" in app.fusion.w_counts.value and "Attention" in app.fusion.w_counts.value
     rows = app.step_rows()
     assert [r["name"] for r in rows if r["name"] == "attention"] and rows[0]["kind"] in ("fusion", "cleanup")
     att = next(r for r in rows if r["name"] == "attention")
     assert att["here"] == "+2 Attention" and att["nodes"] == app.snapshots[att["index"]].nodes
     # one compact grid: a row per step of the engine in use, grouped, with a checkbox and a parity badge
-    assert "wb-row-sel" in app._rows["attention"][0]._dom_classes
-    assert "Fusions" in str([getattr(c, "value", "") for c in app.w_rows.children])
-    assert "Graph clean-ups" in str([getattr(c, "value", "") for c in app.w_rows.children])
-    assert "wb-badge" in app._rows["attention"][3].value
+    assert "wb-row-sel" in app.fusion.rows["attention"][0]._dom_classes
+    assert "Fusions" in str([getattr(c, "value", "") for c in app.fusion.w_rows.children])
+    assert "Graph clean-ups" in str([getattr(c, "value", "") for c in app.fusion.w_rows.children])
+    assert "wb-badge" in app.fusion.rows["attention"][3].value
     # steps the engine in use does not run have no row (onnxscript's steps under ort)
-    assert app.timeline.engine_used == "ort" and "pre_optimize" not in app._rows
+    assert app.timeline.engine_used == "ort" and "pre_optimize" not in app.fusion.rows
     # the model bar says which engine auto chose, and why
-    assert app.w_engine_note.value and "auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 2)" \
-        in app.w_engine_note.value
-    assert "after fusion" in app.status.value
+    assert app.model_bar.w_engine_note.value and "auto → ORT transformers optimizer (fuses 2 Attention; onnxscript fuses 2)" \
+        in app.model_bar.w_engine_note.value
+    assert "after fusion" in app.model_bar.status.value
 
 
-def test_toggle_calls_the_timeline_and_redraws(app, monkeypatch):
+def test_toggle_calls_the_scheduler_and_redraws(app, monkeypatch):
     calls = []
-    real = app.timeline.toggle
-    monkeypatch.setattr(app.timeline, "toggle", lambda name, on: calls.append((name, on)) or real(name, on))
+    sch = app.controller.scheduler
+    real = sch.toggle
+    monkeypatch.setattr(sch, "toggle", lambda name, on: calls.append((name, on)) or real(name, on))
     nodes_on = app.snapshots[-1].nodes
-    counts_on = app.w_counts.value
-    app.toggles["attention"].value = False  # what a click does
+    counts_on = app.fusion.w_counts.value
+    app.fusion.toggles["attention"].value = False  # what a click does
     assert calls == [("attention", False)]
     assert "attention" in app.state.disabled
     assert app.snapshots[-1].nodes > nodes_on
-    assert app.w_counts.value != counts_on
+    assert app.fusion.w_counts.value != counts_on
     app.toggle("attention", True)
-    assert app.toggles["attention"].value is True and app.snapshots[-1].nodes == nodes_on
+    assert app.fusion.toggles["attention"].value is True and app.snapshots[-1].nodes == nodes_on
 
 
 def test_step_slider_view_switch_and_clicks(app):
-    app.w_step.value = 0  # the export: before and after are the same model
+    app.fusion.w_step.value = 0  # the export: before and after are the same model
     assert app.state.step == 0
-    assert len(app.fig_after.highlight) == 0
+    assert len(app.after.graph.highlight) == 0
     app.select_step([s.step for s in app.snapshots].index("attention"))
-    app.w_view.value = "model"
-    items = app.fig_after.ids
+    app.view_bar.w_view.value = "model"
+    items = app.after.graph.ids
     assert "group:layer 0" in items and "group:layer 1" in items
     app.click("group:layer 1")  # expand
-    items2 = app.fig_after.ids
+    items2 = app.after.graph.ids
     assert "group:layer 1" not in items2 and len(items2) > len(items) - 1
-    app.w_view.value = "layer"
+    app.view_bar.w_view.value = "layer"
     lay = app.state.pair.after.layout
     att = lay.ids[lay.ops.index("Attention")]
     app.click(att, "after")
     # selecting the fused node rings what it replaced in the "before" pane
-    assert len(app.fig_after.selected) == 1 and len(app.fig_before.selected) > 10
+    assert len(app.after.graph.selected) == 1 and len(app.before.graph.selected) > 10
     app.click(att, "after")
-    assert len(app.fig_after.selected) == 0
+    assert len(app.after.graph.selected) == 0
 
 
 def test_errors_show_in_the_app_not_as_tracebacks(tiny_export, tmp_path):
@@ -104,7 +105,7 @@ def test_errors_show_in_the_app_not_as_tracebacks(tiny_export, tmp_path):
 
     w = Workbench(str(tmp_path / "missing-model"), background=False)
     assert w.error and "\n" not in w.error
-    assert "color:#cf222e" in w.status.value and "Traceback" not in w.status.value
+    assert "color:#cf222e" in w.model_bar.status.value and "Traceback" not in w.model_bar.status.value
     w.close()
     bad = tmp_path / "junk.onnx"
     bad.write_bytes(b"not a model at all")
@@ -121,8 +122,8 @@ def test_report_is_written(app, tmp_path):
 
 
 def test_live_benchmark_feeds_the_plots(app):
-    app.w_runs.value = 4
-    app.w_seq.value = 16
+    app.profile_panel.w_runs.value = 4
+    app.profile_panel.w_seq.value = 16
     app.run_benchmark()
     app.wait_benchmark(300)
     assert app.error is None, app.error
@@ -131,18 +132,18 @@ def test_live_benchmark_feeds_the_plots(app):
     # the words a user understands on screen.
     assert [v.name for v in r.variants] == ["unfused", "fused"]
     assert all(v.runs == 4 for v in r.variants)
-    assert [t.name for t in app.fig_live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
-    assert len(app.fig_live.data[0].y) == 4
-    assert list(app.fig_pct.data[0].y) == pytest.approx([v.p50_ms for v in r.variants])
-    assert "speed-up" in app.w_results.value
+    assert [t.name for t in app.profile_panel.fig_live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
+    assert len(app.profile_panel.fig_live.data[0].y) == 4
+    assert list(app.profile_panel.fig_pct.data[0].y) == pytest.approx([v.p50_ms for v in r.variants])
+    assert "speed-up" in app.profile_panel.w_results.value
     # A bound is shown as a figure when it is possible, and not at all when a disturbed probe put it above
     # the measured time (it is then unknown).
     if r.floor_ms:
-        assert f"hardware floor {r.floor_ms:.2f} ms" in app.w_results.value
+        assert f"hardware floor {r.floor_ms:.2f} ms" in app.profile_panel.w_results.value
     if r.matmul_bound_ms:
-        assert f"weights read from memory: {r.matmul_bound_ms:.2f} ms" in app.w_results.value
+        assert f"weights read from memory: {r.matmul_bound_ms:.2f} ms" in app.profile_panel.w_results.value
     else:
-        assert "weights read from memory:" not in app.w_results.value
+        assert "weights read from memory:" not in app.profile_panel.w_results.value
 
 
 def test_compat_names_what_to_install():
@@ -215,52 +216,52 @@ def test_check_parity_turns_every_badge_green(app):
     assert all(sn.parity is not None and sn.parity.ok for sn in app.snapshots[1:])
     import re
 
-    badges = "".join(row[3].value for name, row in app._rows.items() if name != "__export__")
+    badges = "".join(row[3].value for name, row in app.fusion.rows.items() if name != "__export__")
     assert "wb-ok" in badges and not re.search(r"wb-bad\b", badges)
-    assert "every step within" in app.status.value
+    assert "every step within" in app.model_bar.status.value
 
 
 def test_constants_are_hidden_by_default_and_can_be_shown(app):
     app.select_step(1)
     ops_hidden = list(app.state.pair.before.layout.ops)
     assert "Constant" not in ops_hidden
-    app.w_constants.value = True
+    app.view_bar.w_constants.value = True
     assert app.state.constants and "Constant" in list(app.state.pair.before.layout.ops)
-    app.w_constants.value = False
+    app.view_bar.w_constants.value = False
     assert "Constant" not in list(app.state.pair.before.layout.ops)
 
 
 def test_default_off_steps_show_as_off(app):
-    assert app.toggles["gelu_approximation"].value is False
-    assert app.toggles["attention"].value is True
+    assert app.fusion.toggles["gelu_approximation"].value is False
+    assert app.fusion.toggles["attention"].value is True
 
 
 def test_session_layer_button_shows_what_ort_adds(app):
     app.select_step(len(app.snapshots) - 1)
     app.show_session_layer()
     assert app.session_layer["nodes"] <= app.snapshots[-1].nodes
-    assert "ORT session (all) on top of" in app.w_session_out.value
+    assert "ORT session (all) on top of" in app.fusion.w_session_out.value
 
 
 def test_profile_button_fills_the_op_breakdown_and_the_overlay(app):
     app.state.seq, app.state.runs = 16, 3
     if app.widget is not None:
-        app.w_seq.value, app.w_runs.value = 16, 3
-    app.w_profile.click()
+        app.profile_panel.w_seq.value, app.profile_panel.w_runs.value = 16, 3
+    app.profile_panel.w_profile.click()
     app.wait_benchmark(300)
-    assert app.profiles, app.status.value
-    assert len(app.fig_ops.data) >= 1 and any(len(t.x or ()) for t in app.fig_ops.data)
-    assert app.w_overlay.value is True
+    assert app.profiles, app.model_bar.status.value
+    assert len(app.profile_panel.fig_ops.data) >= 1 and any(len(t.x or ()) for t in app.profile_panel.fig_ops.data)
+    assert app.view_bar.w_overlay.value is True
 
 
 def test_clicking_a_row_selects_its_snapshot_and_off_steps_cannot_be_selected(app):
     names = [s.step for s in app.snapshots]
-    app._rows["gelu"][2].click()
-    assert app.state.step == names.index("gelu") and app.w_step.value == app.state.step
-    assert "wb-row-sel" in app._rows["gelu"][0]._dom_classes
-    assert "wb-row-sel" not in app._rows["attention"][0]._dom_classes
-    assert app._rows["gelu_approximation"][2].disabled  # off by default: no snapshot to show
-    app._rows["__export__"][0].children[1].click()
+    app.fusion.rows["gelu"][2].click()
+    assert app.state.step == names.index("gelu") and app.fusion.w_step.value == app.state.step
+    assert "wb-row-sel" in app.fusion.rows["gelu"][0]._dom_classes
+    assert "wb-row-sel" not in app.fusion.rows["attention"][0]._dom_classes
+    assert app.fusion.rows["gelu_approximation"][2].disabled  # off by default: no snapshot to show
+    app.fusion.rows["__export__"][0].children[1].click()
     assert app.state.step == 0
     app.select_step(names.index("attention"))
 
@@ -276,16 +277,16 @@ def test_a_row_explains_a_fusion_that_fell_short(app):
         order = app.timeline.steps()
         nxt = next(n for n in order[order.index("attention") + 1:] if rows.get(n, {}).get("index") is not None)
         assert app.snapshots[app.state.step].step == nxt
-        assert "wb-row-off" in app._rows["attention"][0]._dom_classes
-        assert "off" in app._rows["attention"][3].value
+        assert "wb-row-off" in app.fusion.rows["attention"][0]._dom_classes
+        assert "off" in app.fusion.rows["attention"][3].value
     finally:
         app.toggle("attention", True)
-    assert "wb-row-off" not in app._rows["attention"][0]._dom_classes
+    assert "wb-row-off" not in app.fusion.rows["attention"][0]._dom_classes
     assert app.snapshots[app.state.step].step == "attention"  # back to the step the user was looking at
 
 
 def test_engine_summary_names_the_choice():
-    from workbench.ui.app import engine_summary
+    from workbench.ui.step_rows import engine_summary
 
     both = {"ort": {"Attention": 12}, "onnxscript": {"Attention": 0}}
     assert engine_summary("auto", "ort", both) == ("auto → ORT transformers optimizer (fuses 12 Attention; "
@@ -310,14 +311,14 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
         assert all(sn.parity is not None and sn.parity.ok for sn in w.snapshots[1:])
         assert "attention" not in [s.step for s in w.snapshots]
         shown = {r["name"] for r in w.step_rows() if r["index"] is not None and r["applies"]}
-        badges = [w._rows[n][3].value for n in shown]
+        badges = [w.fusion.rows[n][3].value for n in shown]
         assert all("wb-ok" in b for b in badges), badges  # every step that ran: green (the folded ones say why)
         assert w.error is None
         w.toggle("attention", True)
         w.wait(300)
         w._stop_threads(timeout=30)  # what the kernel's exit does: no thread left inside ONNX Runtime
         assert not w.controller.runner.running("parity")
-        assert not w.timeline.warming
+        assert not w.controller.scheduler.warming
     finally:
         w.close()
 
@@ -325,10 +326,10 @@ def test_parity_runs_in_the_background_and_drops_stale_results(tiny_export):
 def test_pane_width_comes_from_one_value_and_labels_fit(app):
     from workbench.viz.graph import CHAR_PX
 
-    assert app.fig_after.scene["width"] == app.state.pane_width
-    assert app.w_after.layout.width == f"{app.state.pane_width + 4}px"
+    assert app.after.graph.scene["width"] == app.state.pane_width
+    assert app.after.widget.layout.width == f"{app.state.pane_width + 4}px"
     # every drawn label ends before the next node of its row
-    fig, lay = app.fig_before, app.state.pair.before.layout
+    fig, lay = app.before.graph, app.state.pair.before.layout
     xr, width = fig.scene["xrange"], app.state.pane_width - 20
     px = width / (xr[1] - xr[0])
     rows = {}
@@ -340,18 +341,18 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
             if t:
                 assert (x2 - x) * px >= 9 + CHAR_PX * len(t), (t, x, x2)
     # before and after share one vertical scale when their depths are comparable
-    assert fig.scene["height"] == app.fig_after.scene["height"]
+    assert fig.scene["height"] == app.after.graph.scene["height"]
 
 
 def test_warm_up_line_says_when_clicks_are_lookups(app):
-    assert app.timeline.wait_warm(300)
+    assert app.controller.scheduler.wait_warm(300)
     assert "precomputed" in app.warm_text() and "a click is a lookup" in app.warm_text()
 
 
 def test_what_each_fusion_buys(app, tmp_path):
     """The ablation button's work: a row per fused step, the bar figure, the table and the tuned plan."""
-    app.w_runs.value = 4
-    app.w_seq.value = 16
+    app.profile_panel.w_runs.value = 4
+    app.profile_panel.w_seq.value = 16
     app.background = True
     try:
         app.ablate(steps=["bias_gelu", "skip_layer_norm"])
@@ -363,9 +364,9 @@ def test_what_each_fusion_buys(app, tmp_path):
     res = app.ablation
     assert res is not None, app.error
     assert [r.step for r in res.rows] == ["bias_gelu", "skip_layer_norm"]
-    assert list(app.fig_ablation.data[0].y) == ["bias_gelu", "skip_layer_norm"]
-    assert list(app.fig_ablation.data[0].x) == pytest.approx([r.saves_pct for r in res.rows])
-    assert "bias_gelu" in app.w_ablation.value and f"±{res.noise_pct:.1f}%" in app.w_ablation.value
+    assert list(app.profile_panel.fig_ablation.data[0].y) == ["bias_gelu", "skip_layer_norm"]
+    assert list(app.profile_panel.fig_ablation.data[0].x) == pytest.approx([r.saves_pct for r in res.rows])
+    assert "bias_gelu" in app.profile_panel.w_ablation.value and f"±{res.noise_pct:.1f}%" in app.profile_panel.w_ablation.value
     assert res.config["seq"] == 16 and res.config["runs"] == 4
     assert "What each fusion buys here" in app.save_report(tmp_path / "r.html").read_text()
 
@@ -385,10 +386,10 @@ def test_pane_sizes_side_by_side_from_800_px_and_never_wider_than_the_area(width
 def test_measured_width_resizes_panes_and_plots(app):
     app.w_width.width = 900  # what the browser's ResizeObserver reports for a 900 px notebook column
     assert app.state.pane_width == 434
-    assert app.fig_before.scene["width"] == app.fig_after.scene["width"] == 434 == app.fig_live.layout.width
-    assert app.w_before.layout.width == "438px"
+    assert app.before.graph.scene["width"] == app.after.graph.scene["width"] == 434 == app.profile_panel.fig_live.layout.width
+    assert app.before.widget.layout.width == "438px"
     app.w_width.width = 2560
-    assert app.fig_after.scene["width"] == 1264
+    assert app.after.graph.scene["width"] == 1264
 
 
 def test_side_panel_mode_puts_the_app_in_jupyterlabs_right_area():
@@ -400,11 +401,11 @@ def test_side_panel_mode_puts_the_app_in_jupyterlabs_right_area():
     try:
         assert app.panel == "side" and isinstance(app._sidecar, Sidecar) and app._sidecar.anchor == "split-right"
         shown = app._sidecar.outputs[0]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
-        assert shown == app.widget.model_id and app.w_side.disabled
+        assert shown == app.widget.model_id and app.model_bar.w_side.disabled
         assert "side panel" in app._repr_mimebundle_()["text/plain"]
         app.close_side_panel()
         assert app.panel == "inline" and "application/vnd.jupyter.widget-view+json" in app._repr_mimebundle_()
-        app.w_side.click()  # the button in the model bar does the same
+        app.model_bar.w_side.click()  # the button in the model bar does the same
         assert app.panel == "side"
     finally:
         app.close()

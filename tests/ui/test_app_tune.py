@@ -16,15 +16,15 @@ def app(tiny_export):
 
 
 def test_tune_button_recommends_saves_and_reports(app, tmp_path):
-    app.w_runs.value = 3
-    app.w_seq.value = 16
-    app.w_threads.value = 1
+    app.profile_panel.w_runs.value = 3
+    app.profile_panel.w_seq.value = 16
+    app.profile_panel.w_threads.value = 1
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "x").write_text("mine")
     app.tune(taken)  # refused at once, in the status line, nothing measured
     assert "not empty" in (app.error or "") and app.tune_result is None
-    assert not app.w_tune.disabled
+    assert not app.profile_panel.w_tune.disabled
     app.tune(tmp_path / "deploy")
     res = app.tune_result
     assert res is not None, app.error
@@ -42,16 +42,16 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
 
     from workbench.viz.labels import variant_label
 
-    assert html.escape(variant_label(res.recommended["latency"].variant)) in app.w_tune_result.value
+    assert html.escape(variant_label(res.recommended["latency"].variant)) in app.profile_panel.w_tune_result.value
     assert "Recommended for" in app.save_report(tmp_path / "r.html").read_text()
 
 
 def test_int8_in_the_app_has_its_answers_checked_without_any_text(app):
     """Wherever int8 is timed its answers are checked (the built-in sentences); the timing keeps its shape."""
-    app.w_runs.value = 2
-    app.w_seq.value = 16
-    app.w_threads.value = 1
-    app.w_int8.value = True
+    app.profile_panel.w_runs.value = 2
+    app.profile_panel.w_seq.value = 16
+    app.profile_panel.w_threads.value = 1
+    app.profile_panel.w_int8.value = True
     try:
         app.run_benchmark()
         app.wait_benchmark()
@@ -61,4 +61,4 @@ def test_int8_in_the_app_has_its_answers_checked_without_any_text(app):
         assert int8.task_parity["kind"] == "embedding" and int8.task_parity["sentences"] == 39
         assert r.config["text"] is None  # timed at one shape, not on the sentences
     finally:
-        app.w_int8.value = False
+        app.profile_panel.w_int8.value = False

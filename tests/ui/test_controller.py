@@ -91,7 +91,7 @@ def test_select_view_click_and_width(ctl):
 
 
 def test_parity_pass_fills_every_row(ctl):
-    ctl.check_parity()
+    ctl.parity.check()
     assert all(r["parity"] is True for r in ctl.state.rows if r["index"] is not None)
     assert "every step within" in ctl.state.status.text
 
@@ -248,7 +248,7 @@ def test_background_parity_waits_until_the_selected_steps_toggle_is_ready(tiny_e
     real = Timeline.check_parity
 
     def spy(tl, i):
-        seen.append(tl.toggle_ready(c._chosen))
+        seen.append(c.scheduler.toggle_ready(c._chosen))
         return real(tl, i)
 
     monkeypatch.setattr(Timeline, "check_parity", spy)
@@ -256,7 +256,7 @@ def test_background_parity_waits_until_the_selected_steps_toggle_is_ready(tiny_e
     try:
         c.load()
         c.wait(300)
-        assert c.wait_parity(300)
+        assert c.parity.wait(300)
         assert c.state.error is None, c.state.error
         assert seen and all(seen), seen
     finally:
@@ -284,18 +284,18 @@ def test_auto_switches_when_the_likely_engine_fuses_less(tiny_export, monkeypatc
 
 def test_twenty_quick_clicks_on_one_checkbox_end_in_the_state_of_the_last(tiny_export, monkeypatch):
     """A lane runs its jobs in the order asked: rapid alternating clicks apply in order, the last one wins."""
-    from workbench.fusion import Timeline
+    from workbench.fusion.scheduler import FusionScheduler
     from workbench.ui.controller import Controller
 
     tiny_export()
     applied = []
-    real = Timeline.toggle
+    real = FusionScheduler.toggle
 
-    def spy(tl, name, on):
+    def spy(sch, name, on):
         applied.append(on)
-        return real(tl, name, on)
+        return real(sch, name, on)
 
-    monkeypatch.setattr(Timeline, "toggle", spy)
+    monkeypatch.setattr(FusionScheduler, "toggle", spy)
     c = Controller(AppState(source="bert-tiny", engine="ort"), background=True)
     try:
         c.load()

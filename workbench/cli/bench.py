@@ -20,12 +20,7 @@ def register(sub) -> None:
     common.add_model_arg(p)
     p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help="execution provider (default: cpu)")
     common.add_measure_args(p)
-    p.add_argument("--variants", default=None,
-                   help="comma-separated subset of torch,unfused,fused,int8,fp16 and torch-compile, tuned, "
-                        "int8-guarded, int8-static, openvino-f32, openvino, openvino-int8, openvino-int8-guarded; "
-                        "with --provider cuda also fused-cudagraph, fp16-cudagraph, trt-fp16 and torch-compile "
-                        "(reduce-overhead: CUDA graphs) "
-                        "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
+    p.add_argument("--variants", default=None, help=_VariantsHelp("the variants to time"))
     p.add_argument("--attention", choices=ATTENTIONS, default="eager",
                    help="transformers attention for the export and PyTorch (default: eager)")
     p.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
@@ -38,12 +33,22 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+class _VariantsHelp(str):
+    """``--variants``' help, its names read from the registry when help is printed (argparse fills a help
+    string in with ``%``), so a cold start (``workbench --version``) does not import the registry."""
+
+    def __mod__(self, params) -> str:
+        from ..measure.variants import names
+
+        return (f"comma-separated subset of {','.join(names())} "
+                "(default: torch,unfused,fused,int8 on cpu; torch,unfused,fused,fp16 on cuda)")
+
+
 def _names(args) -> tuple[list[str], list[dict]]:
     """The variants to time and those skipped; every one asked for skipped: the reasons, in one line."""
     from ..errors import RuntimeUnavailableError
     from ..measure import gpu_variants
-    from ..measure.recipes import default_variants
-    from ..measure.recipes_extra import available
+    from ..measure.variants import available, default_variants
 
     if not args.variants:
         return default_variants(args.model, args.provider)
@@ -69,7 +74,9 @@ def _texts(args, cfg, names):
         cfg = dataclasses.replace(cfg, batch=max(b["input_ids"].shape[0] for b in text.batches),
                                   seq=max(text.lengths))
         return text, None, cfg
-    if any("int8" in n for n in names) and args.provider == "cpu":
+    from ..measure.variants import is_quantized
+
+    if any(is_quantized(n) for n in names) and args.provider == "cpu":
         from ..measure.answers import builtin_answers_text
         return None, builtin_answers_text(resolve(args.model)), cfg
     return None, None, cfg
@@ -100,7 +107,7 @@ def _measure(args, cfg, variants, text, answers):
 def run(args) -> int:
     from ..measure.answers import int8_flags
     from ..measure.gpu_variants import with_gpu_variants
-    from ..measure.recipes_extra import variants as all_variants
+    from ..measure.variants import build_variants
     from ..models import resolve
     from . import print_json
 
@@ -111,10 +118,10 @@ def run(args) -> int:
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = with_gpu_variants(
-            names, args.provider, lambda rest: all_variants(args.model, rest, provider=args.provider,
-                                                            attention=args.attention, progress=bar, plan=plan,
-                                                            exporter=args.exporter,
-                                                            extra={"text": text, "threads": cfg.threads}),
+            names, args.provider, lambda rest: build_variants(args.model, rest, provider=args.provider,
+                                                              attention=args.attention, progress=bar, plan=plan,
+                                                              exporter=args.exporter,
+                                                              extra={"text": text, "threads": cfg.threads}),
             args.model, attention=args.attention, plan=plan, exporter=args.exporter, progress=bar)
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
@@ -135,6 +142,7 @@ def run(args) -> int:
 
 def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     from ..measure.explain import explain
+    from ..measure.variants import is_quantized
     from ..ort.machine import machine_line
     from ..ort.answer_policy import TaskParity, words
     from ..viz.summary import random_weights_words
@@ -168,7 +176,7 @@ def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
               + (f"  {words(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
-    kinds = [TaskParity.of(v.task_parity).kind for v in res.variants if "int8" in v.name and v.task_parity]
+    kinds = [TaskParity.of(v.task_parity).kind for v in res.variants if is_quantized(v.name) and v.task_parity]
     if random_weights and kinds:  # no warning that int8 "changes the answers": what the check would mean
         print(f"  note: int8's answers above: {random_weights_words(kinds[0])}")
     if res.machine_load and res.machine_load.busy():

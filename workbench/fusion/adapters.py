@@ -16,6 +16,7 @@ import onnx
 
 from ..errors import FusionError
 from .engine_types import EngineContext, StepOutcome
+from ..graph.summary import ensure_node_names, name_nodes
 
 
 class OrtAdapter:
@@ -31,8 +32,6 @@ class OrtAdapter:
         return store
 
     def skeleton(self, store, model: onnx.ModelProto) -> onnx.ModelProto:
-        from ..graph.summary import ensure_node_names
-
         ensure_node_names(model)
         return store.strip(model)
 
@@ -81,8 +80,6 @@ class OnnxscriptAdapter:
         return None
 
     def skeleton(self, store, model) -> onnx.ModelProto:
-        from ..graph.summary import name_nodes
-
         name_nodes(model.graph)
         return store.strip_ir(model)
 

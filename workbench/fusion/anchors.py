@@ -42,8 +42,10 @@ class GraphOps:
         return self._edges
 
 
+#: The last few skeletons asked about (a run asks about each step's input a few times in a row), with their ops;
+#: each kept skeleton is held alive, so the bound is small.
 _SEEN: dict[int, tuple[onnx.ModelProto, GraphOps]] = {}
-_SEEN_MAX = 64
+_SEEN_MAX = 8
 
 
 def graph_ops(skeleton: onnx.ModelProto) -> GraphOps:

@@ -2,7 +2,7 @@
 
 Each row says what a step matches (in words and as an op pattern), the op it
 emits, what must run before it and why, what it saves, and which chains run
-it. Clean-ups are steps too, so no change goes unexplained. ``rows.py``
+it. Clean-ups are steps too, so no change goes unexplained. ``steps.py``
 holds the rows of the engines' own steps; a workbench rule carries its row
 itself (``rule.Rule``). :data:`CATALOG` and :data:`BY_NAME` are built from
 the registry (``registry.py``), in display order, and follow the rules
@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .registry import rows, rows_by_name
-from .rows import ENGINE_ROWS, Step  # noqa: F401  (the catalog's row type and the engines' rows, here too)
+from .steps import ENGINE_ROWS, Step  # noqa: F401  (the catalog's row type and the engines' rows, here too)
+from ..errors import FusionError
 
 
 class _Catalog(Sequence):
@@ -65,8 +66,13 @@ def get_step(name: str) -> Step:
     try:
         return BY_NAME[name]
     except KeyError:
-        from ..errors import FusionError
         raise FusionError(f"unknown fusion step {name!r}; steps are: {', '.join(BY_NAME)}") from None
+
+
+def runs_under(plan, name: str) -> bool:
+    """Whether step ``name`` runs under ``plan`` (a ``FusionPlan``, which alone says what is off and opted in):
+    off when disabled; a step off by default only when opted in."""
+    return plan.enabled(name, BY_NAME[name].default_on)
 
 
 def session_optimizers_off(disabled) -> tuple[str, ...]:

@@ -15,7 +15,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .rows import Step
+from .steps import Step
+from .store import nbytes
 
 #: How many nodes of the emitted op one encoder layer should give.
 PER_LAYER: dict[str, int] = {"attention": 1, "sdpa_attention": 1, "multi_head_attention": 1,
@@ -40,12 +41,14 @@ def summarize_messages(lines: list[str], limit: int = 4, *, every: bool = False)
 
 
 def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prerequisites_off: list[str],
-            messages: list[str], notes: list[str], engine: str, skipped: str = "") -> str | None:
+            messages: list[str], notes: list[str], engine: str, skipped: str = "", failed: str = "") -> str | None:
     """One diagnostic text for a fusion step, or None when it did all it could.
 
     ``skipped`` is the runner's reason for not running the step at all (its
-    anchor ops are absent, e.g. "nothing to fuse: no Gelu nodes ...").
+    anchor ops are absent, e.g. "nothing to fuse: no Gelu nodes ..."); ``failed`` why it failed.
     """
+    if failed:
+        return f"failed: {failed}"
     if skipped:
         if prerequisites_off and step.kind == "fusion":
             return f"fused nothing ({step.emits or step.title}). Prerequisite step(s) off: " \
@@ -93,7 +96,6 @@ def explain(step: Step, *, fused_here: int, already: int, num_layers: int, prere
 
 # ---------------------------------------------------------------- model shape parameters
 def _constants(model: onnx.ModelProto):
-    from .store import nbytes  # from type and dims: ByteSize() walks every weight's 2+ MB
 
     for t in model.graph.initializer:
         if nbytes(t) < 256:

@@ -8,10 +8,12 @@ collected here as plain lines for the diagnostics.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import sys
-import threading
 from typing import Any
+
+from .scheduler import new_lock
 
 
 class _Collect(logging.Handler):
@@ -73,8 +75,9 @@ def capture_ort_logs():
         _set_levels(saved, lambda lg, level: level)
 
 
-_LOCAL = threading.local()
-_INSTALL = threading.Lock()
+#: How many ``quiet_stdout`` blocks the current thread is in (each thread starts at 0).
+_QUIET: contextvars.ContextVar = contextvars.ContextVar("workbench_quiet_stdout", default=0)
+_INSTALL = new_lock()
 
 
 class _PerThreadStdout:
@@ -88,12 +91,12 @@ class _PerThreadStdout:
         self._real = real
 
     def write(self, text):
-        if getattr(_LOCAL, "quiet", 0):
+        if _QUIET.get():
             return len(text)
         return self._real.write(text)
 
     def flush(self):
-        if not getattr(_LOCAL, "quiet", 0):
+        if not _QUIET.get():
             self._real.flush()
 
     def __getattr__(self, name):
@@ -108,13 +111,13 @@ def quiet_stdout():
     with _INSTALL:
         if not isinstance(sys.stdout, _PerThreadStdout):
             sys.stdout = _PerThreadStdout(sys.stdout)
-    _LOCAL.quiet = getattr(_LOCAL, "quiet", 0) + 1
+    token = _QUIET.set(_QUIET.get() + 1)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
-        _LOCAL.quiet -= 1
+        _QUIET.reset(token)
 
 
 def rules_of(func) -> Any:

@@ -11,6 +11,14 @@ from typing import Any, Callable
 
 import onnx
 
+from ..errors import FusionError
+from .anchors import graph_ops
+
+
+class StepFailed(FusionError):
+    """Raised by a step that could not finish (a participant's rule past its time limit): the runner keeps
+    the graph as it was, marks the step failed with this sentence and goes on with the next step."""
+
 
 @dataclass
 class EngineContext:
@@ -38,6 +46,8 @@ class StepOutcome:
     notes: list[str] = field(default_factory=list)
     #: Why the step was not run at all (its anchor ops are absent), or "".
     skipped: str = ""
+    #: Why the step failed (:class:`StepFailed`: the graph is left as it was), or "".
+    failed: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,6 @@ class EngineStep:
 
 
 def _skip_test(anchors) -> Callable[[dict, onnx.ModelProto], str]:
-    from .anchors import graph_ops
 
     def skip(hist: dict, skeleton: onnx.ModelProto) -> str:
         return anchors.missing(graph_ops(skeleton))

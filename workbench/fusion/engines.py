@@ -32,11 +32,11 @@ from .adapters import ENGINE_NAMES, adapter  # noqa: F401  (importable from here
 from .engine_logs import capture_ort_logs, quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
 from .ort_engine import ORT_STEPS, ort_anchors, shape_view
+from .registry import steps
 
 
 def engine_steps(engine: str) -> tuple[EngineStep, ...]:
     """The ordered steps of ``engine``'s chain ("ort" or "onnxscript"), the registered rules included."""
-    from .registry import steps
 
     adapter(engine)
     return steps(engine)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from .lazy import LazyModule, ir
+from ..graph.summary import _LAYER_RE
 
-_ir_utils = LazyModule("onnxscript.rewriter._ir_utils")
+ir_utils = LazyModule("onnxscript.rewriter._ir_utils")  # onnxscript's own helpers (get_numpy_value)
 
 #: Ops that scale attention scores by a constant.
 SCALE_OPS = ("Mul", "Div")
@@ -34,7 +35,7 @@ def const(value: ir.Value | None) -> np.ndarray | None:
             break
         value = node.inputs[0]
     try:
-        return _ir_utils.get_numpy_value(value)
+        return ir_utils.get_numpy_value(value)
     except Exception:  # an external tensor that cannot be read: not a constant we can use
         return None
 
@@ -100,7 +101,6 @@ def initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
 
 def node_label(node: ir.Node) -> str:
     """``Op name`` and, when the name or export scope says it, ``(layer N)``."""
-    from ..graph.summary import _LAYER_RE
 
     layer = None
     for text in (node.name or "", *node.metadata_props.values()):

@@ -10,6 +10,10 @@ from typing import Callable, Iterable
 
 from ..config import ATTENTIONS, EXPORTERS, ExportConfig, FusionPlan
 from ..errors import WorkbenchError
+from ..export import export
+from ..graph.summary import attention_kinds
+from ..models import ModelSource, resolve
+from .timeline import Timeline
 
 MATRIX_OPS = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu", "EmbedLayerNormalization")
 
@@ -28,7 +32,6 @@ def _fired(snaps, step: str, op: str) -> int:
 
 
 def _counts(snap) -> dict:
-    from ..graph.summary import attention_kinds
 
     kinds = attention_kinds(snap.skeleton)
     return {**{op: snap.fused.get(op, 0) for op in MATRIX_OPS}, "nodes": snap.nodes,
@@ -59,9 +62,6 @@ def exporter_matrix(source, opsets: Iterable[int] = MATRIX_OPSETS, *, exporters:
         standard op in the chain auto kept), and ``error`` (one line) when the
         export itself failed.
     """
-    from ..export import export
-    from ..models import ModelSource, resolve
-    from .timeline import Timeline
 
     src = source if isinstance(source, ModelSource) else resolve(source)
     cells = [(e, a, o) for e in exporters for a in attentions for o in opsets]

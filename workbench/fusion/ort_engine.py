@@ -22,6 +22,7 @@ from ..errors import FusionError
 from .anchors import EVERY_GRAPH, Anchors, GraphOps
 from .engine_logs import capture_ort_logs
 from .engine_types import EngineContext, EngineStep, StepOutcome
+from .store import nbytes, weight_key
 
 
 #: Initializers at least this large enter shape inference as typed inputs, not as data.
@@ -37,7 +38,6 @@ def shape_view(model: onnx.ModelProto) -> onnx.ModelProto:
     lives in small tensors. Declaring each large weight as an input of the
     same type and shape gives the same shapes for a fraction of the copying.
     """
-    from .store import nbytes
 
     view = onnx.ModelProto()
     view.ir_version = model.ir_version
@@ -287,12 +287,11 @@ def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
     """
     from onnx.external_data_helper import load_external_data_for_tensor
 
-    from .store import _key, nbytes
 
     for t in model.graph.initializer:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        key = _key(t, nbytes(t))
+        key = weight_key(t, nbytes(t))
         if store is not None and store.has(key):
             t.CopyFrom(store._stub(t, key))
             continue

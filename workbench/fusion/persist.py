@@ -1,34 +1,29 @@
 """The fusion timeline on disk: a model opened before shows its snapshots without running an engine.
 
-Every snapshot a :class:`~workbench.fusion.timeline.Timeline` computes (the
-run, the background warm-up of single toggles) is written here, and every
-parity check found later is added to it; a timeline of the same export opened
-again reads them back instead of running engine steps. Only protobuf and JSON
-are read (a cache folder is user-writable: no pickle).
+Every snapshot a :class:`~workbench.fusion.timeline.Timeline` computes (the run, the background warm-up
+of single toggles) is written here, and every parity check found later is added to it; a timeline of the
+same export opened again reads them back instead of running engine steps. Only protobuf and JSON are read
+(a cache folder is user-writable: no pickle).
 
 Layout, under ``$WORKBENCH_CACHE/timelines/`` (or ``$WORKBENCH_TIMELINE_CACHE``)::
 
     <base>/                      one export file, Timeline arguments and versions (see ``TimelineStore.open``)
       key.json                   what the base key was made of, for people
       input.json                 the export's snapshot: its graph, node count, detected shape parameters
-      graphs/<fingerprint>.onnx  weight-free skeletons (protobuf), shared by snapshots with the same graph;
-                                 the file name is the sha1 of its bytes, checked on every read
+      graphs/<fingerprint>.onnx  weight-free skeletons, shared by equal graphs; named by their sha1, checked on read
       weights/<k>.pb             large initializers the steps made (e.g. packed QKV), as TensorProto;
                                  the export's own weights are read from the export file (WeightStore.defer)
       steps/<k>/meta.json        one snapshot, k = hash of its plan prefix ``(engine, (step, on), ...)``
       steps/<k>/parity.json      its parity, once checked
       steps/<k>/task_parity.json its answer-level parity, per text
 
-A missing, partial or damaged entry reads as a miss (and is computed and
-written again); every entry is written to a temporary name and renamed into
-place, so concurrent writers never leave half an entry. Each entry names the
-graph it was computed from, so a chain is only read back where its links
-join (two processes writing at once may leave links that do not: a step run
-on a skeleton read back can name things differently from one run on the
-engine's in-memory model; such an entry is rebuilt once). Writes happen on one
-background thread per process (:func:`flush` waits for them; they are also
-flushed at exit). ``persist=False`` on the Timeline, or
-``WORKBENCH_PERSIST_TIMELINE=0``, switches all of it off.
+A missing, partial or damaged entry reads as a miss (and is computed and written again); every entry is
+written to a temporary name and renamed into place, so concurrent writers never leave half an entry. Each
+entry names the graph it was computed from, so a chain is only read back where its links join (two
+processes writing at once may leave links that do not: a step run on a skeleton read back can name things
+differently from one run on the engine's in-memory model; such an entry is rebuilt once). Writes happen on
+the scheduler's writer thread (:func:`flush` waits; so does the exit). A failed step is never written.
+``persist=False`` on the Timeline, or ``WORKBENCH_PERSIST_TIMELINE=0``, switches all of it off.
 """
 
 from __future__ import annotations
@@ -44,10 +39,13 @@ import onnx
 
 from ..graph.diff import Diff
 from ..ort.parity import Parity
-from .disk import _submit, _unlink, _write_entry, _write_file, _write_if_new, flush  # noqa: F401  (flush, _write_entry: public here)
+from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  # noqa: F401  (flush: public here)
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
-from .store import WeightStore, _key, nbytes
+from .store import WeightStore, weight_key, nbytes
+from .. import __version__
+from ..models import file_identity
+from ..paths import cache_root
 
 #: Bump when what is written changes shape or meaning in a way the versions and code hash would not see.
 FORMAT = 1
@@ -75,7 +73,6 @@ def store_root() -> Path:
     env = os.environ.get(ENV_ROOT)
     if env:
         return Path(env)
-    from ..paths import cache_root
 
     return cache_root() / "timelines"
 
@@ -93,8 +90,6 @@ def versions() -> dict[str, str]:
     if _VERSIONS is None:
         from importlib import metadata
 
-        from .. import __version__
-
         out = {}
         for name in PACKAGES:
             try:
@@ -111,17 +106,6 @@ def versions() -> dict[str, str]:
         out["workbench_code"] = h.hexdigest()[:16]
         _VERSIONS = out
     return dict(_VERSIONS)
-
-
-def text_identity(text) -> str:
-    """A hash of tokenized text (``workbench.text.TextBatches``): task parity is stored per text."""
-    h = hashlib.sha256(f"{getattr(text, 'kind', '')}|{getattr(text, 'mask_token_id', None)}".encode())
-    for batch in text.batches:
-        for name in sorted(batch):
-            a = batch[name]
-            h.update(f"{name}|{a.dtype}|{a.shape}".encode())
-            h.update(a.tobytes())
-    return h.hexdigest()[:24]
 
 
 def _plain(obj):
@@ -175,7 +159,6 @@ class TimelineStore:
         The base key is the export's content hash (memoised under ``hashes/``), the
         Timeline's shape arguments, :func:`versions` and :data:`FORMAT`.
         """
-        from ..models import file_identity
 
         try:
             content = file_identity(Path(path))
@@ -222,7 +205,7 @@ class TimelineStore:
                 raise _Damaged(f"graph {fp}: content does not match its name")
             g.ParseFromString(data)
         except Exception as e:  # protobuf's DecodeError and friends
-            _unlink(path)
+            unlink(path)
             raise _Damaged(fp) from e
         return g
 
@@ -241,12 +224,12 @@ class TimelineStore:
             try:
                 tensor = onnx.TensorProto()
                 tensor.ParseFromString(path.read_bytes())
-                if (_key(tensor, nbytes(tensor)) != key or len(tensor.raw_data) != nbytes(tensor)
+                if (weight_key(tensor, nbytes(tensor)) != key or len(tensor.raw_data) != nbytes(tensor)
                         or tensor.data_location == onnx.TensorProto.EXTERNAL):
                     raise _Damaged(f"weight {key}: does not match its key")
             except Exception:  # noqa: BLE001 - missing, truncated, not a tensor, another tensor
                 if path.exists():
-                    _unlink(path)
+                    unlink(path)
                 damaged.append(key)
                 continue
             self.store.add(key, tensor)
@@ -331,10 +314,10 @@ class TimelineStore:
             fp = self._write_graph(snap)
             d = {"format": FORMAT, "graph": fp, "hidden_size": hidden_size, "num_heads": num_heads,
                  "num_layers": num_layers, "histogram": snap.histogram, "fused": snap.fused}
-            _write_file(self.dir / "key.json", json.dumps(self._payload, indent=1).encode())
-            _write_file(self.dir / "input.json", json.dumps(d).encode())
+            write_file(self.dir / "key.json", json.dumps(self._payload, indent=1).encode())
+            write_file(self.dir / "input.json", json.dumps(d).encode())
 
-        _submit(job)
+        submit(job)
 
     def save(self, snap: Snapshot, prev: Snapshot, outcome: StepOutcome) -> None:
         """Queue ``snap`` (computed after ``prev``) for writing, unless it is on disk already."""
@@ -357,9 +340,9 @@ class TimelineStore:
             files = {"meta.json": json.dumps(d).encode()}
             if snap.parity is not None:
                 files["parity.json"] = json.dumps({"parity": snap.parity.to_dict()}).encode()
-            _write_entry(self.dir / "steps" / k, files)
+            write_entry(self.dir / "steps" / k, files)
 
-        _submit(job)
+        submit(job)
 
     def save_parity(self, snap: Snapshot) -> None:
         """Queue ``snap``'s parity for writing beside its entry."""
@@ -370,9 +353,9 @@ class TimelineStore:
 
         def job():
             if (folder / "meta.json").is_file():
-                _write_file(folder / "parity.json", json.dumps({"parity": parity.to_dict()}).encode())
+                write_file(folder / "parity.json", json.dumps({"parity": parity.to_dict()}).encode())
 
-        _submit(job)
+        submit(job)
 
     def save_task_parity(self, snap: Snapshot, text_id: str) -> None:
         """Queue ``snap``'s answer-level parity on the text ``text_id`` for writing."""
@@ -390,9 +373,9 @@ class TimelineStore:
             except (OSError, ValueError):
                 d = {}
             d[text_id] = result
-            _write_file(folder / "task_parity.json", json.dumps(d, default=_plain).encode())
+            write_file(folder / "task_parity.json", json.dumps(d, default=_plain).encode())
 
-        _submit(job)
+        submit(job)
 
     def _write_graph(self, snap: Snapshot) -> str:
         data = snap.skeleton.SerializeToString(deterministic=True)
@@ -400,7 +383,7 @@ class TimelineStore:
         if not snap.fingerprint:
             snap.fingerprint = fp
         self.graphs.setdefault(fp, snap.skeleton)
-        _write_if_new(self.dir / "graphs" / f"{fp}.onnx", data)
+        write_if_new(self.dir / "graphs" / f"{fp}.onnx", data)
         return fp
 
     def _write_weights(self, skeleton: onnx.ModelProto) -> None:
@@ -412,5 +395,5 @@ class TimelineStore:
             tensor = self.store.get(key)
             if tensor is None:
                 raise _Damaged(f"weight {key} is not in the store")
-            _write_if_new(self.dir / "weights" / f"{_hash(key)}.pb", tensor.SerializeToString())
+            write_if_new(self.dir / "weights" / f"{_hash(key)}.pb", tensor.SerializeToString())
             self._weights_on_disk.add(key)

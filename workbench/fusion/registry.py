@@ -4,7 +4,7 @@ A chain is a list of step names: the engine's own steps in the engine's order
 (``ort_engine.ORT_STEPS``, ``onnxscript_engine.onnxscript_steps``), with each
 rule put in after the step it names (``Rule.after``; rules that follow the same
 step keep their registration order). The catalog is the engines' rows
-(``rows.ENGINE_ROWS``) and each registered rule's own row, in one display
+(``steps.ENGINE_ROWS``) and each registered rule's own row, in one display
 order. The package's rules (``rules.builtin()``) are registered on first use;
 :func:`register_rule` adds one at run time (the notebook app's ``add_rule``),
 and every chain, step list and row built before is rebuilt.
@@ -13,13 +13,13 @@ and every chain, step list and row built before is rebuilt.
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 from ..errors import FusionError
+from .scheduler import new_lock
 
 CHAINS = ("ort", "onnxscript")
 
-_LOCK = threading.RLock()
+_LOCK = new_lock(reentrant=True)
 _RULES: list = []  # registered rules, in order
 _BUILTIN: set[str] = set()  # names of the package's own rules (their code is in the timeline store's key)
 _MEMO: dict = {}
@@ -134,7 +134,7 @@ def rows_by_name() -> dict:
 
 
 def _rows() -> tuple:
-    from .rows import ENGINE_ROWS
+    from .steps import ENGINE_ROWS
 
     chains = {e: chain(e) for e in CHAINS}
     order = list(chains["ort"])
@@ -184,22 +184,43 @@ def register_rule(rule, *, replace: bool = True):
 
 
 def unregister_rule(name: str) -> None:
-    """Take a rule added at run time out of the chains again (the package's own rules stay)."""
+    """Take a rule added at run time out of the chains again (the package's own rules stay).
+
+    Raises:
+        FusionError: ``name`` is one of the package's own rules, or no rule of that name was added.
+    """
     with _LOCK:
+        current = _rules()
         if name in _BUILTIN:
             raise FusionError(f"{name!r} is one of the workbench's own rules; switch it off in the plan instead")
-        _RULES[:] = [r for r in _rules() if r.name != name]
+        added = [r.name for r in current if r.name not in _BUILTIN]
+        if name not in added:
+            raise FusionError(f"no rule named {name!r} was added (added: {', '.join(added) or 'none'})")
+        _RULES[:] = [r for r in current if r.name != name]
         for key in [k for k in _MEMO if isinstance(k, tuple) or k in ("rows", "by_name")]:
             _MEMO.pop(key)
 
 
 def _check(rule) -> None:
+    from .rule import Rule
+
+    if isinstance(rule, type):
+        what = "a Rule" if issubclass(rule, Rule) else "a class"
+        raise FusionError(f"{rule.__name__} is {what}, not a rule object: add an instance of it, "
+                          f"{rule.__name__}() (with the parentheses)")
+    if not isinstance(rule, Rule):
+        raise FusionError(f"a rule is an instance of a workbench.fusion.Rule subclass, not {type(rule).__name__} "
+                          f"({' '.join(repr(rule).split())[:60]})")
     name = getattr(rule, "name", "")
     if not name or not isinstance(name, str):
         raise FusionError("a rule needs a name (the step's name in plans and the app)")
     own = {s.name for e in CHAINS for s in _own_steps(e)}
     if name in own:
         raise FusionError(f"{name!r} is a step of an engine; give the rule a name of its own")
+    _rules()  # the package's own rules registered, so their names are known
+    if name in _BUILTIN:
+        raise FusionError(f"{name!r} is one of the workbench's own steps; give the rule a name of its own "
+                          f"(switch the built-in step off in the plan to replace it)")
     if not rule.after or any(e not in CHAINS for e in rule.after):
         raise FusionError(f"rule {name!r} must say after which step it runs in a chain: after={{'onnxscript': "
                           f"'<step>'}} (chains: {', '.join(CHAINS)}); it says {rule.after!r}")

@@ -25,6 +25,8 @@ from typing import Any
 from .graph_utils import (const, dims, finish, inherit_scope, initializer, node_label, only_consumer,  # noqa: F401
                           readers, scalar)
 from .lazy import LazyModule, ir  # noqa: F401  (what a rule writer imports from here)
+from .engine_logs import quiet_stdout, trace_rules
+from .steps import Step
 
 
 class Match:
@@ -167,7 +169,6 @@ class Rule:
     # ------------------------------------------------------------ identity
     def row(self):
         """The catalog row of this rule."""
-        from .rows import Step
 
         return Step(self.name, self.title or self.name, self.matches or self.title or self.name, self.rewrites,
                     self.emits, tuple(self.prerequisites), self.effect or "", kind=self.kind,
@@ -274,8 +275,6 @@ class PatternRule(PatternCase, Rule):
         return 0 if count else 1
 
     def apply(self, model) -> RuleResult:
-        from .engine_logs import quiet_stdout, trace_rules
-
         rules = self.rule_set()
         with quiet_stdout():
             count = int(rules.apply_to_model(model))

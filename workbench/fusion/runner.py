@@ -18,9 +18,10 @@ from ..graph.diff import Diff, diff_models
 from ..graph.summary import fused_counts, histogram
 from . import diagnostics
 from .catalog import BY_NAME
-from .engine_types import EngineContext, EngineStep, StepOutcome
+from .engine_types import EngineContext, EngineStep, StepFailed, StepOutcome
 from .adapters import adapter
 from .engines import engine_steps
+from .scheduler import engine_turn
 from .snapshot import Snapshot, fused_op_types
 from .store import reading_from
 from .tiers import SnapshotTiers
@@ -68,22 +69,25 @@ class StepRunner:
             key = key + (es.key(on),)
             if not on:
                 continue
+            # After a failed step (a rule past its time limit) nothing of this chain is read from or
+            # written to disk: the same plan key there may hold what the step made when it finished.
+            disk = not any(s.failed for s in snaps)
             snap = self.tiers.memory.get(key)
             if snap is None:
-                snap, live = self._find(engine, es, key, prev, live, enabled)
+                snap, live = self._find(engine, es, key, prev, live, enabled, disk)
             if snap is None:
                 if budget is not None and computed >= budget:
                     return None
                 computed += 1
-                snap, model = self._compute(engine, es, key, prev, live, enabled)
+                snap, model = self._compute(engine, es, key, prev, live, enabled, disk)
                 live = (key, model)
             snaps.append(snap)
             prev = snap
         return snaps
 
-    def _find(self, engine: str, es: EngineStep, key: tuple, prev: Snapshot, live, enabled: Enabled):
+    def _find(self, engine: str, es: EngineStep, key: tuple, prev: Snapshot, live, enabled: Enabled, disk: bool):
         """``(snapshot, live)`` from disk, a skip or the content cache; ``(None, live)`` when it must be computed."""
-        snap = self.tiers.from_disk(engine, es, key, prev)
+        snap = self.tiers.from_disk(engine, es, key, prev) if disk else None
         if snap is not None:
             return snap, None
         heads = prev.chain.get("heads", 0) or self.num_heads
@@ -95,7 +99,7 @@ class StepRunner:
             snap = self._snapshot(es.name, engine, prev.skeleton, prev, 0.0, out, key,
                                   {"counts": {**counts, es.name: {}}, "heads": heads}, enabled)
             snap.fingerprint = prev.fingerprint
-            self.tiers.keep(snap, prev, out)
+            self.tiers.keep(snap, prev, out, disk)
             return snap, ((key, live[1]) if live is not None and live[0] == prev.key else live)
         hit = self.tiers.content.get(self.tiers.content_key(engine, es, prev, heads, counts))
         if hit is None:
@@ -106,10 +110,10 @@ class StepRunner:
         snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
                               {"counts": {**counts, es.name: out.counts}, "heads": heads_after}, enabled)
         snap.reused = True
-        self.tiers.keep(snap, prev, out)
+        self.tiers.keep(snap, prev, out, disk)
         return snap, None
 
-    def _compute(self, engine: str, es: EngineStep, key: tuple, prev: Snapshot, live, enabled: Enabled):
+    def _compute(self, engine: str, es: EngineStep, key: tuple, prev: Snapshot, live, enabled: Enabled, disk: bool):
         """Run one engine step (or, where its anchors are absent, its ``rest``); the snapshot and the model."""
         eng = adapter(engine)
         heads = prev.chain.get("heads", 0) or self.num_heads
@@ -125,8 +129,11 @@ class StepRunner:
                             source_path=self.source_path if prev is self.input else None)
         t = time.perf_counter()
         try:
-            with reading_from(self.store):  # this timeline's weights, never another model's of equal names
+            # one engine step at a time in the process; this timeline's weights, never another model's
+            with engine_turn(), reading_from(self.store):
                 out = (es.rest if why else es.run)(ctx, state)
+        except StepFailed as e:  # the graph as it was (the working model may be half edited), the step failed
+            out = StepOutcome(eng.working(self.store, prev.skeleton), messages=[str(e)], failed=str(e))
         except FusionError:
             raise
         except Exception as e:
@@ -136,8 +143,8 @@ class StepRunner:
         skel = eng.skeleton(self.store, out.model)
         snap = self._snapshot(es.name, engine, skel, prev, elapsed, out, key,
                               {"counts": {**ctx.counts, es.name: out.counts}, "heads": ctx.num_heads}, enabled)
-        outcome = StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes), out.skipped)
-        self.tiers.keep_computed(ckey, snap, prev, outcome, ctx.num_heads)
+        outcome = StepOutcome(None, dict(out.counts), list(out.messages), list(out.notes), out.skipped, out.failed)
+        self.tiers.keep_computed(ckey, snap, prev, outcome, ctx.num_heads, disk)
         return snap, out.model
 
     def _snapshot(self, name: str, engine: str, skel, prev: Snapshot, elapsed: float, out: StepOutcome, key: tuple,
@@ -151,7 +158,7 @@ class StepRunner:
                               histogram(skel))
         snap = Snapshot(step=name, engine=engine, skeleton=skel, nodes=len(skel.graph.node), histogram=hist,
                         fused=fused, elapsed_s=elapsed, diff=d, counts=dict(out.counts), messages=list(out.messages),
-                        key=key, store=self.store, chain=chain, skipped=out.skipped)
+                        key=key, store=self.store, chain=chain, skipped=out.skipped, failed=out.failed)
         added = snap.fused_here
         here = added.get(step.emits, 0) if step.emits else 0
         if not here:  # some rule groups emit more than one op type (onnxscript's gelu rules)
@@ -161,6 +168,6 @@ class StepRunner:
         snap.base_diagnostic = diagnostics.explain(
             step, fused_here=here, already=prev.fused.get(step.emits, 0) if step.emits else 0,
             num_layers=self.num_layers, prerequisites_off=prereq_off, messages=out.messages, notes=out.notes,
-            engine=engine, skipped=out.skipped)
+            engine=engine, skipped=out.skipped, failed=out.failed)
         snap.diagnostic = snap.base_diagnostic
         return snap

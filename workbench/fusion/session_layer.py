@@ -16,6 +16,8 @@ from ..graph.diff import diff_models
 from ..graph.summary import fused_counts, histogram
 from .snapshot import Snapshot
 from .store import WeightStore
+from ..ort.session import create_session
+from .catalog import session_optimizers_off
 
 
 def session_layer(snap: Snapshot, disabled=(), level: str = "all") -> dict:
@@ -29,8 +31,6 @@ def session_layer(snap: Snapshot, disabled=(), level: str = "all") -> dict:
         ``{"level", "nodes", "histogram", "fused", "diff", "added_ops", "kept_off", "model"}``;
         ``diff`` is against ``snap``.
     """
-    from ..ort.session import create_session
-    from .catalog import session_optimizers_off
 
     kept_off = session_optimizers_off(disabled)
     with tempfile.TemporaryDirectory(prefix="workbench-session-") as tmp:

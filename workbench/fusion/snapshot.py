@@ -16,6 +16,10 @@ from ..errors import FusionError
 from ..graph.diff import Diff
 from ..ort.parity import Parity
 from .store import WeightStore
+from ..graph.summary import FUSED_OPS
+from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
+from ..ort.parity import compare, merge
+from ..ort.session import create_session, run_session
 
 
 @dataclass
@@ -64,6 +68,8 @@ class Snapshot:
     persisted: bool = field(default=False, repr=False)
     #: Why the step was not run at all (none of its anchor ops is in the graph: the engine's skip test), or "".
     skipped: str = ""
+    #: Why the step failed (a rule past its time limit, or one that raised): the graph is its input's, or "".
+    failed: str = ""
     #: Called with the snapshot after :meth:`check_parity` fills ``parity`` (the timeline writes it to disk).
     on_checked: Callable[["Snapshot"], None] | None = field(default=None, repr=False, compare=False)
 
@@ -102,7 +108,7 @@ class Snapshot:
              "removed": len(self.diff.removed), "added": len(self.diff.added),
              "parity": ({"max_abs_diff": self.parity.max_abs_diff, "ok": self.parity.ok, "cases": self.parity.cases}
                         if self.parity else None),
-             "task_parity": self.task_parity, "skipped": self.skipped,
+             "task_parity": self.task_parity, "skipped": self.skipped, "failed": self.failed,
              "diagnostic": self.diagnostic, "histogram": dict(self.histogram)}
         if provenance:
             ops = {n.name: n.op_type for n in self.skeleton.graph.node}
@@ -120,7 +126,6 @@ def fingerprint(snap: Snapshot) -> str:
 
 
 def fused_op_types() -> set[str]:
-    from ..graph.summary import FUSED_OPS
     return set(FUSED_OPS)
 
 
@@ -148,7 +153,6 @@ def session_source(model: "Snapshot | onnx.ModelProto") -> tuple[bytes, dict]:
 
 def open_session(model: "Snapshot | onnx.ModelProto", threads: int = 2):
     """A CPU session, no graph optimizations, for checking what ``model`` computes (see :func:`session_source`)."""
-    from ..ort.session import create_session
 
     data, arrays = session_source(model)
     try:
@@ -162,9 +166,6 @@ class ParityReference:
     """Outputs of the unfused model on the parity cases, computed once."""
 
     def __init__(self, model: "Snapshot | onnx.ModelProto"):
-        from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
-        from ..ort.session import run_session
-
         self.spec = spec_from_onnx(model.skeleton if isinstance(model, Snapshot) else model)
         self.feeds = [make_inputs(self.spec, b, s, seed=100 + i, padded=p)
                       for i, (b, s, p) in enumerate(parity_cases(self.spec.max_positions))]
@@ -172,9 +173,6 @@ class ParityReference:
         self.outputs = [run_session(sess, f) for f in self.feeds]
 
     def compare(self, model: "Snapshot | onnx.ModelProto") -> Parity:
-        from ..ort.parity import compare, merge
-        from ..ort.session import run_session
-
         sess = open_session(model)
         return merge([compare(ref, run_session(sess, f), mask=f.get("attention_mask"))
                       for ref, f in zip(self.outputs, self.feeds)])

@@ -13,17 +13,20 @@ the packed QKV weight), so equal keys mean equal data.
 ONNX Runtime's fusion steps also run on skeletons: they read graph structure,
 names, types and dims, and read weight *values* only through
 ``onnx.numpy_helper.to_array`` (Q/K/V packing, bias checks, constant
-folding). :func:`install_value_hook` makes that function answer a stub with
-the stored tensor's values, so a step needs no 440 MB copy of the model.
+folding). Inside :func:`reading_from` (the runner opens one around each
+engine step) that function answers a stub with the stored tensor's values,
+so a step needs no 440 MB copy of the model; outside, it is onnx's own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
+import contextvars
 import weakref
 
 import onnx
+
+from .scheduler import new_lock
 
 #: Initializers at least this large are shared, not copied, between snapshots.
 THRESHOLD = 4096
@@ -53,13 +56,13 @@ def nbytes(t: onnx.TensorProto) -> int:
     return n * item
 
 
-def _key(t: onnx.TensorProto, size: int) -> str:
+def weight_key(t: onnx.TensorProto, size: int) -> str:
     return f"{t.name}|{t.data_type}|{','.join(map(str, t.dims))}|{size}"
 
 
 _STORES: "weakref.WeakSet[WeightStore]" = weakref.WeakSet()
-_HOOK_LOCK = threading.Lock()
-_ORIGINAL_TO_ARRAY = None
+#: Open ``reading_from`` blocks, and onnx's own ``to_array`` while they are open.
+_HOOK: dict = {"lock": new_lock(), "users": 0, "original": None}
 
 
 def is_stub(t: onnx.TensorProto) -> bool:
@@ -67,7 +70,9 @@ def is_stub(t: onnx.TensorProto) -> bool:
     return WeightStore.stub_key(t) is not None
 
 
-_ACTIVE = threading.local()
+#: The store a stub's values are read from in this thread (a context variable: a rule's thread under its
+#: time limit runs in a copy of its caller's context, so it reads the caller's store).
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("workbench_weight_store", default=None)
 
 
 @contextlib.contextmanager
@@ -79,19 +84,20 @@ def reading_from(store: "WeightStore"):
     equal keys for different values, so a step must read its own timeline's store, never the first
     live store that happens to hold an equal key.
     """
-    before = getattr(_ACTIVE, "store", None)
-    _ACTIVE.store = store
+    token = _ACTIVE.set(store)
+    _hook(True)
     try:
         yield store
     finally:
-        _ACTIVE.store = before
+        _hook(False)
+        _ACTIVE.reset(token)
 
 
 def _stored(t: onnx.TensorProto) -> onnx.TensorProto | None:
     key = WeightStore.stub_key(t)
     if key is None:
         return None
-    active = getattr(_ACTIVE, "store", None)
+    active = _ACTIVE.get()
     if active is not None:
         return active.get(key)
     for store in list(_STORES):
@@ -101,31 +107,28 @@ def _stored(t: onnx.TensorProto) -> onnx.TensorProto | None:
     return None
 
 
-def install_value_hook() -> None:
-    """Make ``onnx.numpy_helper.to_array`` read a stub's values from its store.
-
-    Installed once per process. Every other tensor goes to onnx's own
-    function unchanged; a stub of no live store still fails as before.
-    """
-    global _ORIGINAL_TO_ARRAY
+def _hook(on: bool) -> None:
+    """Count a reader in (``on``) or out; ``onnx.numpy_helper.to_array`` answers a stub with its store's values
+    while any :func:`reading_from` block is open, and is onnx's own function again once none is."""
     from onnx import numpy_helper
 
-    with _HOOK_LOCK:
-        if _ORIGINAL_TO_ARRAY is not None:
-            return
-        original = numpy_helper.to_array
+    with _HOOK["lock"]:
+        _HOOK["users"] += 1 if on else -1
+        if on and _HOOK["users"] == 1:
+            original = _HOOK["original"] = numpy_helper.to_array
 
-        def to_array(tensor, base_dir: str = ""):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                full = _stored(tensor)
-                if full is not None:
-                    return original(full)
-            return original(tensor, base_dir)
+            def to_array(tensor, base_dir: str = ""):
+                if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                    full = _stored(tensor)
+                    if full is not None:
+                        return original(full)
+                return original(tensor, base_dir)
 
-        to_array.__doc__ = original.__doc__
-        to_array.__wrapped__ = original
-        _ORIGINAL_TO_ARRAY = original
-        numpy_helper.to_array = to_array
+            to_array.__doc__ = original.__doc__
+            to_array.__wrapped__ = original
+            numpy_helper.to_array = to_array
+        elif not on and _HOOK["users"] == 0:
+            numpy_helper.to_array = _HOOK["original"]
 
 
 class WeightStore:
@@ -135,7 +138,7 @@ class WeightStore:
         self._tensors: dict[str, onnx.TensorProto] = {}
         #: (loader, keys): where the weights of a reopened timeline come from, read on first use.
         self._deferred: tuple | None = None
-        self._load_lock = threading.RLock()
+        self._load_lock = new_lock(reentrant=True)
         _STORES.add(self)
 
     def __len__(self) -> int:
@@ -220,7 +223,7 @@ class WeightStore:
             if size < THRESHOLD or t.data_location == onnx.TensorProto.EXTERNAL:
                 g.initializer.add().CopyFrom(t)
                 continue
-            key = _key(t, size)
+            key = weight_key(t, size)
             if key not in self._tensors:
                 if take:
                     own = t
@@ -251,12 +254,11 @@ class WeightStore:
     def working_copy(self, skeleton: onnx.ModelProto) -> onnx.ModelProto:
         """A copy of a skeleton an ONNX Runtime fusion step may edit; weights stay stubs.
 
-        Their values are read through :func:`install_value_hook`.
+        Their values are read inside :func:`reading_from`.
         """
         if any(t.data_type == onnx.TensorProto.BFLOAT16 and is_stub(t) for t in skeleton.graph.initializer):
             # ORT reads bfloat16 weights through onnx_ir, not numpy_helper: give it the data.
             return self.assemble(skeleton)
-        install_value_hook()
         copy = onnx.ModelProto()
         copy.CopyFrom(skeleton)
         return copy

@@ -7,14 +7,18 @@ snapshot is then run on the same batches and judged by
 
 from __future__ import annotations
 
+import hashlib
+from ..ort.parity import compare
+from ..ort.session import run_session
+from ..ort.task_parity import task_parity
+from .snapshot import open_session
+
 
 class TextReference:
     """Outputs of the unfused model on tokenized text batches, and the task check against them."""
 
     def __init__(self, model, text):
         """``model``: the unfused model, a Snapshot or ModelProto (see ``snapshot.session_source``)."""
-        from ..ort.session import run_session
-        from .snapshot import open_session
 
         self.text = text
         sess = open_session(model)
@@ -25,10 +29,6 @@ class TextReference:
     def compare(self, model) -> dict:
         """The task check plus max abs diff and cosine on the text batches (``model``: a Snapshot or ModelProto,
         made runnable here)."""
-        from ..ort.parity import compare
-        from ..ort.session import run_session
-        from ..ort.task_parity import task_parity
-        from .snapshot import open_session
 
         sess = open_session(model)
         got = [run_session(sess, f)[0] for f in self.feeds]
@@ -36,3 +36,14 @@ class TextReference:
         p = compare(self.outputs, got)
         d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
         return d
+
+
+def text_identity(text) -> str:
+    """A hash of tokenized text (``workbench.text.TextBatches``): task parity is stored per text."""
+    h = hashlib.sha256(f"{getattr(text, 'kind', '')}|{getattr(text, 'mask_token_id', None)}".encode())
+    for batch in text.batches:
+        for name in sorted(batch):
+            a = batch[name]
+            h.update(f"{name}|{a.dtype}|{a.shape}".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:24]

@@ -48,14 +48,20 @@ class SnapshotTiers:
         self.on_kept(snap)
         return snap
 
-    def keep(self, snap: Snapshot, prev: Snapshot, outcome: StepOutcome) -> None:
-        """Keep a snapshot this timeline made: in memory and (on the writer thread) on disk."""
+    def keep(self, snap: Snapshot, prev: Snapshot, outcome: StepOutcome, disk: bool = True) -> None:
+        """Keep a snapshot this timeline made: in memory and (on the writer thread) on disk.
+
+        A failed step (and, with ``disk=False``, every step after one) stays in memory only: a later run
+        with a larger time limit, or in another process, computes it again.
+        """
         self.memory[snap.key] = snap
-        if self.persist is not None:
+        if self.persist is not None and disk and not outcome.failed:
             self.persist.save(snap, prev, outcome)
             self.on_kept(snap)
 
-    def keep_computed(self, ckey: tuple, snap: Snapshot, prev: Snapshot, outcome: StepOutcome, heads: int) -> None:
-        """Keep a snapshot an engine step just computed, also under its content key."""
-        self.content[ckey] = (snap.skeleton, outcome, snap.elapsed_s, heads)
-        self.keep(snap, prev, outcome)
+    def keep_computed(self, ckey: tuple, snap: Snapshot, prev: Snapshot, outcome: StepOutcome, heads: int,
+                      disk: bool = True) -> None:
+        """Keep a snapshot an engine step just computed, also under its content key (unless it failed)."""
+        if not outcome.failed:
+            self.content[ckey] = (snap.skeleton, outcome, snap.elapsed_s, heads)
+        self.keep(snap, prev, outcome, disk)

@@ -5,14 +5,14 @@ better kept), parity and answers on text, the session layer, JSON. The steps the
 :class:`~workbench.fusion.runner.StepRunner` through the caches of
 :class:`~workbench.fusion.tiers.SnapshotTiers` (memory by plan prefix, disk, content), so a toggle
 recomputes only from the first step whose on/off state changed and switching back is a lookup.
-Weights are shared between snapshots through a :class:`~workbench.fusion.store.WeightStore`; the
-background warm-up of every single toggle is :class:`~workbench.fusion.warming.WarmingMixin`.
+Weights are shared between snapshots through a :class:`~workbench.fusion.store.WeightStore`. A timeline
+is single-threaded code: what runs it in the background (the warm-up of every single toggle, auto's
+engine comparison) and the engine turn are :mod:`workbench.fusion.scheduler`'s.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -24,27 +24,24 @@ from ..graph.diff import Diff
 from ..graph.summary import attention_kinds, count_layers, fused_counts, histogram
 from ..ort.parity import Parity
 from . import diagnostics
-from .catalog import BY_NAME, get_step
+from .catalog import BY_NAME, get_step, runs_under
 from .adapters import ENGINE_NAMES
 from .engines import engine_steps
 from .runner import StepRunner
-# INTERMEDIATE_DOMAINS and _lower_priority stay importable from here, where they used to live.
-from .snapshot import INTERMEDIATE_DOMAINS, ParityReference, Snapshot, fingerprint, fused_op_types, runnable  # noqa: F401
+from .snapshot import ParityReference, Snapshot
 from .store import WeightStore
-from .persist import enabled as persist_enabled
+from .persist import TimelineStore, enabled as persist_enabled
 from .tiers import SnapshotTiers
-from .warming import WarmingMixin, _enabled_in, _lower_priority, _toggled  # noqa: F401
-
-#: Held while engine steps run. The engines keep process-wide state (ORT's loggers, which a step's
-#: log capture reconfigures; onnxscript's rule objects), so a background warm-up of one timeline
-#: and a run of any timeline never run steps at the same time.
-_ENGINE_LOCK = threading.RLock()
+from ..families import likely_engine as family_engine
+from ..graph.summary import ensure_node_names
+from ..modelio import load_model
+from .session_layer import session_layer
+from .text_parity import TextReference, text_identity
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike, check: bool = True) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
-    from ..modelio import load_model
     return load_model(model, full_check=False, check=check, check_runtime=check)
 
 
@@ -81,12 +78,11 @@ LIKELY_ENGINE = {"torchscript": "ort", "dynamo": "onnxscript"}
 
 def likely_engine(exporter: str, model_type: str | None = None) -> str | None:
     """The engine likely to fuse this export best (shown first under auto): the family's, else the exporter's."""
-    from ..families import likely_engine as family_engine
 
     return family_engine(model_type) or LIKELY_ENGINE.get(exporter)
 
 
-class Timeline(WarmingMixin):
+class Timeline:
     """Every fusion step of an engine as a snapshot you can switch on and off.
 
     Args:
@@ -110,8 +106,6 @@ class Timeline(WarmingMixin):
         #: ``persist=False``, ``WORKBENCH_PERSIST_TIMELINE=0``, or no usable cache folder).
         self.persist = None
         if self.source_path is not None and persist_enabled(persist):
-            from .persist import TimelineStore
-
             self.persist = TimelineStore.open(self.source_path, self.store, num_layers=num_layers,
                                               num_heads=num_heads, hidden_size=hidden_size)
         self.input = self._open_input(model, num_layers, num_heads, hidden_size)
@@ -120,27 +114,14 @@ class Timeline(WarmingMixin):
         self.runner = StepRunner(self.input, self.store, self.tiers, num_heads=self.num_heads,
                                  hidden_size=self.hidden_size, num_layers=self.num_layers,
                                  source_path=self.source_path)
+        #: The plan shown: it alone says which steps are off and which opt-in steps are on.
         self.plan = plan
-        self.opted_in: set[str] = set(getattr(plan, "opted_in", ()) or ())
         self.runs: dict[str, list[Snapshot]] = {}
         self.engine_used = ""
         self.engine_note = ""
         self.snapshots: list[Snapshot] = []
         self._reference: ParityReference | None = None
         self.last_run_s = 0.0
-        # Background warming (see start_warming): engine steps run one at a time, process-wide.
-        self._lock = _ENGINE_LOCK
-        self._warm_cancel: threading.Event | None = None
-        self._warm_thread: threading.Thread | None = None
-        self._auto_warm = False
-        #: Runs (toggles) waiting for or holding the lock: background work steps aside for them.
-        self._foreground = 0
-        self._fg_lock = threading.Lock()
-        #: Steps whose toggle the warm-up computes first (the one the user is looking at, say).
-        self.warm_first: tuple[str, ...] = ()
-        #: Seconds the last completed warm-up took, and the error that stopped one (or None).
-        self.warm_s: float | None = None
-        self.warm_error: str | None = None
         self._check_plan(plan)
 
     def _open_input(self, model, num_layers, num_heads, hidden_size) -> Snapshot:
@@ -156,8 +137,6 @@ class Timeline(WarmingMixin):
             skel, hist, fused = entry.skeleton, entry.histogram, entry.fused
             self.hidden_size, self.num_heads, self.num_layers = entry.hidden_size, entry.num_heads, entry.num_layers
         else:
-            from ..graph.summary import ensure_node_names
-
             src = _load(model)
             skel = self.store.strip(src, take=self.source_path is not None)  # a file's model is ours alone
             ensure_node_names(skel)
@@ -194,68 +173,73 @@ class Timeline(WarmingMixin):
 
     def enabled(self, step: str) -> bool:
         """Whether ``step`` runs under the current plan."""
-        return _enabled_in(self.plan, self.opted_in, step)
+        return runs_under(self.plan, step)
 
     def steps(self, engine: str | None = None) -> list[str]:
         """Step names of ``engine`` (default: the engine used) in run order."""
         return [s.name for s in engine_steps(engine or self.engine_used or "ort")]
 
+    def enabled_under(self, plan: FusionPlan):
+        """``enabled(step) -> bool`` of ``plan`` (the plan alone says what is off and what is opted in)."""
+        return lambda name: runs_under(plan, name)
+
+    def is_step(self, name: str) -> bool:
+        """Whether ``name`` is a step of the catalog."""
+        return name in BY_NAME
+
+    def plan_with(self, step: str, on: bool) -> FusionPlan:
+        """The current plan with ``step`` switched on (and opted in) or off.
+
+        Raises:
+            FusionError: no such step.
+        """
+        return self.plan.with_step(get_step(step).name, on)
+
+    def single_toggles(self) -> list[str]:
+        """The steps whose checkbox a user may click, in chain order: every step of the engines run that is
+        on by default or opted in (what the warm-up computes the toggle of)."""
+        return list(dict.fromkeys(n for e in self.runs for n in self.steps(e)
+                                  if BY_NAME[n].default_on or n in self.plan.opted_in))
+
     def set_plan(self, plan: FusionPlan) -> list[Snapshot]:
         """Switch to ``plan`` and recompute from the first changed step."""
         self._check_plan(plan)
         self.plan = plan
-        self.opted_in |= set(getattr(plan, "opted_in", ()) or ())
         return self.run()
 
     def toggle(self, step: str, on: bool) -> list[Snapshot]:
-        """Switch one step on or off and recompute from it."""
-        s = get_step(step)
-        if not s.default_on:
-            (self.opted_in.add if on else self.opted_in.discard)(step)
-            if on:
-                self.plan = self.plan.with_step(step, True)
-        else:
-            self.plan = self.plan.with_step(step, on)
-        return self.run()
+        """Switch one step on or off and recompute from it (a step switched on is opted in)."""
+        return self.set_plan(self.plan_with(step, on))
 
     # ------------------------------------------------------------ running
     def run(self) -> list[Snapshot]:
         """Run (or fetch from cache) every enabled step; return the chosen engine's snapshots.
 
-        A background warm-up in progress is cancelled first; it gives the
-        lock back after the step it is running, and starts again (for the new
-        plan) when this run ends if :meth:`start_warming` switched it on. When
-        every step of the plan is already in memory (a warmed toggle), no
-        engine runs and the engine lock is not waited for.
+        Single-threaded: with a background warm-up, run it through its
+        :class:`~workbench.fusion.scheduler.FusionScheduler` instead.
         """
         t0 = time.perf_counter()
-        self._cancel_warming()
-        runs = self._cached_runs()
-        if runs is not None:
-            # Every step is in memory (a warmed toggle): no engine runs, so no waiting for the
-            # background step that holds the engine lock (up to seconds on bert-base).
-            out = self._run_locked(t0, runs)
+        runs = self._cached_runs(self.enabled)
+        engines = self._engines(self.plan)
+        self.runs = runs if runs is not None else {e: self.run_engine(e, self.enabled) for e in engines}
+        if len(engines) == 1:
+            self.engine_used = engines[0]
+            self.engine_note = f"{engines[0]} engine, as asked"
         else:
-            with self._fg_lock:
-                self._foreground += 1  # background loops hold back until this run has the lock
-            try:
-                with self._lock:
-                    out = self._run_locked(t0)
-            finally:
-                with self._fg_lock:
-                    self._foreground -= 1
-        if self._auto_warm:
-            self._start_warm_thread()
-        return out
+            self.engine_used, self.engine_note = auto_choice(self.runs)
+        self._cross_notes()
+        self.snapshots = [self.input] + self.runs[self.engine_used]
+        self.last_run_s = time.perf_counter() - t0
+        return self.snapshots
 
-    def _engines(self) -> tuple[str, ...]:
-        return ENGINE_NAMES if self.plan.engine == "auto" else (self.plan.engine,)
+    @staticmethod
+    def _engines(plan: FusionPlan) -> tuple[str, ...]:
+        return ENGINE_NAMES if plan.engine == "auto" else (plan.engine,)
 
-    def _cached_runs(self, enabled=None) -> dict[str, list[Snapshot]] | None:
-        """Each engine's snapshots under the plan (or ``enabled``) when every step is already in memory, else None."""
-        enabled = enabled or self.enabled
+    def _cached_runs(self, enabled, plan: FusionPlan | None = None) -> dict[str, list[Snapshot]] | None:
+        """Each engine's snapshots under ``enabled`` when every step is already in memory, else None."""
         runs: dict[str, list[Snapshot]] = {}
-        for e in self._engines():
+        for e in self._engines(plan or self.plan):
             key: tuple = (e,)
             snaps: list[Snapshot] = []
             for es in engine_steps(e):
@@ -269,68 +253,14 @@ class Timeline(WarmingMixin):
             runs[e] = snaps
         return runs
 
-    def toggle_ready(self, step: str) -> bool:
-        """Whether switching ``step`` now would be a lookup: every snapshot of that plan is in memory
-        (the warm-up computed it, or it was read back from disk). True for a name that is no step."""
-        if step not in BY_NAME:
-            return True
-        return self._cached_runs(_toggled(self.plan, self.opted_in, step)) is not None
+    def ready(self, plan: FusionPlan) -> bool:
+        """Whether every snapshot of ``plan`` is in memory (running it is a lookup, no engine step)."""
+        return self._cached_runs(lambda name: runs_under(plan, name), plan) is not None
 
-    def _run_locked(self, t0: float, runs: dict[str, list[Snapshot]] | None = None) -> list[Snapshot]:
-        engines = self._engines()
-        self.runs = runs if runs is not None else {e: self._run_engine(e) for e in engines}
-        if len(engines) == 1:
-            self.engine_used = engines[0]
-            self.engine_note = f"{engines[0]} engine, as asked"
-        else:
-            self.engine_used, self.engine_note = auto_choice(self.runs)
-        self._cross_notes()
-        self.snapshots = [self.input] + self.runs[self.engine_used]
-        self.last_run_s = time.perf_counter() - t0
-        return self.snapshots
-
-    def compare_engines(self, cancel: threading.Event | None = None) -> dict[str, list[Snapshot]] | None:
-        """Every engine's snapshots under the current plan's steps, without changing the plan shown.
-
-        What ``engine="auto"`` decides on, computed after the fact: the app shows the engine likely to
-        win first and runs this in the background. One engine step per lock hold, so a toggle
-        meanwhile waits for one step at most; the steps land in the caches a later
-        ``set_plan(engine=...)`` reads. None when ``cancel`` was set.
-        """
-        plan, opted = self.plan, set(self.opted_in)
-
-        def enabled(name: str) -> bool:
-            return _enabled_in(plan, opted, name)
-
-        out: dict[str, list[Snapshot]] = {}
-        for e in ENGINE_NAMES:
-            snaps = self._run_in_background(e, enabled, cancel)
-            if snaps is None:
-                return None
-            out[e] = snaps
-        return out
-
-    def _run_in_background(self, engine: str, enabled, cancel: threading.Event | None) -> list[Snapshot] | None:
-        """``engine``'s snapshots under ``enabled`` for background work (the warm-up, auto's comparison):
-        one engine step per lock hold, none started while a toggle waits for the lock; None once
-        ``cancel`` is set."""
-        while True:
-            if cancel is not None and cancel.is_set():
-                return None
-            if self._foreground:  # a toggle is waiting: it goes first
-                time.sleep(0.01)
-                continue
-            with self._lock:
-                if cancel is not None and cancel.is_set():
-                    return None
-                snaps = self._run_engine(engine, enabled, budget=1)
-            if snaps is not None:
-                return snaps
-            time.sleep(0.001)  # let a waiting toggle take the lock
-
-    def _run_engine(self, engine: str, enabled=None, budget: int | None = None) -> list[Snapshot] | None:
-        """The snapshots of ``engine`` under ``enabled`` (default: the current plan); see ``StepRunner.run``."""
-        return self.runner.run(engine, enabled or self.enabled, budget)
+    def run_engine(self, engine: str, enabled, budget: int | None = None) -> list[Snapshot] | None:
+        """The snapshots of ``engine`` under ``enabled(step) -> bool``, without changing the plan shown; with
+        ``budget``, None when more than that many engine steps were needed (see ``StepRunner.run``)."""
+        return self.runner.run(engine, enabled, budget)
 
     def _keep_checked(self, snap: Snapshot) -> None:
         """Have parity found later on ``snap`` (by the app or ``check_parity``) written to disk too."""
@@ -382,8 +312,6 @@ class Timeline(WarmingMixin):
         """
         self.text, self._text_reference = text, None
         if self.persist is not None and text is not None:
-            from .persist import text_identity
-
             self._text_id = text_identity(text)
         for s in self.snapshots:
             s.task_parity = None
@@ -398,7 +326,6 @@ class Timeline(WarmingMixin):
         parity = snap.check_parity(reference=self.reference())
         if self.text is not None:
             if self._text_reference is None:
-                from .text_parity import TextReference
                 self._text_reference = TextReference(self.input, self.text)
             snap.task_parity = self._text_reference.compare(snap)
             if self.persist is not None:
@@ -408,7 +335,6 @@ class Timeline(WarmingMixin):
     def session_layer(self, i: int, level: str = "all", *, honour_plan: bool = True) -> dict:
         """What ONNX Runtime's own session-time fusion adds on top of snapshot ``i``
         (see :func:`workbench.fusion.session_layer.session_layer`)."""
-        from .session_layer import session_layer
 
         if not self.snapshots:
             self.run()

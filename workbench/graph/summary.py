@@ -133,11 +133,6 @@ def name_nodes(nodes, prefix: str = "wb") -> int:
     return renamed
 
 
-def top_ops(hist: dict[str, int], n: int = 8) -> list[tuple[str, int]]:
-    """The ``n`` most frequent ops of a histogram."""
-    return list(hist.items())[:n]
-
-
 def _graph(model) -> onnx.GraphProto:
     return model.graph if hasattr(model, "graph") else model
 

@@ -48,12 +48,12 @@ def neighbour_changes(sentences, reference: list, candidate: list, feeds: list[d
 
 def _precision_model(name: str, fused):
     from .precision import quantize_int8
-    from .recipes import _cached, fp16_of, int8_of
+    from .recipes import cached, fp16_of, int8_of
 
     if name == "int8":
         return int8_of(fused)
     if name == "int8-per-tensor":  # the earlier recipe, kept to show what per-channel scales buy
-        return _cached(fused, "int8-per-tensor", lambda out: quantize_int8(fused, out))
+        return cached(fused, "int8-per-tensor", lambda out: quantize_int8(fused, out))
     if name == "fp16":
         return fp16_of(fused)
     raise WorkbenchError(f"unknown precision {name!r} (one of {', '.join(PRECISIONS)})")
@@ -154,6 +154,7 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
     pointing at the guarded int8 and at ``workbench tune``; none for a model with random weights, whose
     answers mean nothing (what the check would mean is said instead, see ``viz.summary.random_weights_words``)."""
     from ..ort.answer_policy import holds, words
+    from .variants import is_quantized
 
     out = []
     if random_weights:
@@ -161,7 +162,7 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
     for v in stats:
         name = v["name"] if isinstance(v, dict) else v.name
         tp = v.get("task_parity") if isinstance(v, dict) else v.task_parity
-        if "int8" in name and tp and not holds(tp):
+        if is_quantized(name) and tp and not holds(tp):
             out.append(f"{name}: its answers change ({words(tp)}); use int8-guarded (`--variants "
                        f"int8-guarded`) or `workbench tune`, which keep the answers")
     return out
@@ -170,9 +171,11 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
 def int8_report(res, text=None, random_weights: bool = False) -> dict:
     """``{"int8_flags", "int8_answers"}`` for a benchmark result; without a text (the built-in sentences
     checked int8 only) the variants' own task parity is cleared, so their table reads as without text."""
+    from .variants import is_quantized
+
     flags, answers = int8_flags(res.variants, random_weights), {}
     if text is None:
-        answers = {v.name: v.task_parity for v in res.variants if "int8" in v.name and v.task_parity}
+        answers = {v.name: v.task_parity for v in res.variants if is_quantized(v.name) and v.task_parity}
         for v in res.variants:
             v.task_parity = None
     return {"int8_flags": flags, "int8_answers": answers}

@@ -12,12 +12,12 @@ while the caller keeps working.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing as mp
 import queue
 import shutil
 import threading
-import dataclasses
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterator
@@ -28,7 +28,7 @@ from . import protocol as msgs
 from . import spawn
 from . import worker as _worker
 from .load import LoadSampler
-from .results import KINDS, BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
+from .results import BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
 
 _DONE = object()
 
@@ -249,7 +249,7 @@ class BenchHandle:
     def _distrust(self, precision: str | None, kind: str) -> None:
         from .floor import distrust_rate
 
-        dtype = "fp16" if precision == "fp16" else "int8" if precision and "int8" in precision else "fp32"
+        dtype = "fp16" if precision == "fp16" else "int8" if precision and precision.startswith("int8") else "fp32"
         try:
             distrust_rate(self.cfg.threads, self.cfg.provider, dtype, kind)
         except Exception:  # the figure is already shown as unknown; re-measuring is a courtesy
@@ -370,4 +370,4 @@ def benchmark(variants: list[Variant], cfg: BenchConfig | None = None, *, timeou
 
 
 __all__ = ["Variant", "RunSample", "VariantStats", "BenchResult", "BenchHandle", "stream_benchmark", "benchmark",
-           "throughput", "prepare_variants", "KINDS"]
+           "throughput", "prepare_variants"]

@@ -59,17 +59,14 @@ def build_path(cfg: dict) -> Path:
     from ..config import ExportConfig, FusionPlan
     from ..export import export
     from ..models import resolve
-    from .recipes import fp16_of, fuse_bert, int8_of
+    from .recipes import fuse_bert
+    from .variants import for_precision
 
     src = resolve(cfg["model"])
     exp = export(src, ExportConfig(exporter=cfg["exporter"], attention=cfg["attention"], opset=cfg["opset"]))
     plan = FusionPlan(engine=cfg["engine"], disabled=frozenset(cfg["disable"]))
     path = fuse_bert(exp.path, num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0, plan=plan)
-    if cfg["precision"] == "int8":
-        path = int8_of(path)
-    elif cfg["precision"] == "fp16":
-        path = fp16_of(path)
-    return Path(path)
+    return Path(for_precision(cfg["precision"]).from_fused(path))  # the recipe of that precision (fused: as it is)
 
 
 def build(cfg: dict) -> bytes:

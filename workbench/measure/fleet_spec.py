@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError
+from .variants import fleet_precisions
 
 #: Axes of a spec: spec key → (config key, default values).
 AXES = {
@@ -195,8 +196,9 @@ def expand(spec: dict | str | os.PathLike) -> list[dict]:
         for label, disabled in plans:
             cfg = {AXES[k][0]: v for k, v in zip(axes, values)}
             cfg.update(plan=label, disable=disabled, runs=spec["runs"], warmup=spec["warmup"])
-            if cfg["precision"] not in ("fp32", "int8", "fp16"):
-                raise ConfigError(f"precision {cfg['precision']!r}: choose fp32, int8 or fp16")
+            if cfg["precision"] not in fleet_precisions():  # the precisions the ONNX Runtime recipes make
+                *most, last = fleet_precisions()
+                raise ConfigError(f"precision {cfg['precision']!r}: choose {', '.join(most)} or {last}")
             key = config_key(cfg)
             if key not in seen:
                 seen.add(key)

@@ -40,7 +40,7 @@ def gpu_tune(model, cfg: BenchConfig | None = None, *, plan=None, exporter: str 
     """
     from ..models import ModelSource, resolve
     from .bench import benchmark
-    from .recipes import standard_variants
+    from .variants import standard_variants
 
     require_gpu("workbench tune --provider cuda", torch_too=True)
     src = model if isinstance(model, ModelSource) else resolve(model)

@@ -67,7 +67,7 @@ class GpuVariant:
     def build(self, model, *, attention: str = "eager", plan=None, exporter: str = "torchscript",
               opset: int | None = None, progress=None) -> Variant:
         """The benchmark :class:`Variant`: the standard variant it is based on, run this variant's way."""
-        from .recipes import standard_variants
+        from .variants import standard_variants
 
         base = standard_variants(model, [self.based_on], provider="cuda", attention=attention, progress=progress,
                                  plan=plan, exporter=exporter, opset=opset)[0]

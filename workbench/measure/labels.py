@@ -1,4 +1,4 @@
-"""The one table of variant display names, and the measuring modes' words.
+"""Variant display names (read from the recipes), and the measuring modes' words.
 
 What a user reads in tables, plots, the app, the report and the model card; JSON keeps the stable keys.
 It lives in ``measure/`` (not ``viz/``) because the tune's sentences and the model card are written
@@ -8,22 +8,10 @@ re-exports it.
 
 from __future__ import annotations
 
-VARIANT_LABELS = {
-    "torch": "PyTorch eager",
-    "torch-compile": "torch.compile (inductor)",
-    "unfused": "ONNX Runtime, no optimizations",
-    "default": "ONNX Runtime default",
-    "fused": "fused (all steps)",
-    "tuned": "ONNX Runtime, this machine's plan",
-    "int8": "int8 (dynamic)",
-    "int8-guarded": "answer-guarded int8",
-    "int8-static": "static int8 (QDQ, calibrated)",
-    "fp16": "fp16",
-    "openvino-f32": "OpenVINO f32",
-    "openvino": "OpenVINO, its default precision",
-    "openvino-int8": "OpenVINO static int8 (NNCF)",
-    "openvino-int8-guarded": "OpenVINO answer-guarded int8 (NNCF)",
-}
+from .variants import RECIPES
+
+#: key → label: each recipe's (:mod:`.variants`), and ONNX Runtime at its default session level.
+VARIANT_LABELS = {"default": "ONNX Runtime default", **{r.name: r.label for r in RECIPES}}
 WITHOUT = "fused-without-"
 
 #: How a figure was measured (every figure of the tune names one).

@@ -74,7 +74,7 @@ class _quiet:
 def openvino_int8_of(export_path: Path, search_text) -> Path:
     """The NNCF static int8 IR of the export, calibrated on ``search_text``'s sentences, cached."""
     from .peers import import_openvino
-    from .recipes import _cached
+    from .recipes import cached
 
     def build(out: Path) -> None:
         import nncf
@@ -89,7 +89,7 @@ def openvino_int8_of(export_path: Path, search_text) -> Path:
         (out.parent / "recipe.json").write_text(json.dumps({"recipe": "nncf.quantize", "model_type": "TRANSFORMER",
                                                             "calibration_sentences": len(data)}))
 
-    return _cached(Path(export_path), f"openvino-int8-{_key(search_text, 'static')}", build,
+    return cached(Path(export_path), f"openvino-int8-{_key(search_text, 'static')}", build,
                    name="openvino_model.xml")
 
 
@@ -191,7 +191,7 @@ def openvino_int8_guarded_of(export_path: Path, search_text, *, threads: int = 2
     """The answer-guarded NNCF int8 IR of the export (see the module doc), cached; ``report.json`` beside it
     lists every candidate tried, what the chosen one keeps out of int8 and its answers on the search part."""
     from .peers import import_openvino
-    from .recipes import _cached
+    from .recipes import cached
 
     def build(out: Path) -> None:
         import time
@@ -205,7 +205,7 @@ def openvino_int8_guarded_of(export_path: Path, search_text, *, threads: int = 2
                       seconds=round(time.perf_counter() - t0, 1), search_sentences=len(search_text.batches))
         (out.parent / "report.json").write_text(json.dumps(report, default=str))
 
-    return _cached(Path(export_path), f"openvino-int8-guarded-{_key(search_text, 'roles')}", build,
+    return cached(Path(export_path), f"openvino-int8-guarded-{_key(search_text, 'roles')}", build,
                    name="openvino_model.xml")
 
 

@@ -1,12 +1,9 @@
-"""The engines a user would pick instead of ONNX Runtime, and whether they can run here.
+"""Whether the engines a user would pick instead of ONNX Runtime can run here (their recipes'
+``check``, :mod:`.variants`).
 
-* ``torch-compile``: ``torch.compile`` (inductor) on the PyTorch model; inductor's CPU code is C++,
-  so it needs a C++ compiler on the PATH.
-* ``openvino-f32`` / ``openvino``: OpenVINO on the same ONNX file, with
-  ``INFERENCE_PRECISION_HINT`` f32, or at OpenVINO's default precision on this CPU (bf16 where the
-  CPU has AVX512-BF16 or AMX, f32 on an AVX2-only CPU). OpenVINO is the optional ``peers`` extra.
-* ``openvino-int8`` / ``openvino-int8-guarded``: NNCF's static int8 of that file (:mod:`.ov_quant`);
-  NNCF is in the ``peers`` extra too.
+* ``torch.compile`` (inductor) compiles C++ for the CPU, so it needs a C++ compiler on the PATH.
+* OpenVINO (and NNCF, its int8 quantizer) are the optional ``peers`` extra; OpenVINO's default precision
+  on this CPU is bf16 where the CPU has AVX512-BF16 or AMX, f32 on an AVX2-only CPU.
 
 Each ``*_status()`` returns ``(ok, why)``: ``why`` is the one line a user reads when the variant is
 skipped. ``WORKBENCH_DISABLE_OPENVINO=1`` makes the workbench behave as if OpenVINO were not
@@ -20,11 +17,6 @@ import shutil
 
 INSTALL_PEERS = 'pip install "bert-fusion-workbench[peers]"'
 DISABLE_ENV = "WORKBENCH_DISABLE_OPENVINO"
-#: variant name → OpenVINO's inference precision hint (None: its default on this CPU; the int8 models keep
-#: what they do not quantize at that default, as they were checked, :mod:`.ov_quant`).
-OPENVINO_VARIANTS = {"openvino-f32": "f32", "openvino": None, "openvino-int8": None, "openvino-int8-guarded": None}
-#: The OpenVINO variants NNCF quantizes.
-NNCF_VARIANTS = ("openvino-int8", "openvino-int8-guarded")
 
 
 def import_openvino():
@@ -78,23 +70,11 @@ def compiler_status() -> tuple[bool, str]:
     return True, ""
 
 
-def status(name: str) -> tuple[bool, str]:
-    """``(ok, why)`` for a peer variant name; other names are always ok."""
-    if name in NNCF_VARIANTS:
-        return nncf_status()
-    if name in OPENVINO_VARIANTS:
-        return openvino_status()
-    if name == "torch-compile":
-        return compiler_status()
-    return True, ""
-
-
 def openvino_default_precision(isa) -> str:
     """What OpenVINO's CPU plugin picks by default: bf16 where the CPU has native bf16, else f32."""
     isa = set(isa or ())
     return "bf16" if {"AVX512-BF16", "AMX-BF16"} & isa else "f32"
 
 
-__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "OPENVINO_VARIANTS", "NNCF_VARIANTS", "import_openvino", "openvino_status",
-           "nncf_status",
-           "compiler_status", "status", "openvino_default_precision"]
+__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "import_openvino", "openvino_status", "nncf_status", "compiler_status",
+           "openvino_default_precision"]

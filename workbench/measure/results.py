@@ -12,8 +12,6 @@ from pathlib import Path
 from ..errors import BenchmarkError, ConfigError
 from .load import MachineLoad
 
-KINDS = ("onnx", "torch", "openvino")
-
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,8 @@ class Variant:
         provider: "cpu" or "cuda".
         level: ONNX Runtime graph optimization level at session creation
             ("disable", "basic", "extended", "all").
-        kind: "onnx" (ONNX Runtime), "torch" (PyTorch) or "openvino" (OpenVINO on the ONNX file).
+        kind: the worker's runner: "onnx" (ONNX Runtime), "torch" (PyTorch), "openvino" (OpenVINO on the ONNX
+            file), or another recipe's (:func:`workbench.measure.variants.kinds`).
         fp16: convert to float16 first, keeping fp32 inputs and outputs
             (ONNX), or ``model.half()`` (torch).
         torch_source: for ``kind="torch"``: ``{"model": preset, folder or hub
@@ -57,14 +56,16 @@ class Variant:
 
         if not self.name:
             raise ConfigError("a variant needs a name")
-        if self.kind not in KINDS:
-            raise ConfigError(f"variant kind must be one of {KINDS}, not {self.kind!r}")
+        from .variants import kinds
+
+        if self.kind not in kinds():
+            raise ConfigError(f"variant kind must be one of {kinds()}, not {self.kind!r}")
         if self.provider not in ("cpu", "cuda"):
             raise ConfigError(f"provider must be 'cpu' or 'cuda', not {self.provider!r}")
         if self.level not in LEVELS:
             raise ConfigError(f"level must be one of {sorted(LEVELS)}, not {self.level!r}")
-        if self.kind in ("onnx", "openvino") and self.model is None:
-            raise ConfigError(f"variant {self.name!r} needs an ONNX model (path or bytes)")
+        if self.kind != "torch" and self.model is None:
+            raise ConfigError(f"variant {self.name!r} needs a model (an ONNX path or bytes, or its engine's folder)")
         if self.kind == "torch" and not (self.torch_source or {}).get("model"):
             raise ConfigError(f"torch variant {self.name!r} needs torch_source={{'model': name or folder}}")
 
@@ -249,4 +250,4 @@ class BenchResult:
         return pd.DataFrame(rows)
 
 
-__all__ = ["KINDS", "Variant", "RunSample", "VariantStats", "BenchResult", "fastest_fp32", "prepare_variants"]
+__all__ = ["Variant", "RunSample", "VariantStats", "BenchResult", "fastest_fp32", "prepare_variants"]

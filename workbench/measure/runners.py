@@ -1,5 +1,6 @@
 """The benchmark worker's runners: one ONNX Runtime session or one PyTorch model, each with
-``prepare(feeds)``, ``run()``, ``output()`` and ``close()`` (OpenVINO's is in :mod:`.peer_runners`).
+``prepare(feeds)``, ``run()``, ``output()`` and ``close()`` (OpenVINO's is in :mod:`.peer_runners`, the other
+engines' beside their recipes in :mod:`.variants`).
 
 Imported inside the worker process only, after its environment is set.
 """
@@ -193,16 +194,17 @@ class TorchRunner:
 
 
 def make_runner(v: dict, threads: int, workdir: Path):
-    gpu = (v.get("options") or {}).get("gpu")  # CUDA graphs, TensorRT, torch.compile on CUDA (.gpu_variants)
+    """The runner of the variant's kind (its recipe's, :func:`workbench.measure.variants.runner_for`); the GPU
+    variants (:mod:`.gpu_variants`) pick theirs by ``options["gpu"]``."""
+    gpu = (v.get("options") or {}).get("gpu")  # CUDA graphs, TensorRT, torch.compile on CUDA
     if gpu:
         from .gpu_runners import GpuOrtRunner, compile_reduce_overhead
         if gpu == "torch-compile":
             return compile_reduce_overhead(TorchRunner(dict(v, fp16=True, options={}), threads, workdir))
         return GpuOrtRunner(v, threads, workdir)
-    if v.get("kind") == "openvino":
-        from .peer_runners import OpenVinoRunner
-        return OpenVinoRunner(v, threads, workdir)
-    return TorchRunner(v, threads, workdir) if v.get("kind") == "torch" else OrtRunner(v, threads, workdir)
+    from .variants import runner_for
+
+    return runner_for(v.get("kind") or "onnx")(v, threads, workdir)
 
 
 __all__ = ["OrtRunner", "TorchRunner", "make_runner", "run_error", "is_oom"]

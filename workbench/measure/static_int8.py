@@ -34,7 +34,7 @@ class _Reader:
 
 def int8_static_of(fused: Path, search_text) -> Path:
     """The static QDQ int8 model of ``fused``, calibrated on ``search_text``, cached."""
-    from .recipes import _cached
+    from .recipes import cached
 
     key = hashlib.sha256(json.dumps([list(search_text.sentences), STATIC_VERSION]).encode()).hexdigest()[:16]
 
@@ -62,7 +62,7 @@ def int8_static_of(fused: Path, search_text) -> Path:
             log.setLevel(old)
             shutil.rmtree(tmp, ignore_errors=True)
 
-    return _cached(Path(fused), f"int8-static-{key}", build)
+    return cached(Path(fused), f"int8-static-{key}", build)
 
 
 __all__ = ["int8_static_of"]

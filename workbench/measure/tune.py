@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import BenchConfig
+from . import variants as registry
 from .labels import VARIANT_LABELS as LABELS
 from .load import LoadSampler
 from .tune_result import SessionSpec, Skipped, TuneResult
 from .tune_rows import PEERS, peers_line, row
 
-ORDER = ("torch", "torch-compile", "unfused", "fused", "tuned", "int8", "int8-guarded", "int8-static",
-         "openvino-f32", "openvino", "openvino-int8", "openvino-int8-guarded")
+#: What the tune measures, in display order (the recipes with ``tune`` set).
+ORDER = registry.names(tune=True)
 Progress = Callable[[str, float], None]
 
 
@@ -49,6 +50,8 @@ def size_mb(v, export_path: Path) -> float | None:
         xml = Path(opts["ir"])
         return sum(p.stat().st_size for p in (xml, xml.with_suffix(".bin")) if p.is_file()) / 1e6
     path = Path(v.model) if v.model is not None and not isinstance(v.model, bytes) else Path(export_path)
+    if path.is_dir():  # an engine's own model folder (CTranslate2's)
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
     try:
         proto = onnx.load(str(path), load_external_data=False)
     except Exception:  # noqa: BLE001 - a size is a courtesy, never a failure
@@ -75,7 +78,7 @@ def _texts(src, text):
 
 
 def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say):
-    from .recipes_extra import guard_text, machine_plan, variants as all_variants
+    from .recipes_extra import guard_text, machine_plan
     from .workload import one_at_a_time
 
     say("this machine's plan (ablation)", 0.05)
@@ -84,7 +87,7 @@ def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, 
                                         progress=lambda s, f: say(f"ablation: {s}", 0.05 + 0.2 * f))
     search = one_at_a_time(src, parts.search) if lat is not None else guard_text(src)
     say("building the variants", 0.25)
-    vs = all_variants(src, names, plan=plan, exporter=exporter, attention=attention,
+    vs = registry.build_variants(src, names, plan=plan, exporter=exporter, attention=attention,
                       progress=lambda s, f: say(s, 0.25 + 0.2 * f),
                       extra={"text": search, "search_text": search, "threads": cfg.threads, "tuned_plan": tuned_plan})
     return vs, tuned_plan, ablation
@@ -136,14 +139,9 @@ def _recommend(rows: list, loads, res) -> dict:
 
 
 def _variant_facts(vs) -> dict:
-    """The int8 searches' reports, and each variant's model path and session, as the result keeps them."""
-    from .guarded import search_report
-    from .ov_quant import ir_report
-
+    """The recipes' build reports (the int8 searches'), and each variant's model path and session."""
     by = {v.name: v for v in vs}
-    return {"int8_search": search_report(by["int8-guarded"].model) if "int8-guarded" in by else None,
-            "openvino_guard": ir_report(by["openvino-int8-guarded"].options["ir"])
-            if "openvino-int8-guarded" in by else None,
+    return {**{r.report_key: r.report(by[r.name]) if r.name in by else None for r in registry.RECIPES if r.report_key},
             "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
             "sessions": {v.name: SessionSpec(v.kind, v.level, list(v.disabled_optimizers), dict(v.options or {}))
                          for v in vs}}
@@ -169,8 +167,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     from ..config import ExportConfig, FusionPlan
     from ..export import export
     from ..models import ModelSource, resolve
-    from .recipes import TORCH_SKIPPED
-    from .recipes_extra import available, guard_text
+    from .recipes_extra import guard_text
     from .workload import workloads
 
     say = progress or _noop
@@ -180,12 +177,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     parts, lat, idx = _texts(src, text)
     say("export", 0.02)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention))
-    names, skipped = list(ORDER), []
-    if src.kind == "onnx":
-        names = [n for n in names if n not in ("torch", "torch-compile")]
-        skipped += [{"name": n, "why": TORCH_SKIPPED} for n in ("torch", "torch-compile")]
-    names, more = available(names)
-    skipped += more
+    names, skipped = registry.available(ORDER, src)  # an engine not here, a model it cannot take: skipped, why
     vs, tuned_plan, ablation = _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say)
     by = {v.name: v for v in vs}
     if "tuned" in by and "fused" in by and str(by["tuned"].model) == str(by["fused"].model):
@@ -196,7 +188,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     answers = guard_text(src) if lat is None else None
     res, thr, ship, machine_load = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     rows = sorted((row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs),
-                  key=lambda r: ORDER.index(r.name) if r.name in ORDER else 99)
+                  key=lambda r: registry.order(r.name))
     recs = _recommend(rows, loads if lat is not None else ("latency",), res)
     say("done", 1.0)
     return TuneResult(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..ort.answer_policy import words
 from .labels import MODES, variant_label
 from .tune_result import SessionSpec, TuneResult
+from .variants import recipe
 
 CARD_TEXT = "The cat sat on the mat."
 
@@ -30,7 +31,8 @@ def run_lines(out_dir: str, session: SessionSpec | None, engine: str, threads: i
 
 
 def _precision(result: TuneResult, variant: str) -> list[str]:
-    if variant == "int8-guarded" and result.int8_search:
+    r = recipe(variant)
+    if r is not None and r.report_key == "int8_search" and result.int8_search:
         s = result.int8_search
         kept = s.get("kept_fp32") or []
         lines = [f"Precision: int8 weights, activations quantized per run (ONNX Runtime dynamic quantization), "
@@ -43,18 +45,7 @@ def _precision(result: TuneResult, variant: str) -> list[str]:
             lines.append(f"| {c['label']} | {c['kept_fp32_share']:.0%} | {words(c['task_parity']) or '-'} | {p50} | "
                          f"{'yes' if c['holds'] else 'no'} |")
         return lines
-    return [{"int8": "Precision: int8 weights (per channel), activations quantized per run; no MatMul kept in fp32.",
-             "int8-static": "Precision: static int8 in QDQ form (activation scales calibrated on the search part, "
-                            "weights per channel); the fused Attention's Q/K/V weights stay fp32.",
-             "openvino": "Precision: OpenVINO's default inference precision on this CPU (bf16 where the CPU has "
-                         "AVX512-BF16 or AMX, f32 otherwise).",
-             "openvino-int8": "Precision: NNCF static int8 (model type transformer, calibrated on the search part: "
-                              "sentence-transformers' export_static_quantized_openvino_model recipe); the rest at "
-                              "OpenVINO's default precision.",
-             "openvino-int8-guarded": "Precision: NNCF static int8 with the layer roles whose quantization broke the "
-                                      "search part's answers kept out of int8 (an ignored scope); the rest at "
-                                      "OpenVINO's default precision.",
-             }.get(variant, "Precision: fp32 throughout.")]
+    return [r.card if r is not None else "Precision: fp32 throughout."]
 
 
 def _table(result: TuneResult) -> list[str]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from ..ort.answer_policy import holds
 from .labels import variant_label, workload_figure
 from .tune_result import METRIC, Recommendation, TuneResult, VariantRow
+from .variants import peers, recipe
 
-#: What a user would pick instead, as its users ship it.
-PEERS = ("torch", "torch-compile", "openvino-f32", "openvino", "openvino-int8")
+#: What a user would pick instead, as its users ship it (the recipes marked ``peer``).
+PEERS = peers()
 
 
 def _median(xs) -> float | None:
@@ -98,18 +99,15 @@ def why(rec: Recommendation, rows: list[VariantRow], workload: str, machine: dic
           f"({best.label}, {fig(workload, best.figure(workload))})" if best else "")
     head = f"{rec.label} is the fastest variant whose answers hold ({fig(workload, rec.figure)}{vs})"
     name = rec.variant
-    if "int8" in name:
+    r = recipe(name)
+    if r is not None and r.quantized:
         isa = set(machine.get("isa") or ())
         units = [u for u in INT8_UNITS if u in isa]
         fp32, int8 = (rates.get("fp32") or {}).get("hot"), (rates.get("int8") or {}).get("hot")
         rate = f"int8 MatMuls ran {int8 / fp32:.1f}x the fp32 rate here" if fp32 and int8 else "int8 MatMuls beat fp32 here"
         unit = f"with {', '.join(units)}" if units else "even without VNNI or AMX (AVX2 only)"
         return f"{head}: {rate} {unit}, and the int8 model keeps the answers on sentences it was not tuned on."
-    if name.startswith("openvino"):
-        return f"{head}: OpenVINO's CPU kernels beat ONNX Runtime's on this processor at this precision."
-    if name in ("fused", "tuned", "unfused"):
-        return f"{head}: no int8 model kept the answers, so the fastest fp32 engine wins."
-    return head + "."
+    return f"{head}: {r.wins}" if r is not None and r.wins else head + "."
 
 
 def peers_line(result: TuneResult, workload: str = "latency") -> str:

@@ -24,7 +24,8 @@ def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
     provider = runners[0].provider
     try:
         per = {r.name: ({"fp32": model_flops(r.source, batch, seq)} if isinstance(r, TorchRunner)
-                        else onnx_flops_by_precision(r.graph_flops_source, batch, seq)) for r in runners}
+                        else onnx_flops_by_precision(r.graph_flops_source, batch, seq)) for r in runners
+               if isinstance(r, TorchRunner) or r.graph_flops_source is not None}  # an engine without a graph: none
         precisions = sorted({p for f in per.values() for p in f} | {"fp32"}, key=PRECISIONS.index)
         rates = {}
         for prec in precisions:
@@ -42,7 +43,7 @@ def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
                      if all(rates[p]["stream"] for p in f) else None)
             variants[name] = {"floor_ms": sum(v / (rates[p]["hot"] * 1e9) for p, v in f.items()) * 1e3,
                               "floor_precision": precision_label(f), "matmul_bound_ms": bound, "flops": f}
-        flops = sum(per[runners[0].name].values())
+        flops = sum(next(iter(per.values())).values())
         fp32 = rates["fp32"]
         out = {"floor_ms": flops / (fp32["hot"] * 1e9) * 1e3, "flops": flops,
                "gflops": fp32["hot"], "rate_measured": fp32["measured"], "rate_quiet": fp32["quiet"],

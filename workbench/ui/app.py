@@ -21,7 +21,6 @@ from ..errors import ConfigError
 from . import compat
 from .controller import Controller
 from .state import AppState
-from .steps import ENGINE_TITLES, engine_summary  # noqa: F401  (re-exported: earlier home of these)
 
 #: Default pixel width of each graph pane; the width probe resizes them to the space the app gets.
 GRAPH_WIDTH = 520
@@ -194,7 +193,7 @@ class Workbench:
     export_result = property(lambda self: self.controller.export_result)
     profiles = property(lambda self: self.controller.profiles)
     timings = property(lambda self: self.controller.timings)
-    session_layer = property(lambda self: self.controller.session_layer)
+    session_layer = property(lambda self: self.controller.graph_tools.session_layer)
     bench_result = property(lambda self: self.state.bench_result)
     ablation = property(lambda self: self.state.ablation)
     series = property(lambda self: {k: list(v) for k, v in self.state.series.items()})
@@ -216,6 +215,11 @@ class Workbench:
         self.controller.wait(timeout)
         return self
 
+    def stop_warming(self) -> None:
+        """Stop precomputing toggles in the background until the next load (before timing anything: the
+        warm-up would share the cores with the measurement)."""
+        self.controller.stop_warming()
+
     def toggle(self, name: str, on: bool) -> None:
         """Switch catalog step ``name`` on or off and re-run the timeline."""
         self.controller.toggle(name, on)
@@ -227,11 +231,21 @@ class Workbench:
     def add_rule(self, rule) -> None:
         """Add your own fusion rule (a :class:`workbench.fusion.Rule`) and see it as a new step with its
         checkbox: graph before and after, parity, its reasons where it does not match (notebook 06)."""
-        self.controller.add_rule(rule)
+        self.controller.rules.add_rule(rule)
 
     def remove_rule(self, name: str) -> None:
         """Take a rule added with :meth:`add_rule` out again."""
-        self.controller.remove_rule(name)
+        self.controller.rules.remove_rule(name)
+
+    @property
+    def rule_time_limit_s(self) -> float:
+        """Seconds a rule's ``match`` and ``rewrite`` (one pass over the graph) may take; after that its step
+        is marked failed with the reason, and the app and the other steps go on. Set it to change it."""
+        return self.controller.rules.rule_time_limit_s
+
+    @rule_time_limit_s.setter
+    def rule_time_limit_s(self, seconds: float) -> None:
+        self.controller.rules.rule_time_limit_s = seconds
 
     def set_view(self, view: str, layer: int | None = None) -> None:
         """"layer" (one encoder layer) or "model" (whole model, layers collapsed)."""
@@ -240,10 +254,6 @@ class Workbench:
     def click(self, item: str, pane: str = "after") -> None:
         """What a click on a graph item does: expand a collapsed layer, or select a node."""
         self.controller.click(item, pane)
-
-    def fit_width(self, width_px: int) -> None:
-        """Size the panes and figures for an output area ``width_px`` wide (the probe calls this)."""
-        self.controller.set_width(width_px)
 
     def refresh(self) -> None:
         self.controller.refresh()
@@ -258,19 +268,19 @@ class Workbench:
         return self.controller.warm_text()
 
     def check_parity(self, wait: bool | None = None) -> None:
-        self.controller.check_parity(wait)
+        self.controller.parity.check(wait)
 
     def wait_parity(self, timeout: float | None = 600) -> bool:
-        return self.controller.wait_parity(timeout)
+        return self.controller.parity.wait(timeout)
 
     def show_session_layer(self, level: str = "all") -> None:
-        self.controller.show_session_layer(level)
+        self.controller.graph_tools.show_session_layer(level)
 
     def open_netron(self) -> None:
-        self.controller.open_netron()
+        self.controller.graph_tools.open_netron()
 
     def close_netron(self) -> None:
-        self.controller.close_netron()
+        self.controller.graph_tools.close_netron()
 
     def variants(self, names: list[str] | None = None) -> list:
         return self.controller.variants(names)
@@ -318,18 +328,6 @@ class Workbench:
         """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
         return self.controller.save_report(path)
 
-    # ----------------------------------------------------------------- widgets by their earlier names
-    def __getattr__(self, name: str):
-        # Widgets live in their panels; notebooks and tests written against the one-class app reach
-        # them by the names they had (app.w_step, app.fig_after, app.toggles, ...).
-        if name.startswith("__") or self.__dict__.get("widget") is None:
-            raise AttributeError(name)
-        where = _ALIASES.get(name)
-        if where is None:
-            raise AttributeError(f"'Workbench' object has no attribute {name!r}")
-        panel, attr = where
-        return getattr(getattr(self, panel), attr)
-
     # ----------------------------------------------------------------- closing
     def _stop_threads(self, timeout: float = 10) -> None:
         """Stop the background parity checks and toggle warm-up, waiting up to ``timeout`` seconds."""
@@ -344,23 +342,7 @@ class Workbench:
 
     def __del__(self):
         try:
-            self.controller.close_netron()
+            self.controller.graph_tools.close_netron()
         except Exception:
             pass
 
-
-_ALIASES = {
-    **{n: ("model_bar", n) for n in ("title", "status", "progress", "w_source", "w_exporter", "w_opset",
-                                     "w_attention", "w_engine", "w_load", "w_side", "w_engine_note")},
-    **{n: ("fusion", n) for n in ("w_rows", "w_step", "w_session", "w_session_out", "w_warm", "w_counts",
-                                  "w_diag", "toggles")},
-    "_rows": ("fusion", "rows"), "w_toggles": ("fusion", "w_rows"),
-    **{n: ("view_bar", n) for n in ("w_view", "w_layer", "w_expand", "w_overlay", "w_constants")},
-    "fig_before": ("before", "graph"), "fig_after": ("after", "graph"),
-    "w_before": ("before", "widget"), "w_after": ("after", "widget"),
-    "w_netron": ("netron", "button"), "w_netron_out": ("netron", "out"), "w_report": ("report", "button"),
-    **{n: ("profile_panel", n) for n in ("w_provider", "w_batch", "w_seq", "w_threads", "w_runs", "w_variants",
-                                         "w_int8", "w_run", "w_stop", "w_profile", "w_ablate", "w_tune", "w_tune_result",
-                                         "fig_live", "fig_dist", "fig_pct", "fig_ops", "fig_ablation", "w_results",
-                                         "w_ablation")},
-}

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from ..errors import WorkbenchError
 
 #: ipywidgets major → the jupyterlab_widgets (and widgetsnbextension) major it talks to.
 WIDGET_PAIRS = {8: (3, 4), 7: (1, 3)}
-
-
-class WidgetEnvironmentError(WorkbenchError):
-    """The Python widget packages and the notebook front-end do not match."""
 
 
 def _version(pkg: str) -> str | None:
@@ -63,13 +58,6 @@ def problems(versions: dict[str, str | None] | None = None) -> list[str]:
         out.append(f"plotly {v['plotly']} draws live figures with anywidget, which is not installed: "
                    f"install it with `pip install \"anywidget>=0.9\"`")
     return out
-
-
-def require() -> None:
-    """Raise :class:`WidgetEnvironmentError` naming the first thing to install."""
-    found = problems()
-    if found:
-        raise WidgetEnvironmentError(found[0])
 
 
 def error_html(message: str, title: str = "BERT Fusion Workbench") -> str:

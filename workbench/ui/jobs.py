@@ -1,4 +1,5 @@
-"""The one place with threads: every piece of background work the app does runs here as a job.
+"""Every piece of background work the app does runs here as a job (its threads, lanes and locks are
+:mod:`workbench.fusion.scheduler`'s, where all the fusion concurrency lives).
 
 A job is a function of a :class:`Job` handle (``job.progress(stage, fraction)``, ``job.cancelled``).
 Jobs run in *lanes*: jobs of one lane run one after another (the model lane: load, toggle, session
@@ -11,13 +12,13 @@ everything above this module. With ``background=False`` every job runs in the ca
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import traceback
 from typing import Callable
 
 from ..errors import WorkbenchError
+from ..fusion.scheduler import Lane, new_flag, new_lock, spawn
 from .state import JobStatus
 
 
@@ -31,7 +32,7 @@ class Job:
     def __init__(self, runner: "JobRunner", name: str):
         self.name = name
         self._runner = runner
-        self._cancel = threading.Event()
+        self._cancel = new_flag()
         self.t0 = time.perf_counter()
         self.stage = ""
         self.fraction: float | None = None
@@ -68,55 +69,6 @@ def error_line(what: str, e: BaseException) -> str:
             "(please report this)")
 
 
-def lower_priority() -> None:
-    """The calling thread at the lowest CPU priority (Linux nices threads one by one)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):
-        pass
-
-
-class _Lane:
-    """A first-come-first-served queue: jobs run in the order their tickets were taken.
-
-    A lock alone does not do that: which of the threads waiting on a released lock gets it is
-    undefined, so two quick clicks could apply in reverse order.
-    """
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._next = 0  # the next ticket to hand out
-        self._serving = 0  # the ticket whose job may run now
-
-    def ticket(self) -> "_Turn":
-        with self._cond:
-            n, self._next = self._next, self._next + 1
-        return _Turn(self, n)
-
-    def _wait(self, n: int) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._serving == n)
-
-    def _done(self) -> None:
-        with self._cond:
-            self._serving += 1
-            self._cond.notify_all()
-
-
-class _Turn:
-    """One job's place in its lane: ``with turn:`` waits for it and hands the lane on afterwards."""
-
-    def __init__(self, lane: _Lane, n: int):
-        self.lane, self.n = lane, n
-
-    def __enter__(self):
-        self.lane._wait(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        self.lane._done()
-
-
 class JobRunner:
     """Runs jobs in lanes, reports their status, cancels them, waits for them.
 
@@ -130,11 +82,11 @@ class JobRunner:
         self.background = background
         self.closed = False
         self.last_trace: str | None = None
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, Lane] = {}
         self._threads: dict[str, list[threading.Thread]] = {}
         self._jobs: dict[str, Job] = {}
         self._again: set[str] = set()
-        self._guard = threading.Lock()
+        self._guard = new_lock()
 
     def _report(self, name: str, status: JobStatus) -> None:
         try:
@@ -155,13 +107,10 @@ class JobRunner:
 
         def body():
             with turn:
-                if low_priority:
-                    lower_priority()
                 self._run(job, fn)
-        t = threading.Thread(target=body, name=f"workbench-{name}", daemon=True)
-        with self._guard:
+        with self._guard:  # listed before it starts: a wait right after this call sees it
+            t = spawn(f"workbench-{name}", body, low_priority=low_priority)
             self._threads.setdefault(lane, []).append(t)
-        t.start()
         return job
 
     def kick(self, name: str, fn: Callable[[Job], bool], *, lane: str | None = None, low_priority: bool = True) -> None:
@@ -203,9 +152,9 @@ class JobRunner:
             return
         self._report(job.name, JobStatus("done", job.stage, 1.0, None, job.elapsed()))
 
-    def _lane(self, lane: str) -> "_Lane":
+    def _lane(self, lane: str) -> Lane:
         with self._guard:
-            return self._lanes.setdefault(lane, _Lane())
+            return self._lanes.setdefault(lane, Lane())
 
     @staticmethod
     def cancelled(job: Job) -> bool:
@@ -260,4 +209,4 @@ class JobRunner:
         self.start(name, loop, lane=name)
 
 
-__all__ = ["JobRunner", "Job", "Cancelled", "error_line", "lower_priority"]
+__all__ = ["JobRunner", "Job", "Cancelled", "error_line"]

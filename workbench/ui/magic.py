@@ -7,6 +7,8 @@ import shlex
 
 from ..config import ATTENTIONS, ENGINES, EXPORTERS
 from ..errors import ConfigError, WorkbenchError
+from .app import Workbench
+from .compat import error_html
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,8 +36,6 @@ def workbench_magic(line: str = ""):
     """Show the BERT Fusion Workbench for MODEL (default bert-base, random weights)."""
     from IPython.display import HTML
 
-    from .app import Workbench
-    from .compat import error_html
 
     try:
         return Workbench(**parse_line(line))

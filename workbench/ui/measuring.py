@@ -51,10 +51,17 @@ class MeasureActions:
 
     # ----------------------------------------------------------------- benchmark
     def variants(self, names: list[str] | None = None) -> list:
-        """Benchmark variants for the chosen snapshots (default: unfused and fused), and int8 if asked."""
+        """Benchmark variants for the chosen snapshots (default: unfused and fused), and int8 if asked.
+
+        The export and the last snapshot are the recipes' "unfused" and "fused" (the fused one at session level
+        "all", the plan's switched-off steps kept off: what ``workbench bench`` times), built from the snapshot
+        shown; a step in between is timed at level "disable", so its gain is the step's own."""
         from ..measure.bench import Variant
+        from ..measure.variants import Build, get
 
         snaps = self.state.snapshots
+        ctx = Build(self.export_result.source, provider=self.state.provider, plan=self.state.fusion_plan(),
+                    snapshot=snaps[-1].model)
         idx = {f"{i}: {step_name(sn.step)}": i for i, sn in enumerate(snaps)}
         chosen = [n for n in (names if names is not None else self.state.variants) if n in idx]
         if not chosen:
@@ -65,16 +72,14 @@ class MeasureActions:
             # Stable keys: the unfused export, the last snapshot ("fused (all steps)" on screen), else
             # the step's own name where a single snapshot is meant.
             name = "unfused" if i == 0 else ("fused" if i == last else step_name(snaps[i].step))
-            # ORT's own session fusions off, so a gain comes from the step itself.
-            out.append(Variant(name, snaps[i].model.SerializeToString(), provider=self.state.provider,
-                               level="disable"))
+            if i == last and i > 0:
+                out.append(get("fused").make(ctx))
+            else:  # ORT's own session fusions off, so a gain comes from the step itself.
+                out.append(Variant(name, snaps[i].model.SerializeToString(), provider=self.state.provider,
+                                   level="disable"))
         if self.state.int8:
-            from ..measure.precision import quantize_int8
-
             self.say("quantizing the last snapshot to int8", "busy")
-            q = quantize_int8(snaps[-1].model, per_channel=True)
-            q = q if isinstance(q, (bytes, str, Path)) else q.SerializeToString()
-            out.append(Variant("int8", q, provider=self.state.provider, level="all"))
+            out.append(get("int8").make(ctx))
         return out
 
     def _check_provider(self) -> None:
@@ -110,7 +115,9 @@ class MeasureActions:
                     s.series = {k: tuple(v) for k, v in series.items()}
 
             answers = None
-            if text is None and any("int8" in v.name for v in vs):  # int8's answers, on the built-in sentences
+            from ..measure.variants import is_quantized
+
+            if text is None and any(is_quantized(v.name) for v in vs):  # int8's answers, on the built-in sentences
                 from ..measure.answers import builtin_answers_text
                 answers = builtin_answers_text(self.export_result.source)
             self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample,

@@ -12,6 +12,8 @@ from typing import Any
 
 from ..errors import WorkbenchError
 from .views import step_name
+from .. import __version__
+from ..viz.report import write_report
 
 
 class ReportActions:
@@ -19,7 +21,6 @@ class ReportActions:
 
     def report_data(self) -> dict:
         """Plain data for :func:`workbench.viz.report.write_report`."""
-        from .. import __version__
 
         s = self.state
         data: dict[str, Any] = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "errors": []}
@@ -46,7 +47,6 @@ class ReportActions:
 
     def save_report(self, path: str | os.PathLike | None = None) -> Path | None:
         """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
-        from ..viz.report import write_report
 
         dest = Path(path) if path else Path.cwd() / f"workbench-report-{time.strftime('%Y%m%d-%H%M%S')}.html"
         try:

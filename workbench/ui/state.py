@@ -5,7 +5,7 @@ panels observe it and redraw their own widgets. Values are replaced, never mutat
 tuple or a new dict each time), so an observer always sees a change. The settings the compute
 functions take (:class:`~workbench.config.ExportConfig`, :class:`~workbench.config.FusionPlan`,
 :class:`~workbench.config.BenchConfig`) are derived from it, so a test drives the app by setting
-fields. ``UIState`` is the same class under its earlier name.
+fields.
 """
 
 from __future__ import annotations
@@ -216,6 +216,5 @@ class AppState(T.HasTraits):
 
 
 #: The earlier name of the state class.
-UIState = AppState
 
-__all__ = ["AppState", "UIState", "Status", "JobStatus", "GraphView", "PairView", "VIEWS"]
+__all__ = ["AppState", "Status", "JobStatus", "GraphView", "PairView", "VIEWS"]

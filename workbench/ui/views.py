@@ -10,6 +10,9 @@ from collections import OrderedDict
 from typing import Any
 
 from .state import GraphView, PairView
+from ..graph.groups import view_groups
+from ..graph.layout import layout_graph, node_table, without_constants
+from ..viz.graph import pane_height, shared_yrange
 
 
 def step_name(step) -> str:
@@ -47,8 +50,6 @@ class GraphViews:
         return value
 
     def table(self, sn, constants: bool = False):
-        from ..graph.layout import node_table, without_constants
-
         def make():
             layer_of = getattr(getattr(sn, "diff", None), "layer_of", None) or None
             tab = node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of)
@@ -58,9 +59,6 @@ class GraphViews:
 
     def layout(self, sn, *, view: str = "layer", layer: int = 0, expanded=(), expand_all: bool = False,
                constants: bool = False, width: int = 500):
-        from ..graph.groups import view_groups
-        from ..graph.layout import layout_graph
-
         key = (id(sn), constants, view, layer, tuple(sorted(expanded)), expand_all, width)
 
         def make():
@@ -86,7 +84,6 @@ class GraphViews:
 
     def pair(self, snapshots, index: int, state, profiles: dict[int, Any] | None = None) -> PairView:
         """The before/after views of snapshot ``index`` (0: the export against itself)."""
-        from ..viz.graph import pane_height, shared_yrange
 
         a = index if 0 <= index < len(snapshots) else len(snapshots) - 1
         b = max(0, a - 1)

@@ -13,9 +13,9 @@ from pathlib import Path
 from ..measure.load import busy_words
 from ..ort.answer_policy import TaskParity
 from ..paths import atomic_write_text
-from ..report import plural  # noqa: F401  (re-exported: its earlier home)
+from ..report import plural
 from .labels import variant_label
-from .summary import task_parity_words  # noqa: F401  (re-exported: its earlier home)
+from .summary import task_parity_words
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -122,13 +122,14 @@ def _kv(d: dict) -> str:
 def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
     """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break;
     with random weights, what the check would mean instead of a warning."""
+    from ..measure.variants import is_quantized
     from .summary import random_weights_words
 
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
            f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
     kinds = [TaskParity.of(tp).kind for tp in (bench.get("int8_answers") or {}).values() if tp]
-    kinds += [TaskParity.of(v["task_parity"]).kind for v in bench.get("variants") or () if "int8" in v["name"]
+    kinds += [TaskParity.of(v["task_parity"]).kind for v in bench.get("variants") or () if is_quantized(v["name"])
               and v.get("task_parity")]
     if random_weights and kinds:
         out.append(f"<p class='note'>{_e(random_weights_words(kinds[0]))}</p>")

@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ExportConfig, FusionPlan
+from ..export import export
+from ..fusion import Timeline
+from ..fusion.catalog import BY_NAME, CATALOG
+from ..models import ModelSource, resolve
+from ..paths import cache_root
 
 #: The export where the exporter still writes LayerNorm as elementary ops (ReduceMean, Sub, Pow, ...).
 #: From opset 17 both torch exporters write ONNX's LayerNormalization op instead, and from opset 20 ONNX's
@@ -64,12 +69,13 @@ class Finding:
 
 
 # ------------------------------------------------------------------ running the tool
+#: The last runs asked for (an exercise asks for the same run several times), the oldest dropped first.
 _RUNS: dict[tuple, list] = {}
+_RUNS_MAX = 8
 
 
 def source_of(model):
     """A ``ModelSource`` for a preset name, folder or an existing source."""
-    from ..models import ModelSource, resolve
 
     return model if isinstance(model, ModelSource) else resolve(str(model))
 
@@ -78,10 +84,7 @@ def fusion_run(model, *, exporter: str = "torchscript", attention: str = "eager"
                engine: str = "ort", disabled=()) -> list:
     """The snapshots of one engine on one export (the same Timeline arguments the notebooks and app use,
     so a prepared cache answers from disk)."""
-    from ..export import export
-    from ..fusion import Timeline
 
-    from ..paths import cache_root
 
     src = source_of(model)
     # Keyed by the cache too: a run made for another cache folder (an earlier prepare, a test) must not
@@ -91,6 +94,8 @@ def fusion_run(model, *, exporter: str = "torchscript", attention: str = "eager"
         r = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
         tl = Timeline(r.path, FusionPlan(engine=engine, disabled=frozenset(disabled)), num_heads=src.num_heads,
                       hidden_size=src.hidden_size, num_layers=src.num_layers)
+        while len(_RUNS) >= _RUNS_MAX:
+            _RUNS.pop(next(iter(_RUNS)))
         _RUNS[key] = tl.run()
     return _RUNS[key]
 
@@ -202,7 +207,6 @@ def layer_norm_nodes(model, opset: int = WRITTEN_OUT_OPSET) -> Finding:
 
 def biggest_drop(model) -> Finding:
     """Exercise 3: the fusion step that removes the most nodes (net), with every step's change as a table."""
-    from ..fusion.catalog import BY_NAME
 
     snaps = fusion_run(model)
     rows = []
@@ -292,7 +296,6 @@ MODERN_ENGINES = (("ONNX Runtime optimizer", "ort", False), ("onnxscript rules",
 
 def own_rules() -> frozenset[str]:
     """The catalog steps that are the workbench's own rules (switched off to see an engine alone)."""
-    from ..fusion.catalog import CATALOG
 
     return frozenset(s.name for s in CATALOG if "workbench" in s.engines)
 

@@ -23,6 +23,20 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import ExportConfig, FusionPlan
+from . import exercises as ex
+from ..errors import ConfigError, WorkbenchError
+from ..export import export
+from ..fusion import Timeline, exporter_matrix as matrix
+from ..fusion.catalog import BY_NAME
+from ..fusion.persist import enabled as persist_enabled, flush, versions as timeline_versions
+from ..fusion.scheduler import FusionScheduler
+from ..fusion.timeline import likely_engine, run_fusion
+from ..measure.answers import task_answers
+from ..measure.recipes import fuse_bert
+from ..models import REAL_MODELS, resolve
+from ..paths import atomic_write_text, cache_root
+from ..text import text_batches
+from .notebooks import notebook_names
 
 Say = Callable[[str], None]
 
@@ -51,7 +65,6 @@ def versions() -> dict[str, str]:
     on it instead of reading it."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..fusion.persist import versions as timeline_versions
 
     out = {}
     for dist in ("torch", "transformers"):
@@ -70,19 +83,17 @@ def _kw(src) -> dict:
 def app_timeline(src, say: Say) -> None:
     """Notebook 01 (and the app, ``Workbench(MODEL)``): the default export, the engine ``auto`` shows first,
     every single toggle warmed, the other engine compared, parity of every snapshot."""
-    from ..export import export
-    from ..fusion import Timeline
-    from ..fusion.timeline import likely_engine
 
     cfg = ExportConfig()
     r = export(src, cfg)
     tl = Timeline(r.path, FusionPlan(engine=likely_engine(cfg.exporter, src.model_type) or "auto"), **_kw(src))
     snaps = tl.run()
     say(f"  warming every single toggle ({len(snaps) - 1} steps)")
-    tl.start_warming()
-    tl.wait_warm()
-    tl.stop_warming()
-    tl.compare_engines()
+    sch = FusionScheduler(tl)
+    sch.start_warming()
+    sch.wait_warm()
+    sch.stop_warming()
+    sch.compare_engines()
     say("  parity of every snapshot")
     for i in range(1, len(tl.snapshots)):
         tl.check_parity(i)
@@ -91,10 +102,6 @@ def app_timeline(src, say: Say) -> None:
 def ablation_models(src, say: Say) -> None:
     """Notebook 02: the fused models ``fusion_ablation`` times (the full plan, then each fired step off),
     built as ``measure/ablation.py`` builds them; the timing itself stays for the participant's machine."""
-    from ..export import export
-    from ..fusion.catalog import BY_NAME
-    from ..fusion.timeline import run_fusion
-    from ..measure.recipes import fuse_bert
 
     exp = export(src, ExportConfig())
     heads, hidden = src.num_heads or 0, src.hidden_size or 0
@@ -110,7 +117,6 @@ def ablation_models(src, say: Say) -> None:
 
 def exercises(src, say: Say) -> None:
     """Notebook 03: every exercise's exports and timelines (the same calls the notebook makes)."""
-    from . import exercises as ex
 
     ex.fused_counts(src)
     ex.layer_norm_nodes(src)
@@ -122,9 +128,6 @@ def exercises(src, say: Say) -> None:
 def exporter_matrix(src, say: Say) -> None:
     """Notebook 04: the matrix's exports and both engines on each, the opset-23 section's exports, timeline
     and fused models."""
-    from ..export import export
-    from ..fusion import Timeline, exporter_matrix as matrix
-    from ..measure.recipes import fuse_bert
 
     for exporter, opsets in MATRIX_OPSETS.items():
         matrix(src, opsets=opsets, exporters=(exporter,),
@@ -144,9 +147,6 @@ def write_a_fusion(src, say: Say) -> None:
     every snapshot), and the fused model its ablation times without the participant's rule (the chain's own
     plan). The rule itself is the participant's: its step and what follows it are computed in the room, and so
     are the toggles the app warms once it is added (each of them runs the rule), so none are warmed here."""
-    from ..export import export
-    from ..fusion import Timeline
-    from ..measure.recipes import fuse_bert
 
     plan = FusionPlan(engine="onnxscript")
     for exporter in ("torchscript", "dynamo"):
@@ -163,9 +163,6 @@ def write_a_fusion(src, say: Say) -> None:
 def real_text(name: str, say: Say) -> None:
     """Notebook 05: the packaged real model's export, its timeline checked on the built-in sentences, and
     its int8 and fp16 models (``task_answers``, as the notebook calls it)."""
-    from ..measure.answers import task_answers
-    from ..models import resolve
-    from ..text import text_batches
 
     src = resolve(name)
     task_answers(src, text=text_batches(src))
@@ -173,7 +170,6 @@ def real_text(name: str, say: Say) -> None:
 
 def modern_encoder(name: str, say: Say) -> None:
     """Notebook 04's modern-encoder section: the rotary encoder's exports and each engine's timeline."""
-    from . import exercises as ex
 
     ex.modern_encoder(name)
 
@@ -200,10 +196,6 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     Raises:
         WorkbenchError: a model that cannot be resolved or exported (before anything long starts for it).
     """
-    from ..errors import ConfigError, WorkbenchError
-    from ..fusion.persist import enabled as persist_enabled, flush
-    from ..models import resolve
-    from ..paths import atomic_write_text, cache_root
 
     say = say or (lambda line: None)
     t0 = time.perf_counter()
@@ -213,7 +205,6 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     if os.environ.get("WORKBENCH_TIMELINE_CACHE"):
         raise WorkbenchError("WORKBENCH_TIMELINE_CACHE puts the timelines outside the prepared folder; unset it "
                              "and run again")
-    from .notebooks import notebook_names
 
     files = notebook_names()  # the notebooks this install has, found as `workbench lab` finds them
     known = sorted({name[:2] for name in files})
@@ -262,8 +253,6 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
 def _check_names(real, modern) -> None:
     """Refuse, in one line naming the value, a real model that is not packaged or a rotary encoder that is not
     a preset or folder: before anything is built, and without asking the model hub."""
-    from ..errors import ConfigError
-    from ..models import REAL_MODELS, resolve
 
     for name in real:
         if name not in REAL_MODELS:
@@ -283,7 +272,6 @@ def check_prepared(folder: Path | str) -> list[str]:
         WorkbenchError: the folder does not exist or is not a folder; its manifest is not a JSON object
             with a ``versions`` object (one line naming the file).
     """
-    from ..errors import WorkbenchError
 
     if not Path(folder).exists():
         raise WorkbenchError(f"{folder} does not exist")

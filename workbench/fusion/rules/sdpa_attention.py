@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from ..rule import PatternRule, ir, pattern
-from ..graph_utils import _ir_utils, const, readers, unique_name
+from ..graph_utils import ir_utils, const, readers, unique_name
 
 #: Ops that, comparing two computed index tensors, build a causal or sliding-window mask.
 _ORDER_OPS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Trilu", "CumSum"})
@@ -208,9 +208,9 @@ class SdpaAttentionFusion(PatternRule):
                 or entries[2] not in (-1, hidden):
             return r.fail("the heads are not merged back to [B, S, H]", shape_out)
         # Mask: Where(cond, 0, -inf) with cond a padding mask from one 2-D graph input.
-        if _ir_utils.get_singleton_value(mask_zero) != 0:
+        if ir_utils.get_singleton_value(mask_zero) != 0:
             return r.fail("the additive mask does not keep attended positions at 0", mask_zero)
-        neg = _ir_utils.get_singleton_value(mask_neg)
+        neg = ir_utils.get_singleton_value(mask_neg)
         if neg is None or not float(neg) <= -1e4:
             return r.fail("the additive mask does not push masked positions to -inf", mask_neg)
         source, why = self._padding_source(cond)
@@ -361,7 +361,7 @@ def _projections(weights, biases) -> tuple[int, tuple | None]:
 
 def _scale_and_softmax(head: int, q_scale, k_scale, probs, nan_guard: bool, nan_zero) -> tuple | None:
     """A failure unless the scales make 1/sqrt(D), the Softmax is over the keys and a NaN guard writes 0."""
-    sq, sk = _ir_utils.get_singleton_value(q_scale), _ir_utils.get_singleton_value(k_scale)
+    sq, sk = ir_utils.get_singleton_value(q_scale), ir_utils.get_singleton_value(k_scale)
     if sq is None or sk is None:
         return "the query or key scale is not a constant scalar", [q_scale, k_scale]
     if not math.isclose(float(sq) * float(sk), 1.0 / math.sqrt(head), rel_tol=1e-4):
@@ -370,7 +370,7 @@ def _scale_and_softmax(head: int, q_scale, k_scale, probs, nan_guard: bool, nan_
     if probs.producer().attributes.get_int("axis", -1) not in (-1, 3):
         return "Softmax is not over the last axis", probs
     if nan_guard:
-        z = _ir_utils.get_singleton_value(nan_zero)
+        z = ir_utils.get_singleton_value(nan_zero)
         if z is None or float(z) != 0.0:
             return "the NaN guard after Softmax does not write 0", nan_zero
     return None

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..rule import PatternCase, PatternRule, ir, pattern
 from ..graph_utils import dims as _dims, same_dim as _same, unique_name
+from ..diagnostics import summarize_messages
 
 #: The float types the kernel takes (``ir.DataType`` names) and their numpy types.
 _FLOATS = {"FLOAT": np.float32, "FLOAT16": np.float16}
@@ -296,7 +297,6 @@ class StandardAttentionRule(PatternRule):
         if not (count and left):
             return []
         # Part of the layers mapped: the diagnostic must still say why the rest did not.
-        from ..diagnostics import summarize_messages
 
         why = "; ".join(summarize_messages(reasons)) or "no reason given"
         return [f"mapped {count} of {count + left} standard Attention nodes to MultiHeadAttention; {left} stay "

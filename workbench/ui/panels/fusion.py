@@ -69,7 +69,7 @@ class FusionPanel(Panel):
         self.w_session = W.Button(description="Session layer", icon="layer-group", layout=L(width="130px"),
                                   tooltip="what ONNX Runtime's own session-time fusion (ORT_ENABLE_ALL) adds on top "
                                           "of the selected snapshot")
-        self.w_session.on_click(lambda _: self.controller.show_session_layer())
+        self.w_session.on_click(lambda _: self.controller.graph_tools.show_session_layer())
         self.w_session_out = W.HTML()
         self.w_warm = W.HTML()
         self.w_warm.add_class("wb-warm")

@@ -14,7 +14,7 @@ class NetronPanel(Panel):
 
         self.button = W.Button(description="Netron", icon="external-link", tooltip="open this snapshot in Netron",
                                layout=W.Layout(width="100px"))
-        self.button.on_click(lambda _: self.controller.open_netron())
+        self.button.on_click(lambda _: self.controller.graph_tools.open_netron())
         self.out = W.HTML()
         self.out.add_class("wb-netron")
         self.widget = self.out

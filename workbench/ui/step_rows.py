@@ -8,6 +8,8 @@ from __future__ import annotations
 from ..ort.answer_policy import TaskParity
 from ..viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
 from .views import step_name
+from ..fusion import BY_NAME
+from ..report import not_applicable
 
 #: Ops a fusion emits (what the "fused here" column names).
 FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
@@ -90,13 +92,11 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
     snapshot, or None when the step is off), ``nodes``, ``here`` ("+12 Attention"),
     ``parity`` (None: not checked yet, True, False), ``parity_tip``, ``answers`` / ``answers_tip``
     (task parity on real text, when checked), ``why`` (the diagnostic, when the step fused fewer
-    than it could), ``tip`` and ``applies`` / ``na_why``: False and the reason when the step cannot apply
+    than it could, or why it failed), ``failed`` (why the step failed, or ""), ``tip`` and ``applies`` / ``na_why``: False and the reason when the step cannot apply
     to this model (:func:`workbench.report.not_applicable`: the engine's skip test found none of its anchors),
     which the panel folds under one line. Steps the engine does not run are left out, and so are switched-off
     steps for patterns a BERT encoder lacks.
     """
-    from ..fusion import BY_NAME
-    from ..report import not_applicable
 
     if timeline is None or not snapshots:
         return []
@@ -123,13 +123,16 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         ok, tip = parity_of(sn)
         answers, answers_tip = answers_text(getattr(sn, "task_parity", None))
         why = ""
-        if sn is not None and sn.diagnostic and step.kind == "fusion" and fell_short(snapshots, step, i, layers):
+        failed = getattr(sn, "failed", "") if sn is not None else ""
+        if failed:
+            why = f"failed: {failed}"
+        elif sn is not None and sn.diagnostic and step.kind == "fusion" and fell_short(snapshots, step, i, layers):
             why = sn.diagnostic
         on = pending.get(name, timeline.enabled(name))  # a click in flight wins
         rows.append({"name": name, "title": step.title or name, "kind": step.kind, "on": on,
                      "index": i, "nodes": sn.nodes if sn else None, "here": here, "parity": ok,
                      "parity_tip": tip, "answers": answers, "answers_tip": answers_tip, "why": why,
-                     "tip": step_tip(step), "applies": not na, "na_why": na})
+                     "tip": step_tip(step), "applies": not na, "na_why": na, "failed": failed})
     return rows
 
 

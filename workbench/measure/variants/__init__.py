@@ -1,0 +1,18 @@
+"""The variants: one :class:`~.recipe.Recipe` per variant, one file per engine, and this registry.
+
+:data:`RECIPES` lists them in display order (tables, plots, the tune, the report); everything that names,
+labels, orders, checks or builds a variant reads it: ``workbench bench --variants``, ``workbench tune``,
+the report, the app and the fleet sweep. Adding a variant is adding a recipe to an engine's file (a new
+engine: a new file with its recipes and its runner, its ``RECIPES`` added in :mod:`.registry`).
+"""
+
+from __future__ import annotations
+
+from .build import build_variants, default_variants, standard_variants
+from .recipe import ENGINES, NEEDS, TORCH_SKIPPED, Build, Recipe
+from .registry import (BY_NAME, RECIPES, STANDARD, available, fleet_precisions, for_precision, get, is_quantized,
+                       kinds, label, names, order, peers, recipe, runner_for)
+
+__all__ = ["RECIPES", "BY_NAME", "STANDARD", "Recipe", "Build", "ENGINES", "NEEDS", "TORCH_SKIPPED", "recipe", "get",
+           "names", "order", "label", "is_quantized", "peers", "kinds", "runner_for", "for_precision",
+           "fleet_precisions", "available", "build_variants", "standard_variants", "default_variants"]
