@@ -69,10 +69,6 @@ def package_version(pkg: str) -> str | None:
         return None
 
 
-#: The old private name, still imported by measure/recipes.py (the variant registry's work replaces it).
-_version = package_version
-
-
 def cpu_info() -> tuple[str, list[str]]:
     """The processor's name and its instruction-set flags (``/proc/cpuinfo``, else the platform's words)."""
     model, flags = platform.processor() or platform.machine(), []
