@@ -45,5 +45,9 @@ def test_a_recipe_refuses_an_engine_or_need_it_does_not_know():
         Recipe("x", "X", engine="tensorrt", build=lambda ctx, name: None)
     with pytest.raises(ValueError, match="unknown needs"):
         Recipe("x", "X", engine="onnxruntime", build=lambda ctx, name: None, needs=("a gpu",))
+    with pytest.raises(ValueError, match="tuned on the GPU, it needs a tolerance"):
+        Recipe("x", "X", engine="onnxruntime", build=lambda ctx, name: None, tune=("cuda",))
+    with pytest.raises(ValueError, match="tuned on .'cuda',., but runs on .'cpu',."):
+        Recipe("x", "X", engine="onnxruntime", build=lambda ctx, name: None, devices=("cpu",), tune=("cuda",))
     with pytest.raises(ConfigError, match="unknown variant 'fast'; choose from torch, torch-compile"):
         get("fast")
