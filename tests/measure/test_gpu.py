@@ -165,10 +165,14 @@ def test_each_gpu_variant_is_a_recipe_saying_what_it_is_and_its_tolerance():
         assert r.runner and variants.runner_for(r.kind).__name__ == r.runner.split(":")[1]
 
 
-def test_bench_help_lists_the_gpu_names():
+def test_bench_and_tune_help_list_the_gpu_names_from_the_registry():
+    from workbench.measure.variants import names
+
     p = _cli("bench", "--help")
     text = "".join(p.stdout.split())  # argparse wraps the help (at hyphens too)
     assert p.returncode == 0 and all(n in text for n in ("fused-cudagraph,fp16-cudagraph,trt-fp16", "torch-compile"))
+    p = _cli("tune", "--help")
+    assert p.returncode == 0 and f"cuda:{','.join(names(tune=True, device='cuda'))}timed" in "".join(p.stdout.split())
 
 
 @needs_no_gpu
