@@ -197,6 +197,22 @@ def test_gpu_variants_are_built_on_the_standard_models_and_refused_by_the_worker
         benchmark([v], BenchConfig(provider="cuda", batch=1, seq=16, runs=2, warmup=1, threads=1))
 
 
+@needs_no_gpu
+def test_the_gpu_kinds_runners_refuse_in_words_without_a_gpu(tiny_export, tmp_path):
+    """What the worker would open for each GPU kind (the registry's runner): a one-line refusal, never a CPU run."""
+    from workbench.errors import BenchmarkError
+    from workbench.measure.variants import runner_for
+
+    v = {"name": "fused-cudagraph", "model": str(tiny_export().path), "provider": "cuda", "level": "all"}
+    with pytest.raises(RuntimeUnavailableError, match="GPU asked for"):
+        runner_for("onnx-cudagraph")(v, 1, tmp_path)
+    if not tensorrt_status()[0]:
+        with pytest.raises(RuntimeUnavailableError, match="^trt-fp16: "):
+            runner_for("onnx-tensorrt")(dict(v, name="trt-fp16"), 1, tmp_path)
+    with pytest.raises(BenchmarkError, match="does not exist"):
+        runner_for("onnx-cudagraph")(dict(v, model=str(tmp_path / "gone.onnx")), 1, tmp_path)
+
+
 def _cli(*args):
     import subprocess
     import sys
