@@ -245,14 +245,14 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
     if hit is None:
         return None
     path, meta = hit
+    parity = meta.get("parity")
     try:
-        if not (meta.get("parity") or not check_parity):
-            return None
+        if check_parity and not (isinstance(parity, dict) and isinstance(parity.get("ok"), bool)):
+            return None  # never trusted without its parity record: exported (and checked) again
         result = ExportResult(path, src, cfg, cached=True, export_s=0.0, nodes=meta["nodes"], opset=meta["opset"],
                               meta=meta)
     except (KeyError, TypeError):
         return None  # a damaged entry is rebuilt
-    parity = meta.get("parity")
     if check_parity and isinstance(parity, dict) and parity.get("ok") is False:
         finite = parity.get("finite", math.isfinite(parity.get("max_abs_diff") or 0.0))
         raise BrokenModelError(broken_line(src.label, cfg, parity, finite_onnx=finite))

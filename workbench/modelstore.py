@@ -17,6 +17,11 @@ fusions made (packed QKV), and the folder still is plain ONNX: ``onnx.load``, ON
 any graph in it, ``cp -a`` and ``rsync -a`` copy it whole. (Hard links across folders would share weights
 too, but ``onnx`` refuses external data with more than one link, as a guard against link attacks.)
 
+Nothing is handed out unchecked: :func:`find` checks an entry's own files against the SHA-256 its meta
+records and every weights file its graph reads against its name (:mod:`workbench.integrity`: hashed once per
+process), removes what is damaged so that the caller builds the entry again, and says in one line what it
+cannot remove; :func:`publish` writes again a weights file that is damaged instead of keeping it.
+
 A writer leases its entry (``exports/<key>``, ``variants/<key>``) and the group (``models/<group>``) before it
 writes; ``workbench cache prune`` removes an entry's own files and then the weight files no graph of the
 group reads any more, never in a group a live process holds (:func:`unused_weights`).
@@ -27,15 +32,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 import onnx
 
+from . import integrity
+from .errors import CacheDamagedError
+
 #: Tensors at least this large are stored once in ``weights/``; smaller ones stay in the graph file.
 SHARE_BYTES = 64 * 1024
 WEIGHTS_DIR = "weights"
+#: The key of an entry's meta that records the SHA-256 of each of its own files (graph, side files).
+SHA256 = "sha256"
+_WEIGHT_NAME = re.compile(rf"{WEIGHTS_DIR}/([0-9a-f]{{64}})\.bin")
 #: The cache kind (folder) of the groups, and each entry kind's file prefix inside a group.
 KIND = "models"
 PREFIX = {"exports": "export", "variants": "variant"}
@@ -83,10 +95,17 @@ def paths(kind: str, key: str, group: str) -> tuple[Path, Path]:
 
 
 def find(kind: str, key: str, group: str, name: str = "model.onnx") -> tuple[Path, dict] | None:
-    """The stored file and meta of a complete entry (leased and marked used now), or None.
+    """The stored file and meta of a complete, intact entry (leased and marked used now), or None.
+
+    Every file the entry is made of is checked first (:func:`damage`): a damaged one is removed (so the caller
+    builds the entry again) and None returned; one that cannot be removed raises.
 
     ``name``: ``model.onnx`` gives the entry's graph; another name, the file of that name in an entry kept
     whole in its folder (:func:`publish` of a build that is no ONNX model).
+
+    Raises:
+        CacheDamagedError: a file of the entry is damaged and cannot be removed here (a read-only cache, a
+            folder in a file's place): one line naming it and what to do.
     """
     from .paths import cache_entry
 
@@ -98,6 +117,10 @@ def find(kind: str, key: str, group: str, name: str = "model.onnx") -> tuple[Pat
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict) or not target.is_file():
+        return None
+    problems = damage(graph, doc)
+    if problems:
+        _clear_damage(graph, meta, problems)
         return None
     try:
         os.utime(meta)
@@ -126,28 +149,51 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
     cache_entry(kind, key)
     folder = open_group(group)
     graph, meta_path = paths(kind, key, group)
+    own: dict[str, str] = {}  # the entry's own files (relative to the group) and their SHA-256
     if model.suffix == ".onnx":
         stored = _externalize(load_model(model, check=False, check_runtime=False), folder)
-        _atomic_bytes(graph, stored.SerializeToString())
+        own[graph.name] = _atomic_bytes(graph, stored.SerializeToString())
         data_files = {model.name} | _data_files(model)
         for f in sorted(model.parent.iterdir()):
             if f.is_file() and f.name not in data_files:
-                _atomic_bytes(sidecar(graph, f.name), f.read_bytes())
+                side = sidecar(graph, f.name)
+                own[side.name] = _atomic_bytes(side, f.read_bytes())
         out = graph
     else:
         whole = graph.with_suffix("")
         shutil.rmtree(whole, ignore_errors=True)  # an earlier copy of the same build (same key, same content)
         shutil.copytree(model.parent, whole)
+        for f in sorted(p for p in whole.rglob("*") if p.is_file()):
+            own[f.relative_to(folder).as_posix()] = integrity.sha256_of(f)
+            integrity.mark_checked(f)
         out = whole / model.name
-    atomic_write_text(meta_path, json.dumps(meta, indent=1, default=str))
+    doc = {**meta, SHA256: own}
+    problems = damage(graph, doc)  # what is kept is what was checked: every file, and every weight it reads
+    if problems:
+        raise CacheDamagedError(_damage_line(graph, problems, "it changed while it was stored"))
+    atomic_write_text(meta_path, json.dumps(doc, indent=1, default=str))
     return out
 
 
 def _data_files(model: Path) -> set[str]:
+    return set(_reads(model))
+
+
+def _reads(model: Path) -> dict[str, int | None]:
+    """The external data files the graph at ``model`` reads, with the bytes it reads from each (None: unknown)."""
     from .modelio import external_tensors
 
-    return {{e.key: e.value for e in t.external_data}.get("location", "")
-            for t in external_tensors(onnx.load(str(model), load_external_data=False))}
+    out: dict[str, int | None] = {}
+    for t in external_tensors(onnx.load(str(model), load_external_data=False)):
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        try:
+            length = int(info["length"]) + int(info.get("offset") or 0)
+        except (KeyError, ValueError):
+            length = None
+        prev = out.get(loc, 0)
+        out[loc] = None if prev is None or length is None else max(prev, length)
+    return out
 
 
 def _externalize(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
@@ -161,7 +207,11 @@ def _externalize(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
         digest = hashlib.sha256(data).hexdigest()
         rel = f"{WEIGHTS_DIR}/{digest}.bin"
         target = folder / rel
-        if not (target.is_file() and target.stat().st_size == len(data)):
+        why = integrity.file_problem(target, digest, len(data))
+        if why is not None:  # missing or damaged: written (again)
+            if why != integrity.MISSING:
+                integrity.clear(target)
+                integrity.note_repair(target, why)
             _atomic_bytes(target, data)
         for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
             t.ClearField(name)
@@ -184,11 +234,14 @@ def _raw(t: onnx.TensorProto) -> bytes | None:
     return numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
 
 
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
+def _atomic_bytes(path: Path, data: bytes) -> str:
+    """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt); return
+    the SHA-256 of what was written (the file counts as checked in this process)."""
     from .paths import atomic_write_bytes
 
     atomic_write_bytes(path, data, durable=False)
+    integrity.mark_checked(path)
+    return hashlib.sha256(data).hexdigest()
 
 
 def staging(group: str) -> Path:
@@ -228,9 +281,63 @@ def unused_weights(folder: Path) -> list[Path]:
             if f"{WEIGHTS_DIR}/{p.name}" not in used and BY_NAME[KIND].owns_file(f"{WEIGHTS_DIR}/{p.name}")]
 
 
+def damage(graph: Path, meta: dict) -> list[tuple[Path, str]]:
+    """What is wrong with the files of the entry whose graph is ``graph`` (meta ``meta``): each own file against
+    the SHA-256 its meta records (entries written before that was recorded: not checked), then every weights
+    file the graph reads against its name. Empty when the entry is whole."""
+    folder, stem = graph.parent, graph.stem
+    own = meta.get(SHA256) or {}
+    if not isinstance(own, dict):
+        return [(graph.with_suffix(".json"), "records no readable list of its files")]
+    for rel, digest in own.items():
+        parts = str(rel).split("/")
+        if not (parts[0] == graph.name or parts[0].startswith(stem + ".") or parts[0] == stem) or ".." in parts:
+            return [(graph.with_suffix(".json"), f"names {rel!r}, not a file of its entry")]
+        why = integrity.file_problem(folder / rel, str(digest))
+        if why:
+            return [(folder / rel, why)]
+    if not graph.is_file():
+        return []  # a build kept whole in its folder: its files are all its own
+    try:
+        reads = _reads(graph)
+    except Exception:
+        return [(graph, "cannot be read as an ONNX graph")]
+    problems = []
+    for loc, size in sorted(reads.items()):
+        m = _WEIGHT_NAME.fullmatch(loc)
+        if m is None:
+            return [(graph, f"reads {loc!r}, which is not a weights file of its folder")]
+        why = integrity.file_problem(folder / loc, m.group(1), size)
+        if why:
+            problems.append((folder / loc, why))
+    return problems
+
+
+def _damage_line(graph: Path, problems: list[tuple[Path, str]], why: str) -> str:
+    path, what = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return (f"the cache entry {graph.name} in {graph.parent} is damaged: {path.relative_to(graph.parent)} "
+            f"{what}{more}; {why}: remove it (or run `workbench cache prune --all`) and run again, or point "
+            f"WORKBENCH_CACHE at another folder")
+
+
+def _clear_damage(graph: Path, meta: Path, problems: list[tuple[Path, str]]) -> None:
+    """Remove what is damaged (a weights file, or the entry's meta when its own files are), so that the entry is
+    built again; raises :class:`CacheDamagedError` when that cannot be done here."""
+    try:
+        for path, what in problems:
+            weights = path.parent.name == WEIGHTS_DIR and path.parent.parent == graph.parent
+            integrity.clear(path if weights else meta)  # an entry without its meta is incomplete: built again
+            integrity.note_repair(path, what)
+    except CacheDamagedError:
+        raise
+    except OSError as e:
+        raise CacheDamagedError(_damage_line(graph, problems, f"it cannot be removed here ({e.strerror})")) from e
+
+
 def remove_staging(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["SHARE_BYTES", "WEIGHTS_DIR", "KIND", "group_of", "group_of_model", "open_group", "paths", "find",
-           "sidecar", "publish", "staging", "read_files", "entry_files", "unused_weights"]
+__all__ = ["SHARE_BYTES", "WEIGHTS_DIR", "SHA256", "KIND", "group_of", "group_of_model", "open_group", "paths",
+           "find", "sidecar", "publish", "staging", "read_files", "entry_files", "unused_weights", "damage"]

@@ -71,8 +71,19 @@ def _check_settings() -> None:
         check()
 
 
+def _say_repairs() -> None:
+    """Name the damaged cache files this command found (each was removed and what read it built again)."""
+    from ..integrity import repairs
+
+    found = repairs()
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        print(f"note: the cache held a damaged file, removed and built again: {found[0]}{more}", file=sys.stderr)
+
+
 def _after_command(args, before: int | None) -> None:
     """Say when a command stored more than 100 MB, and keep the cache under WORKBENCH_CACHE_MAX_GB."""
+    _say_repairs()
     if before is None:
         return
     from ..cache_admin import REPORT_BYTES, enforce_limit, human, total_bytes

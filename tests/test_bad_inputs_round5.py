@@ -1,0 +1,220 @@
+"""The fifth round of bad input (issue 39), the cache side: a damaged model store never gives a wrong answer.
+
+A weights file of a cached model (``models/<group>/weights/<sha256>.bin``) is flipped in place with its times
+put back, replaced by other bytes of the same size, truncated, replaced by a folder or a FIFO, or deleted; then
+each command runs on that model as a user types it (in one process per batch, as the round-4 driver does, with
+the damage done between commands). Each must exit 0 having removed the damaged file and built again what read
+it, so that every file of the cache holds what its name says and what was saved equals what an intact cache
+gives; or exit 2 with one line naming the damaged file. Never a figure from damaged weights.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import badmodels as bm
+import pytest
+
+#: Runs each case's damage, then the command, in one process (imports once), and prints one JSON list.
+DRIVER = textwrap.dedent('''
+    import contextlib, io, json, os, shutil, sys
+    from workbench.cli import main
+
+    def damage(path, how):
+        st = os.lstat(path)
+        if how == "flip":  # same size, same inode, times put back: only the content tells
+            with open(path, "r+b") as f:
+                f.seek(st.st_size // 2)
+                b = f.read(16)
+                f.seek(st.st_size // 2)
+                f.write(bytes(x ^ 0x5A for x in b))
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif how == "replace":  # other bytes of the same size, renamed over it (a half-synced copy)
+            with open(path + ".new", "wb") as f:
+                f.write(os.urandom(st.st_size))
+            os.replace(path + ".new", path)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif how == "truncate":
+            os.truncate(path, st.st_size // 3)
+        elif how == "delete":
+            os.unlink(path)
+        elif how == "folder":
+            os.unlink(path)
+            os.mkdir(path)
+        elif how == "folder with a file":
+            os.unlink(path)
+            os.mkdir(path)
+            with open(os.path.join(path, "notes.txt"), "w") as f:
+                f.write("mine")
+        elif how == "fifo":
+            os.unlink(path)
+            os.mkfifo(path)
+        else:
+            raise ValueError(how)
+
+    results = []
+    for case in json.loads(sys.argv[1]):
+        if case.get("damage"):
+            damage(*case["damage"])
+        err, out = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+                rc = main(case["argv"])
+        except SystemExit as e:
+            rc = e.code
+        results.append({"case": case["case"], "rc": rc, "stderr": err.getvalue(), "stdout": out.getvalue()})
+    print(json.dumps(results))
+''')
+TINY = "bert-tiny"
+FAST = ["--runs", "1", "--warmup", "1", "--seq", "8"]
+
+
+def _drive(cases: list[dict], cache: Path) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(cases)], capture_output=True, text=True,
+                          timeout=1500, env={**os.environ, "WORKBENCH_CACHE": str(cache)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _group(cache: Path) -> Path:
+    (group,) = [p for p in (cache / "models").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return group
+
+
+def _entries(group: Path) -> dict[Path, dict]:
+    return {g: json.loads(g.with_suffix(".json").read_text()) for g in sorted(group.glob("*.onnx"))
+            if g.with_suffix(".json").is_file()}
+
+
+def _intact(cache: Path) -> list[str]:
+    """Every complete entry's problems (none when each file holds what its name or meta says)."""
+    from workbench import modelstore
+
+    group = _group(cache)
+    return [f"{g.name}: {p.name} {why}" for g, meta in _entries(group).items()
+            for p, why in modelstore.damage(g, meta)]
+
+
+def _weights_of(graph: Path) -> set[Path]:
+    from workbench import modelstore
+
+    return {graph.parent / rel for rel in modelstore.read_files(graph)}
+
+
+def _initializers(path: Path) -> dict[str, bytes]:
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    return {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A cache holding bert-tiny's export and fused variant, and what an intact cache saves for it."""
+    base = tmp_path_factory.mktemp("round5")
+    cache, ref = base / "cache", base / "ref"
+    results = _drive([{"case": "export", "argv": ["export", TINY, "-o", str(ref / "export")]},
+                      {"case": "bench", "argv": ["bench", TINY, "--variants", "fused", *FAST]},
+                      {"case": "fuse -o", "argv": ["fuse", TINY, "-o", str(ref / "fused.onnx")]}], cache)
+    assert all(r["rc"] == 0 for r in results), results
+    group = _group(cache)
+    entries = _entries(group)
+    (export,) = [g for g in entries if g.name.startswith("export-")]
+    (fused,) = [g for g, m in entries.items() if str(m.get("recipe", "")).startswith("fused-")]
+    shared = max(_weights_of(export), key=lambda p: p.stat().st_size)  # the word embeddings: read by every model
+    own = max(_weights_of(fused) - _weights_of(export), key=lambda p: p.stat().st_size)  # a packed QKV weight
+    assert _intact(cache) == []
+    return {"cache": cache, "ref": ref, "shared": shared, "fused_only": own, "base": base}
+
+
+def _check_rebuilt(results: list[dict], cache: Path) -> None:
+    bad = []
+    for r in results:
+        if r["rc"] != 0 or "Traceback" in r["stderr"]:
+            bad.append(f"{r['case']}: exit {r['rc']}: {r['stderr'][-600:]!r}")
+        elif "damaged file, removed and built again" not in r["stderr"]:
+            bad.append(f"{r['case']}: did not say it found a damaged file: {r['stderr'][-300:]!r}")
+    assert not bad, "\n".join(bad)
+    assert _intact(cache) == [], "every file of the cache holds what its name says afterwards"
+
+
+def test_every_command_rebuilds_a_damaged_weights_file_and_saves_what_an_intact_cache_does(store):
+    """Each damage on a weights file every model reads, each command: exit 0, the damaged file removed and
+    written again, and what was saved (an export, a fused model) equal, tensor for tensor, to the intact one."""
+    cache, out, w = store["cache"], store["base"] / "out", str(store["shared"])
+    cases = [
+        {"case": "flip / fuse -o", "damage": [w, "flip"], "argv": ["fuse", TINY, "-o", str(out / "fused.onnx")]},
+        {"case": "replace / export -o", "damage": [w, "replace"], "argv": ["export", TINY, "-o", str(out / "e1")]},
+        {"case": "truncate / bench", "damage": [w, "truncate"], "argv": ["bench", TINY, "--variants", "fused", *FAST]},
+        {"case": "folder / fuse", "damage": [w, "folder"], "argv": ["fuse", TINY]},
+        {"case": "fifo / report", "damage": [w, "fifo"], "argv": ["report", TINY, "--no-bench", "-o", str(out / "r")]},
+        {"case": "delete / export", "damage": [w, "delete"], "argv": ["export", TINY]},
+        {"case": "flip / export --no-cache -o", "damage": [w, "flip"],
+         "argv": ["export", TINY, "--no-cache", "-o", str(out / "e2")]},
+        {"case": "flip a fused model's own weights / bench", "damage": [str(store["fused_only"]), "flip"],
+         "argv": ["bench", TINY, "--variants", "fused", *FAST]},
+    ]
+    _check_rebuilt(_drive(cases, cache), cache)
+    assert _initializers(out / "fused.onnx") == _initializers(store["ref"] / "fused.onnx")
+    (ref,) = (store["ref"] / "export").glob("*.onnx")
+    for folder in ("e1", "e2"):
+        (got,) = (out / folder).glob("*.onnx")
+        assert _initializers(got) == _initializers(ref), f"export -o after damage ({folder}) differs"
+
+
+def test_tune_rebuilds_a_damaged_store_instead_of_blaming_the_model(store):
+    cache, w = store["cache"], str(store["fused_only"])
+    results = _drive([{"case": "flip / tune", "damage": [w, "flip"],
+                       "argv": ["tune", TINY, "--workload", "latency", "--no-shipped", *FAST]}], cache)
+    _check_rebuilt(results, cache)
+    assert "no ONNX Runtime variant kept the answers" not in results[0]["stdout"] + results[0]["stderr"]
+
+
+def test_a_damage_the_workbench_may_not_clear_is_one_line_naming_the_file(store):
+    """A folder with a file of the user's in it where a weights file belongs: exit 2, one line naming it, on
+    every command; the user's file stays."""
+    cache, w = store["cache"], store["shared"]
+    cases = [{"case": "folder with a file / fuse", "damage": [str(w), "folder with a file"], "argv": ["fuse", TINY]}]
+    cases += [{"case": f"folder with a file / {cmd[0]}", "argv": cmd} for cmd in (
+        ["bench", TINY, "--variants", "fused", *FAST], ["export", TINY], ["export", TINY, "--no-cache"],
+        ["report", TINY, "--no-bench", "-o", str(store["base"] / "r2")], ["tune", TINY, *FAST])]
+    try:
+        results = _drive(cases, cache)
+        bad = [f"{r['case']}: {', '.join(why)}: {r['stderr'][-400:]!r}" for r in results
+               if (why := bm.refusal_problems(r, f"{w} is a folder with files in it"))]
+        assert not bad, "\n".join(bad)
+        assert (w / "notes.txt").read_text() == "mine", "the user's file stays"
+    finally:
+        shutil.rmtree(w, ignore_errors=True)
+    _drive([{"case": "export again", "argv": ["export", TINY]}], cache)
+    assert _intact(cache) == []
+
+
+def test_a_cached_export_without_its_parity_record_is_exported_again(store):
+    from workbench import modelstore
+
+    cache = store["cache"]
+    (export,) = _group(cache).glob("export-*.onnx")
+    meta_path = export.with_suffix(".json")
+    meta = json.loads(meta_path.read_text())
+    meta.pop("parity")
+    meta_path.write_text(json.dumps(meta))
+    (r,) = _drive([{"case": "export", "argv": ["export", TINY]}], cache)
+    assert r["rc"] == 0 and "parity vs PyTorch" in r["stdout"] and "cached" not in r["stdout"].split("\n")[0]
+    assert json.loads(meta_path.read_text())["parity"]["ok"] is True
+    assert modelstore.damage(export, json.loads(meta_path.read_text())) == []
+
+
+def test_a_flipped_graph_file_is_caught_by_the_digest_its_meta_records(store):
+    cache = store["cache"]
+    (export,) = _group(cache).glob("export-*.onnx")
+    (r,) = _drive([{"case": "flip the export's graph / export", "damage": [str(export), "flip"],
+                    "argv": ["export", TINY]}], cache)
+    assert r["rc"] == 0 and export.name in r["stderr"], r
+    assert _intact(cache) == []
