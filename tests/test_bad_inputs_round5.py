@@ -9,6 +9,7 @@ gives; or exit 2 with one line naming the damaged file. Never a figure from dama
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -218,3 +219,75 @@ def test_a_flipped_graph_file_is_caught_by_the_digest_its_meta_records(store):
                     "argv": ["export", TINY]}], cache)
     assert r["rc"] == 0 and export.name in r["stderr"], r
     assert _intact(cache) == []
+
+
+# ── a read-only cache, a full disk ──────────────────────────────────────────────────────────────
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def _mounted(dst: Path, *how: list[str]):
+    """``dst`` mounted by each ``mount`` argument list in turn; skipped where this platform does not let a
+    test mount (not root, no mount namespace)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    if not _mount(*how[0], str(dst)):
+        pytest.skip(f"`mount {' '.join(how[0])}` is not permitted here: tested where a test may mount")
+    try:
+        for args in how[1:]:
+            if not _mount(*args, str(dst)):
+                pytest.skip(f"`mount {' '.join(args)}` is not permitted here")
+        yield dst
+    finally:
+        subprocess.run(["umount", str(dst)], capture_output=True)
+
+
+def _listing(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_read_only_cache_serves_what_it_holds_and_says_in_one_line_what_it_cannot_store(store):
+    """A prepared folder mounted read-only (a bind mount: root writes through chmod): what it holds is served;
+    a command that needs a new entry says so in one line naming the folder and WORKBENCH_CACHE; no traceback."""
+    src, out = store["cache"], store["base"] / "ro-out"
+    before = _listing(src)
+    with _mounted(store["base"] / "ro", ["--bind", str(src)], ["-o", "remount,ro,bind"]) as ro:
+        served = _drive([{"case": c[0], "argv": c} for c in (
+            ["export", TINY], ["fuse", TINY, "-o", str(out / "fused.onnx")],
+            ["bench", TINY, "--variants", "fused", *FAST], ["cache", "list"])], ro)
+        refused = _drive([{"case": " ".join(c[:3]), "argv": c} for c in (
+            ["export", TINY, "--no-cache"], ["export", "bert-3layer"], ["fuse", "bert-3layer"],
+            ["bench", TINY, "--variants", "fp16", *FAST], ["tune", TINY, "--workload", "latency", *FAST],
+            ["cache", "prune", "--all"])], ro)
+    bad = [f"{r['case']}: exit {r['rc']}: {r['stderr'][-500:]!r}" for r in served
+           if r["rc"] != 0 or "Traceback" in r["stderr"] or "Errno" in r["stderr"]]
+    bad += [f"{r['case']}: {', '.join(why)}: {r['stderr'][-500:]!r}" for r in refused if (why := _ro_problems(r, ro))]
+    assert not bad, "\n".join(bad)
+    assert _initializers(out / "fused.onnx") == _initializers(store["ref"] / "fused.onnx")
+    assert _listing(src) == before, "nothing in the read-only folder changed"
+
+
+def _ro_problems(r: dict, ro: Path) -> list[str]:
+    why = bm.refusal_problems(r, str(ro))
+    if "Errno" in r["stderr"]:
+        why.append("an Errno")
+    if "WORKBENCH_CACHE" not in r["stderr"] and not r["case"].startswith("cache"):
+        why.append("does not name WORKBENCH_CACHE")
+    return why
+
+
+def test_a_full_disk_is_one_line_leaves_no_entry_and_the_next_run_succeeds(tmp_path):
+    """``export`` into a cache on a 26 MB filesystem that fills mid-write: exit 2, one line saying the disk is
+    full; no entry with a meta (the mark of a complete one), no temporary file; with space freed, it works."""
+    with _mounted(tmp_path / "small", ["-t", "tmpfs", "-o", "size=26m", "tmpfs"]) as cache:
+        (r,) = _drive([{"case": "export on a full disk", "argv": ["export", TINY]}], cache)
+        why = bm.refusal_problems(r, "the disk is full") + (["names no cache folder"] if str(cache) not in
+                                                            r["stderr"] else [])
+        assert not why, f"{why}: {r['stderr']!r}"
+        assert not list(cache.rglob("*.json")) or all(".leases" in p.parts for p in cache.rglob("*.json"))
+        assert not [p for p in cache.rglob("*") if ".tmp" in p.name], "no temporary file or folder is left"
+        assert _mount("-o", "remount,size=64m", str(cache))
+        (r,) = _drive([{"case": "export with room", "argv": ["export", TINY]}], cache)
+        assert r["rc"] == 0, r["stderr"]
+        assert _intact(cache) == []

@@ -86,6 +86,18 @@ def _root_cause(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+def _cache_write_failed(e: BaseException, what: str) -> None:
+    """Raise the one line of a write into the cache that failed for the folder's sake (full, read-only) when
+    that is what ``e`` (or an exception it was raised from) is."""
+    from .errors import OutputPathError
+    from .paths import cache_write_problem
+
+    while e is not None:
+        if isinstance(e, OSError) and (line := cache_write_problem(e, what)):
+            raise OutputPathError(line) from e
+        e = e.__cause__ or e.__context__
+
+
 def _noop(stage: str, fraction: float) -> None:
     pass
 
@@ -213,7 +225,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
             return hit
     progress("building model", 0.05)
     model = src.build(cfg.attention)
-    tmp = modelstore.staging(group)
+    tmp = modelstore.staging(group, f"the export of {src.label}")
     try:
         meta = _export_into(tmp, model, src, cfg, key, check_parity=check_parity, progress=progress)
         # Stored, always: use_cache=False means "export again", and the fresh export replaces the old one.
@@ -272,6 +284,7 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
         refs = _ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
         torch_export(model, src, cfg, tmp / "model.onnx")
     except Exception as e:
+        _cache_write_failed(e, f"the export of {src.label}")
         msg = _root_cause(e)
         raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
     export_s = time.perf_counter() - t0

@@ -141,14 +141,35 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
     An ONNX model (weights inside it or beside it) has its large tensors moved into ``weights/`` (those
     already there are not written again), its graph stored, the other files of its folder kept as side files;
     anything else (an OpenVINO IR) is kept whole: its folder's files move into ``<stem>/``. The meta comes
-    last. The source is only read or moved out of its temporary folder; the caller removes that folder.
+    last, after every file was checked (an earlier meta of the entry goes first, so a publish that fails
+    leaves an incomplete entry, never used; its own files are removed). The source is only read or moved out
+    of its temporary folder; the caller removes that folder.
+
+    Raises:
+        OutputPathError: the cache cannot be written (read-only, full): one line naming it.
     """
-    from .modelio import load_model
-    from .paths import atomic_write_text, cache_entry
+    from .paths import cache_entry, storing
 
     cache_entry(kind, key)
-    folder = open_group(group)
     graph, meta_path = paths(kind, key, group)
+    what = (f"the export of {(meta.get('model') or {}).get('name') or 'the model'}" if kind == "exports"
+            else f"a model built from an export ({meta.get('recipe', 'variant')})")
+    with storing(what):
+        folder = open_group(group)
+        meta_path.unlink(missing_ok=True)
+        try:
+            return _store(model, folder, graph, meta_path, meta)
+        except BaseException:
+            for f in [graph, *(p for p in graph.parent.glob(f"{graph.stem}.*") if p != meta_path)]:
+                f.unlink(missing_ok=True)
+            shutil.rmtree(graph.with_suffix(""), ignore_errors=True)
+            raise
+
+
+def _store(model: Path, folder: Path, graph: Path, meta_path: Path, meta: dict) -> Path:
+    from .modelio import load_model
+    from .paths import atomic_write_text
+
     own: dict[str, str] = {}  # the entry's own files (relative to the group) and their SHA-256
     if model.suffix == ".onnx":
         stored = _externalize(load_model(model, check=False, check_runtime=False), folder)
@@ -244,11 +265,18 @@ def _atomic_bytes(path: Path, data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def staging(group: str) -> Path:
+def staging(group: str, what: str = "a model built from an export") -> Path:
     """A temporary folder for a writer of ``group`` (``<cache>/models/.<group>.tmp-XXXXXXXX``), after the group's
-    lease: the clean-up of dead writers' debris never takes a live writer's."""
-    open_group(group)
-    return Path(tempfile.mkdtemp(dir=_folder(), prefix=f".{group}.tmp-"))
+    lease: the clean-up of dead writers' debris never takes a live writer's.
+
+    Raises:
+        OutputPathError: the cache cannot be written (read-only, full): one line naming it and ``what``.
+    """
+    from .paths import storing
+
+    with storing(what):
+        open_group(group)
+        return Path(tempfile.mkdtemp(dir=_folder(), prefix=f".{group}.tmp-"))
 
 
 def read_files(graph: Path) -> set[str]:

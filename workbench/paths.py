@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import tempfile
@@ -72,6 +74,11 @@ def _unwritable(path: Path, *, folder: bool) -> str | None:
     return None
 
 
+def folder_unwritable(folder: Path) -> str | None:
+    """Why nothing can be created in ``folder`` (None: it can), trying it with a file removed at once."""
+    return _unwritable(Path(folder), folder=True)
+
+
 def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing_ok: bool = False) -> Path:
     """Refuse, before any work, an output that cannot be written; nothing is created.
 
@@ -95,6 +102,45 @@ def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing
     if problem is not None:
         raise OutputPathError(f"cannot write {p}: {problem}; choose an output path in a folder you can write to")
     return p
+
+
+#: Why a write into the cache failed, when it is the folder's fault and not the workbench's.
+_UNWRITABLE = {errno.EROFS: "it is read-only", errno.EACCES: "this user may not write in it",
+               errno.EPERM: "this user may not write in it"}
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def storing(what: str):
+    """Around a write of ``what`` (a new cache entry) into the cache: a folder that cannot be written (read-only,
+    no permission) or a full disk becomes one line naming the cache folder and ``WORKBENCH_CACHE``.
+
+    Raises:
+        OutputPathError: the write failed for one of those reasons (what was half-written is the caller's to
+            remove; a cache entry without its meta is never used).
+    """
+    try:
+        yield
+    except OSError as e:
+        line = cache_write_problem(e, what)
+        if line is None:
+            raise
+        raise OutputPathError(line) from e
+
+
+def cache_write_problem(e: OSError, what: str) -> str | None:
+    """The one line for a failed write of ``what`` into the cache, or None when ``e`` is no such failure."""
+    root = cache_root(write=False)
+    if e.errno in _FULL:
+        return (f"cannot store {what} in the cache folder {root}: the disk is full ({e.strerror}); nothing "
+                f"half-written was kept: free some space (`workbench cache prune`) or point WORKBENCH_CACHE at "
+                f"a folder on another disk")
+    why = _UNWRITABLE.get(e.errno)
+    if why is None:
+        return None
+    return (f"cannot store {what} in the cache folder {root}: {why} ({e.strerror}); the workbench uses what "
+            f"such a cache holds, but this needs a new entry: point WORKBENCH_CACHE at a writable folder "
+            f"(a copy of this one keeps what it holds: cp -a {root} DIR)")
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> Path:

@@ -35,10 +35,16 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..cache_admin import entries, foreign, human, prune
-    from ..paths import cache_root
+    from ..errors import OutputPathError
+    from ..paths import cache_root, folder_unwritable
     from . import print_json
 
     root = cache_root(write=args.action == "prune")
+    if args.action == "prune" and not args.dry_run:
+        problem = folder_unwritable(root)
+        if problem is not None:  # a read-only prepared folder: nothing can go, and saying "freed 0 B" would hide why
+            raise OutputPathError(f"cannot prune the cache folder {root}: {problem}; nothing was removed "
+                                  f"(--dry-run shows what would go)")
     if args.action == "prune":
         max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
         versions = None
