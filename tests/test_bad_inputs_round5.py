@@ -291,3 +291,46 @@ def test_a_full_disk_is_one_line_leaves_no_entry_and_the_next_run_succeeds(tmp_p
         (r,) = _drive([{"case": "export with room", "argv": ["export", TINY]}], cache)
         assert r["rc"] == 0, r["stderr"]
         assert _intact(cache) == []
+
+
+# ── round 4's leftovers ─────────────────────────────────────────────────────────────────────────
+def test_library_chatter_stays_off_the_terminal_unless_debug(tmp_path):
+    """A DeBERTa with ``position_buckets: 0`` and a LayerNorm on its relative embeddings makes onnx-ir log
+    "Skipping constant folding ..." while onnxscript fuses it: not on the user's terminal, only with --debug."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(
+        "deberta-v2", num_hidden_layers=1, hidden_size=48, num_attention_heads=3, intermediate_size=80,
+        vocab_size=300, pad_token_id=0, max_position_embeddings=64, relative_attention=True, position_buckets=0,
+        max_relative_positions=16, type_vocab_size=0, norm_rel_ebd="layer_norm", pos_att_type=["p2c", "c2p"])
+    folder = tmp_path / "deberta-buckets0"
+    transformers.AutoModel.from_config(cfg).save_pretrained(folder)
+    os.environ["WORKBENCH_PERSIST_TIMELINE"] = "0"  # the engines run each time (a persisted timeline would not)
+    try:
+        plain, debug = _drive([{"case": "fuse", "argv": ["fuse", str(folder)]},
+                               {"case": "--debug fuse", "argv": ["--debug", "fuse", str(folder)]}], tmp_path / "c")
+    finally:
+        del os.environ["WORKBENCH_PERSIST_TIMELINE"]
+    assert plain["rc"] == 0 and debug["rc"] == 0, (plain["stderr"], debug["stderr"])
+    assert "Skipping constant folding" in debug["stderr"], "the library does log here (else this proves nothing)"
+    assert "Skipping constant folding" not in plain["stderr"] + plain["stdout"]
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.symlink_to(p), "leads through a symbolic link loop"),
+    (lambda p: os.mkfifo(p), "is a FIFO, not a folder"),
+    (lambda p: p.write_text("x"), "is a file, not a folder"),
+])
+def test_a_cache_path_that_cannot_be_walked_is_one_line(tmp_path, make, words):
+    cache = tmp_path / "cache"
+    make(cache)
+    cases = [{"case": " ".join(a), "argv": a} for a in (["cache", "list"], ["cache", "list", "--json"],
+                                                          ["cache", "prune", "--all"])]
+    bad = [f"{r['case']}: {', '.join(why)}: {r['stderr']!r}" for r in _drive(cases, cache)
+           if (why := bm.refusal_problems(r, f"{cache} {words}"))]
+    if cache.is_symlink():  # below a loop, too
+        bad += [f"below: {', '.join(why)}" for r in _drive(cases[:1], cache / "sub")
+                if (why := bm.refusal_problems(r, "leads through a symbolic link loop"))]
+    assert not bad, "\n".join(bad)

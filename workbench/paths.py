@@ -43,6 +43,30 @@ def cache_root(*, write: bool = True) -> Path:
     return root
 
 
+def not_a_folder(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a folder, in words naming it (None: it is a folder, or nothing is there
+    yet): a symbolic link loop, a FIFO, a file, a link to nothing, a folder this user may not read."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"{path} is a symbolic link to nothing" if os.path.islink(path) else None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return f"{path} leads through a symbolic link loop"
+        return f"{path} cannot be read ({e.strerror or type(e).__name__})"
+    if not stat.S_ISDIR(st.st_mode):
+        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a file"
+        return f"{path} is {what}, not a folder"
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror or type(e).__name__})"
+    return None
+
+
 def _nearest_existing(path: Path) -> Path:
     """``path`` or its closest ancestor that exists (as anything: a folder, a file, a link)."""
     p = path
@@ -61,7 +85,7 @@ def _unwritable(path: Path, *, folder: bool) -> str | None:
     start = path if folder else path.parent
     anc = _nearest_existing(start)
     if not anc.is_dir():
-        return f"{anc} is a file, not a folder"
+        return not_a_folder(anc) or f"{anc} is not a folder"
     try:
         fd, probe = tempfile.mkstemp(dir=anc, prefix=".workbench-probe-")
     except OSError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 
@@ -99,6 +100,20 @@ def _after_command(args, before: int | None) -> None:
               f"to stay under WORKBENCH_CACHE_MAX_GB", file=sys.stderr)
 
 
+_DROP_LIBRARY_LOGS = logging.NullHandler()
+
+
+def _quiet_libraries(debug: bool) -> None:
+    """Library log lines (onnx-ir's "Skipping constant folding ...", ...) stay off the terminal unless --debug:
+    with no handler anywhere, Python prints every warning a library logs; a handler that drops them is
+    installed at the root instead (the workbench says what matters in its own lines)."""
+    root = logging.getLogger()
+    if debug:
+        root.removeHandler(_DROP_LIBRARY_LOGS)
+    elif not root.handlers:
+        root.addHandler(_DROP_LIBRARY_LOGS)
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
@@ -109,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    _quiet_libraries(args.debug)
     try:
         _check_settings()
         before = _cache_bytes(args)

@@ -36,9 +36,12 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..cache_admin import entries, foreign, human, prune
     from ..errors import OutputPathError
-    from ..paths import cache_root, folder_unwritable
+    from ..paths import cache_root, folder_unwritable, not_a_folder
     from . import print_json
 
+    problem = not_a_folder(cache_root(write=False))
+    if problem is not None:
+        raise OutputPathError(f"the cache folder cannot be read: {problem}; point WORKBENCH_CACHE at a folder")
     root = cache_root(write=args.action == "prune")
     if args.action == "prune" and not args.dry_run:
         problem = folder_unwritable(root)
