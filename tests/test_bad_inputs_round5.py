@@ -334,3 +334,84 @@ def test_a_cache_path_that_cannot_be_walked_is_one_line(tmp_path, make, words):
         bad += [f"below: {', '.join(why)}" for r in _drive(cases[:1], cache / "sub")
                 if (why := bm.refusal_problems(r, "leads through a symbolic link loop"))]
     assert not bad, "\n".join(bad)
+
+
+# ── other edges ────────────────────────────────────────────────────────────────────────────────
+def test_tune_refuses_a_text_of_control_characters_in_one_line(tmp_path):
+    import random
+
+    rng = random.Random(0)
+    controls = [chr(c) for c in [*range(1, 9), *range(14, 32), 127]]
+    noise = tmp_path / "noise.txt"
+    noise.write_text("\n".join("".join(rng.choice(controls) for _ in range(40)) for _ in range(60)))
+    two = tmp_path / "two.txt"  # 60 lines, two sentences once the control characters are out
+    two.write_text("\n".join(("hello world" if i % 2 else "good \x07day") + "".join(rng.choice(controls) for _ in
+                                                                                  range(8)) for i in range(60)))
+    results = _drive([{"case": "noise", "argv": ["tune", TINY, "--text", str(noise), *FAST]},
+                      {"case": "two", "argv": ["tune", TINY, "--text", str(two), *FAST]}], tmp_path / "cache")
+    expect = {"noise": f"{noise} has no sentences", "two": "2 distinct sentences"}
+    bad = [f"{r['case']}: {', '.join(why)}: {r['stderr']!r}" for r in results
+           if (why := bm.refusal_problems(r, expect[r["case"]]))]
+    assert not bad, "\n".join(bad)
+
+
+#: An export whose parity check (in its own thread) takes a minute, as ONNX Runtime's session on a large model
+#: on a busy machine may: the process says when it is there, so Ctrl-C can be sent while it waits.
+SLOW_PARITY = textwrap.dedent('''
+    import sys, time
+    import workbench.export as ex
+    checked = ex._checked_parity
+    def slow(*a, **k):
+        print("in parity", flush=True)
+        time.sleep(60)
+        return checked(*a, **k)
+    ex._checked_parity = slow
+    from workbench.cli import main
+    sys.exit(main(["export", "bert-tiny", "--no-cache"]))
+''')
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_during_an_exports_parity_check_ends_it_at_once_in_one_line(tmp_path, presses):
+    import signal
+    import time
+
+    env = {**os.environ, "WORKBENCH_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_PARITY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "in parity"
+        t = time.monotonic()
+        for _ in range(presses):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+        out, err = proc.communicate(timeout=50)
+    finally:
+        proc.kill()
+    assert time.monotonic() - t < 20, "the exit waited for the parity thread"
+    assert proc.returncode in (130, -signal.SIGINT), err
+    assert "workbench: interrupted" in err and "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def test_ctrl_c_while_jupyterlab_starts_is_one_line_and_stops_it(tmp_path):
+    """Ctrl-C reaches the whole foreground group in a terminal: JupyterLab, still importing, printed a
+    KeyboardInterrupt traceback. Now it runs in a session of its own and is asked to stop."""
+    import signal
+    import time
+
+    pytest.importorskip("jupyterlab")
+    import psutil
+
+    for delay in (0.5, 2.0):
+        folder = tmp_path / f"nb{delay}"
+        proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "lab", "--no-browser", "--folder",
+                                 str(folder), "--port", str(18900 + int(delay * 10))],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        time.sleep(delay)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole foreground group
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err[-1000:]
+        assert "workbench: interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"JupyterLab is still running: {alive}"

@@ -144,3 +144,20 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("workbench: error: out of memory", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as e:
+        if args.debug or not _interrupted(e):
+            raise
+        print("workbench: interrupted", file=sys.stderr)  # Ctrl-C inside a C extension's import, wrapped
+        return 130
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether ``e`` was raised from a Ctrl-C (a C extension interrupted while it loads raises ImportError
+    "initialization failed" from the KeyboardInterrupt)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
