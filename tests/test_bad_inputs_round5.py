@@ -170,11 +170,17 @@ def test_every_command_rebuilds_a_damaged_weights_file_and_saves_what_an_intact_
 
 
 def test_tune_rebuilds_a_damaged_store_instead_of_blaming_the_model(store):
+    """And saves through ``-o`` onto a link to an empty folder (into that folder, not a NotADirectoryError)."""
     cache, w = store["cache"], str(store["fused_only"])
-    results = _drive([{"case": "flip / tune", "damage": [w, "flip"],
-                       "argv": ["tune", TINY, "--workload", "latency", "--no-shipped", *FAST]}], cache)
+    empty, link = store["base"] / "empty", store["base"] / "link"
+    empty.mkdir()
+    link.symlink_to(empty)
+    results = _drive([{"case": "flip / tune -o a link", "damage": [w, "flip"],
+                       "argv": ["tune", TINY, "--workload", "latency", "--no-shipped", *FAST, "-o", str(link)]}],
+                     cache)
     _check_rebuilt(results, cache)
     assert "no ONNX Runtime variant kept the answers" not in results[0]["stdout"] + results[0]["stderr"]
+    assert link.is_symlink() and (empty / "model.onnx").is_file()
 
 
 def test_a_damage_the_workbench_may_not_clear_is_one_line_naming_the_file(store):
@@ -415,3 +421,19 @@ def test_ctrl_c_while_jupyterlab_starts_is_one_line_and_stops_it(tmp_path):
         assert "workbench: interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err
         gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"JupyterLab is still running: {alive}"
+
+
+def test_prepare_check_names_a_damaged_model_of_a_copied_folder(store, tmp_path):
+    """A prepared folder copied to a laptop, one weights file changed on the way: `prepare --check` names it."""
+    from workbench.workshop.prepare import MANIFEST, versions
+
+    copy = tmp_path / "room"
+    shutil.copytree(store["cache"], copy, symlinks=True)
+    (copy / MANIFEST).write_text(json.dumps({"versions": versions()}))
+    target = copy / store["shared"].relative_to(store["cache"])
+    intact, damaged = _drive([{"case": "intact", "argv": ["prepare", "--check", str(copy)]},
+                              {"case": "damaged", "damage": [str(target), "flip"],
+                               "argv": ["prepare", "--check", str(copy)]}], tmp_path / "cache")
+    assert intact["rc"] == 0, intact
+    assert damaged["rc"] == 1 and str(target.relative_to(copy)) in damaged["stdout"], damaged
+    assert "does not hold what was written" in damaged["stdout"]

@@ -341,6 +341,22 @@ def damage(graph: Path, meta: dict) -> list[tuple[Path, str]]:
     return problems
 
 
+def damaged_entries(root: Path) -> list[tuple[Path, Path, str]]:
+    """``(graph, damaged file, what is wrong)`` for every complete entry of the models in the cache folder
+    ``root`` whose files are not what was written (:func:`damage`); nothing is changed (``prepare --check``)."""
+    out = []
+    for group in sorted(p for p in (Path(root) / KIND).glob("*") if p.is_dir() and not p.is_symlink()):
+        for meta_path in sorted(group.glob("*.json")):
+            try:
+                meta = json.loads(meta_path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, dict) and meta_path.stem.split("-")[0] in PREFIX.values():
+                out += [(meta_path.with_suffix(".onnx"), f, why) for f, why in damage(meta_path.with_suffix(".onnx"),
+                                                                                      meta)]
+    return out
+
+
 def _damage_line(graph: Path, problems: list[tuple[Path, str]], why: str) -> str:
     path, what = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -368,4 +384,5 @@ def remove_staging(path: Path) -> None:
 
 
 __all__ = ["SHARE_BYTES", "WEIGHTS_DIR", "SHA256", "KIND", "group_of", "group_of_model", "open_group", "paths",
-           "find", "sidecar", "publish", "staging", "read_files", "entry_files", "unused_weights", "damage"]
+           "find", "sidecar", "publish", "staging", "read_files", "entry_files", "unused_weights", "damage",
+           "damaged_entries"]

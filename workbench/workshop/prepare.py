@@ -277,7 +277,8 @@ def check_prepared(folder: Path | str) -> list[str]:
     """Why a prepared folder would not be read as it is on this machine (empty: it will be).
 
     Exports and timelines are keyed by package versions: a laptop with other versions rebuilds them
-    (the notebooks still run, only slower).
+    (the notebooks still run, only slower). Every model's files are checked against their names and
+    digests: a damaged one is named (:func:`damaged`).
 
     Raises:
         WorkbenchError: the folder does not exist or is not a folder; its manifest is not a JSON object
@@ -301,4 +302,13 @@ def check_prepared(folder: Path | str) -> list[str]:
                              f"\"versions\" object")
     here = versions()
     return [f"{dist}: prepared with {v}, this machine has {here.get(dist, 'none')}: what depends on it is rebuilt"
-            for dist, v in sorted(manifest["versions"].items()) if here.get(dist) != v]
+            for dist, v in sorted(manifest["versions"].items()) if here.get(dist) != v] + damaged(Path(folder))
+
+
+def damaged(folder: Path) -> list[str]:
+    """One line per model of the prepared folder whose files are not what was written (a copy that did not
+    finish, a changed byte): each names the file; the workbench would build that model again where it can."""
+    from ..modelstore import damaged_entries
+
+    return [f"{f.relative_to(folder)} {why}: {graph.name} is damaged (copy the folder again, or run `workbench "
+            f"cache prune` on the copy)" for graph, f, why in damaged_entries(folder)]
