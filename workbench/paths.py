@@ -9,6 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from .checks import not_a_folder
 from .errors import OutputPathError
 
 
@@ -41,30 +42,6 @@ def cache_root(*, write: bool = True) -> Path:
                                   f"point {setting} at a writable folder")
     _open_lease(root)
     return root
-
-
-def not_a_folder(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a folder, in words naming it (None: it is a folder, or nothing is there
-    yet): a symbolic link loop, a FIFO, a file, a link to nothing, a folder this user may not read."""
-    import stat
-
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return f"{path} is a symbolic link to nothing" if os.path.islink(path) else None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return f"{path} leads through a symbolic link loop"
-        return f"{path} cannot be read ({e.strerror or type(e).__name__})"
-    if not stat.S_ISDIR(st.st_mode):
-        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a file"
-        return f"{path} is {what}, not a folder"
-    try:
-        with os.scandir(path):
-            pass
-    except OSError as e:
-        return f"{path} cannot be read ({e.strerror or type(e).__name__})"
-    return None
 
 
 def _nearest_existing(path: Path) -> Path:

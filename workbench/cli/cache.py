@@ -36,7 +36,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..cache_admin import entries, foreign, human, prune
     from ..errors import OutputPathError
-    from ..paths import cache_root, folder_unwritable, not_a_folder
+    from ..checks import not_a_folder
+    from ..paths import cache_root, folder_unwritable
     from . import print_json
 
     problem = not_a_folder(cache_root(write=False))
