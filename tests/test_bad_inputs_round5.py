@@ -94,7 +94,7 @@ def _entries(group: Path) -> dict[Path, dict]:
 
 def _intact(cache: Path) -> list[str]:
     """Every complete entry's problems (none when each file holds what its name or meta says)."""
-    from workbench import modelstore
+    from workbench.cache import store as modelstore
 
     group = _group(cache)
     return [f"{g.name}: {p.name} {why}" for g, meta in _entries(group).items()
@@ -102,7 +102,7 @@ def _intact(cache: Path) -> list[str]:
 
 
 def _weights_of(graph: Path) -> set[Path]:
-    from workbench import modelstore
+    from workbench.cache import store as modelstore
 
     return {graph.parent / rel for rel in modelstore.read_files(graph)}
 
@@ -204,7 +204,7 @@ def test_a_damage_the_workbench_may_not_clear_is_one_line_naming_the_file(store)
 
 
 def test_a_cached_export_without_its_parity_record_is_exported_again(store):
-    from workbench import modelstore
+    from workbench.cache import store as modelstore
 
     cache = store["cache"]
     (export,) = _group(cache).glob("export-*.onnx")

@@ -15,7 +15,6 @@ Every message is one line and names the user's file.
 """
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -325,28 +324,5 @@ def _index_shards(folder: Path, index: Path) -> list[Path]:
     return shards
 
 
-def not_a_folder(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a folder, in words naming it (None: it is a folder, or nothing is there
-    yet): a symbolic link loop, a FIFO, a file, a link to nothing, a folder this user may not read."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return f"{path} is a symbolic link to nothing" if os.path.islink(path) else None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return f"{path} leads through a symbolic link loop"
-        return f"{path} cannot be read ({e.strerror or type(e).__name__})"
-    if not stat.S_ISDIR(st.st_mode):
-        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a file"
-        return f"{path} is {what}, not a folder"
-    try:
-        with os.scandir(path):
-            pass
-    except OSError as e:
-        return f"{path} cannot be read ({e.strerror or type(e).__name__})"
-    return None
-
-
 __all__ = ["special_kind", "require_regular_file", "estimate_params", "check_config", "check_safetensors",
-           "check_float_weights", "MAX_MODEL_GB_ENV", "inside_folder", "model_files", "SAFETENSORS_INDEX",
-           "not_a_folder"]
+           "check_float_weights", "MAX_MODEL_GB_ENV", "inside_folder", "model_files", "SAFETENSORS_INDEX"]

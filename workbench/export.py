@@ -112,7 +112,7 @@ def _cache_write_failed(e: BaseException, what: str) -> None:
     """Raise the one line of a write into the cache that failed for the folder's sake (full, read-only) when
     that is what ``e`` (or an exception it was raised from) is."""
     from .errors import OutputPathError
-    from .paths import cache_write_problem
+    from .cache.root import cache_write_problem
 
     while e is not None:
         if isinstance(e, OSError) and (line := cache_write_problem(e, what)):
@@ -236,7 +236,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     progress = progress or _noop
     if src.kind == "onnx":
         return _onnx_file(src, cfg)
-    from . import modelstore
+    from .cache import store as modelstore
 
     key = cache_key(src, cfg)
     group = modelstore.group_of(src.identity)  # every export of this model shares its weights (modelstore)
@@ -273,7 +273,7 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
     """The stored export (leased: ``workbench cache`` leaves it alone; None when absent or damaged: it is
     rebuilt); a stored export whose parity failed (written before exports were refused for it) is refused as
     a fresh one would be."""
-    from . import modelstore
+    from .cache import store as modelstore
 
     hit = modelstore.find("exports", key, group)
     if hit is None:

@@ -53,8 +53,8 @@ def _cache_bytes(args) -> int | None:
     if args.command in ("cache", "lab", "prepare"):  # prepare fills a folder of its own and sums it up itself
         return None
     try:
-        from ..cache_admin import total_bytes
-        from ..paths import cache_root
+        from ..cache.admin import total_bytes
+        from ..cache.root import cache_root
 
         return total_bytes(cache_root(write=False))  # reading it makes nothing: the command may use another
     except (WorkbenchError, OSError):
@@ -63,7 +63,7 @@ def _cache_bytes(args) -> int | None:
 
 def _check_settings() -> None:
     """Settings read from the environment, checked before any work (one line naming the variable)."""
-    from ..cache_admin import max_bytes_setting
+    from ..cache.admin import max_bytes_setting
     from ..checks import max_model_gb
     from ..measure.fleet_spec import sweep_limits
     from ..text import max_sentences
@@ -74,7 +74,7 @@ def _check_settings() -> None:
 
 def _say_repairs() -> None:
     """Name the damaged cache files this command found (each was removed and what read it built again)."""
-    from ..integrity import repairs
+    from ..cache.integrity import repairs
 
     found = repairs()
     if found:
@@ -87,8 +87,8 @@ def _after_command(args, before: int | None) -> None:
     _say_repairs()
     if before is None:
         return
-    from ..cache_admin import REPORT_BYTES, enforce_limit, human, total_bytes
-    from ..paths import cache_root
+    from ..cache.admin import REPORT_BYTES, enforce_limit, human, total_bytes
+    from ..cache.root import cache_root
 
     root = cache_root(write=False)
     grown = total_bytes(root) - before

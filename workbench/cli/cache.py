@@ -6,8 +6,8 @@ from __future__ import annotations
 def register(sub) -> None:
     import argparse
 
-    from ..cache_admin import MAX_GB
-    from ..cache_kinds import KINDS
+    from ..cache.admin import MAX_GB
+    from ..cache.kinds import KINDS
     from ..settings import arg_number
 
     kinds = "; ".join(f"{k.name}: {k.what}" for k in KINDS)
@@ -34,10 +34,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..cache_admin import entries, foreign, human, prune
+    from ..cache.admin import entries, foreign, human, prune
     from ..errors import OutputPathError
-    from ..checks import not_a_folder
-    from ..paths import cache_root, folder_unwritable
+    from ..path_checks import not_a_folder
+    from ..cache.root import cache_root
+    from ..path_checks import folder_unwritable
     from . import print_json
 
     problem = not_a_folder(cache_root(write=False))
@@ -75,7 +76,7 @@ def run(args) -> int:
 def _list(args, root, items, strangers) -> int:
     import time
 
-    from ..cache_admin import human, summary, unique_bytes
+    from ..cache.admin import human, summary, unique_bytes
     from . import print_json
 
     groups = summary(items)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 def _write_file(path: Path, data: bytes) -> None:
     """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt)."""
-    from ..paths import atomic_write_bytes
+    from ..cache.atomic import atomic_write_bytes
 
     atomic_write_bytes(path, data, durable=False)
 

@@ -75,7 +75,7 @@ def store_root() -> Path:
     env = os.environ.get(ENV_ROOT)
     if env:
         return Path(env)
-    from ..paths import cache_root
+    from ..cache.root import cache_root
 
     return cache_root() / "timelines"
 

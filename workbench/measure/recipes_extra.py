@@ -76,7 +76,8 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
     from ..config import BenchConfig, FusionPlan
     from ..models import file_identity
     from ..ort.machine import describe_machine
-    from ..paths import atomic_write_text, cache_root
+    from ..cache.atomic import atomic_write_text
+    from ..cache.root import cache_root
     from .ablation import fusion_ablation
 
     plan = plan or FusionPlan()

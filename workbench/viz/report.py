@@ -10,7 +10,7 @@ import html
 import os
 from pathlib import Path
 
-from ..paths import atomic_write_text
+from ..cache.atomic import atomic_write_text
 from ..report import plural  # noqa: F401  (re-exported: its earlier home)
 from .labels import variant_label
 from .summary import task_parity_words  # noqa: F401  (re-exported: its earlier home)

@@ -81,7 +81,7 @@ def fusion_run(model, *, exporter: str = "torchscript", attention: str = "eager"
     from ..export import export
     from ..fusion import Timeline
 
-    from ..paths import cache_root
+    from ..cache.root import cache_root
 
     src = source_of(model)
     # Keyed by the cache too: a run made for another cache folder (an earlier prepare, a test) must not

@@ -203,7 +203,8 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     from ..errors import ConfigError, WorkbenchError
     from ..fusion.persist import enabled as persist_enabled, flush
     from ..models import resolve
-    from ..paths import atomic_write_text, cache_root
+    from ..cache.atomic import atomic_write_text
+    from ..cache.root import cache_root
 
     say = say or (lambda line: None)
     t0 = time.perf_counter()
@@ -308,7 +309,7 @@ def check_prepared(folder: Path | str) -> list[str]:
 def damaged(folder: Path) -> list[str]:
     """One line per model of the prepared folder whose files are not what was written (a copy that did not
     finish, a changed byte): each names the file; the workbench would build that model again where it can."""
-    from ..modelstore import damaged_entries
+    from ..cache.store import damaged_entries
 
     return [f"{f.relative_to(folder)} {why}: {graph.name} is damaged (copy the folder again, or run `workbench "
             f"cache prune` on the copy)" for graph, f, why in damaged_entries(folder)]

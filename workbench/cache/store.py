@@ -18,7 +18,7 @@ any graph in it, ``cp -a`` and ``rsync -a`` copy it whole. (Hard links across fo
 too, but ``onnx`` refuses external data with more than one link, as a guard against link attacks.)
 
 Nothing is handed out unchecked: :func:`find` checks an entry's own files against the SHA-256 its meta
-records and every weights file its graph reads against its name (:mod:`workbench.integrity`: hashed once per
+records and every weights file its graph reads against its name (:mod:`workbench.cache.integrity`: hashed once per
 process), removes what is damaged so that the caller builds the entry again, and says in one line what it
 cannot remove; :func:`publish` writes again a weights file that is damaged instead of keeping it.
 
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import onnx
 
+from ..errors import CacheDamagedError
 from . import integrity
-from .errors import CacheDamagedError
 
 #: Tensors at least this large are stored once in ``weights/``; smaller ones stay in the graph file.
 SHARE_BYTES = 64 * 1024
@@ -67,20 +67,20 @@ def group_of_model(path: Path) -> str:
             return path.parent.name
     except OSError:
         pass
-    from .models import file_identity
+    from ..models import file_identity
 
     return group_of(file_identity(path))
 
 
 def _folder() -> Path:
-    from .paths import cache_root
+    from .root import cache_root
 
     return cache_root() / KIND
 
 
 def open_group(group: str) -> Path:
     """``<cache>/models/<group>``, leased to this process (its weights are never collected while it lives)."""
-    from .paths import cache_entry
+    from .root import cache_entry
 
     folder = cache_entry(KIND, group)
     folder.mkdir(parents=True, exist_ok=True)
@@ -107,7 +107,7 @@ def find(kind: str, key: str, group: str, name: str = "model.onnx") -> tuple[Pat
         CacheDamagedError: a file of the entry is damaged and cannot be removed here (a read-only cache, a
             folder in a file's place): one line naming it and what to do.
     """
-    from .paths import cache_entry
+    from .root import cache_entry
 
     cache_entry(kind, key)
     graph, meta = paths(kind, key, group)
@@ -148,7 +148,7 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
     Raises:
         OutputPathError: the cache cannot be written (read-only, full): one line naming it.
     """
-    from .paths import cache_entry, storing
+    from .root import cache_entry, storing
 
     cache_entry(kind, key)
     graph, meta_path = paths(kind, key, group)
@@ -167,8 +167,8 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
 
 
 def _store(model: Path, folder: Path, graph: Path, meta_path: Path, meta: dict) -> Path:
-    from .modelio import load_model
-    from .paths import atomic_write_text
+    from ..modelio import load_model
+    from .atomic import atomic_write_text
 
     own: dict[str, str] = {}  # the entry's own files (relative to the group) and their SHA-256
     if model.suffix == ".onnx":
@@ -202,7 +202,7 @@ def _data_files(model: Path) -> set[str]:
 
 def _reads(model: Path) -> dict[str, int | None]:
     """The external data files the graph at ``model`` reads, with the bytes it reads from each (None: unknown)."""
-    from .modelio import external_tensors
+    from ..modelio import external_tensors
 
     out: dict[str, int | None] = {}
     for t in external_tensors(onnx.load(str(model), load_external_data=False)):
@@ -258,7 +258,7 @@ def _raw(t: onnx.TensorProto) -> bytes | None:
 def _atomic_bytes(path: Path, data: bytes) -> str:
     """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt); return
     the SHA-256 of what was written (the file counts as checked in this process)."""
-    from .paths import atomic_write_bytes
+    from .atomic import atomic_write_bytes
 
     atomic_write_bytes(path, data, durable=False)
     integrity.mark_checked(path)
@@ -272,7 +272,7 @@ def staging(group: str, what: str = "a model built from an export") -> Path:
     Raises:
         OutputPathError: the cache cannot be written (read-only, full): one line naming it and ``what``.
     """
-    from .paths import storing
+    from .root import storing
 
     with storing(what):
         open_group(group)
@@ -300,7 +300,7 @@ def entry_files(graph: Path) -> list[Path]:
 
 def unused_weights(folder: Path) -> list[Path]:
     """Weight files of a group folder that no graph in it reads."""
-    from .cache_kinds import BY_NAME
+    from .kinds import BY_NAME
 
     used: set[str] = set()
     for g in folder.glob("*.onnx"):

@@ -1,4 +1,5 @@
-"""Where the workbench keeps its caches, and the atomic-write primitive."""
+"""Where the workbench keeps its caches (the cache folder, a write into it that fails for the folder's sake),
+which entries each running process holds (leases), and the clean-up of dead writers' temporary files."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import contextlib
 import errno
 import os
 import re
-import tempfile
 from pathlib import Path
 
-from .checks import not_a_folder
-from .errors import OutputPathError
+from ..errors import OutputPathError
+from ..path_checks import folder_unwritable
+from .atomic import atomic_write_text
 
 
 def cache_root(*, write: bool = True) -> Path:
@@ -31,7 +32,7 @@ def cache_root(*, write: bool = True) -> Path:
         return root
     setting = "WORKBENCH_CACHE" if env else "WORKBENCH_CACHE (or XDG_CACHE_HOME)"
     if not root.is_dir():
-        problem = _unwritable(root, folder=True)
+        problem = folder_unwritable(root)
         if problem is None:
             try:
                 root.mkdir(parents=True, exist_ok=True)
@@ -42,67 +43,6 @@ def cache_root(*, write: bool = True) -> Path:
                                   f"point {setting} at a writable folder")
     _open_lease(root)
     return root
-
-
-def _nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists (as anything: a folder, a file, a link)."""
-    p = path
-    while not os.path.lexists(p) and p.parent != p:
-        p = p.parent
-    return p
-
-
-def _unwritable(path: Path, *, folder: bool) -> str | None:
-    """Why nothing can be created at ``path`` (None: it can), without creating anything that stays.
-
-    The closest existing ancestor must be a folder this process can create files in; that is tried
-    with a temporary file removed at once, because permissions alone do not tell (``/proc``, a
-    read-only mount, root's access everywhere).
-    """
-    start = path if folder else path.parent
-    anc = _nearest_existing(start)
-    if not anc.is_dir():
-        return not_a_folder(anc) or f"{anc} is not a folder"
-    try:
-        fd, probe = tempfile.mkstemp(dir=anc, prefix=".workbench-probe-")
-    except OSError as e:
-        return f"cannot create files in {anc} ({e.strerror or type(e).__name__})"
-    os.close(fd)
-    try:
-        os.unlink(probe)
-    except OSError:
-        pass
-    return None
-
-
-def folder_unwritable(folder: Path) -> str | None:
-    """Why nothing can be created in ``folder`` (None: it can), trying it with a file removed at once."""
-    return _unwritable(Path(folder), folder=True)
-
-
-def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing_ok: bool = False) -> Path:
-    """Refuse, before any work, an output that cannot be written; nothing is created.
-
-    Args:
-        path: the user's output (a file, or with ``folder`` a folder to write into).
-        folder: ``path`` names a folder (it may exist, as a folder).
-        existing_ok: an existing file is fine (a sweep's result file is resumed, not overwritten).
-
-    Raises:
-        OutputPathError: one line naming the path, what is wrong and what to do.
-    """
-    p = Path(path).expanduser()
-    if folder:
-        if os.path.lexists(p) and not p.is_dir():
-            raise OutputPathError(f"{p} is a file, not a folder: give a folder for the output (it is made if missing)")
-    elif p.is_dir():
-        raise OutputPathError(f"{p} is a folder: give a file name for the output")
-    elif os.path.lexists(p) and not existing_ok:
-        raise OutputPathError(f"{p} already exists; choose another output path (the workbench never overwrites a file)")
-    problem = _unwritable(p, folder=folder)
-    if problem is not None:
-        raise OutputPathError(f"cannot write {p}: {problem}; choose an output path in a folder you can write to")
-    return p
 
 
 #: Why a write into the cache failed, when it is the folder's fault and not the workbench's.
@@ -142,38 +82,6 @@ def cache_write_problem(e: OSError, what: str) -> str | None:
     return (f"cannot store {what} in the cache folder {root}: {why} ({e.strerror}); the workbench uses what "
             f"such a cache holds, but this needs a new entry: point WORKBENCH_CACHE at a writable folder "
             f"(a copy of this one keeps what it holds: cp -a {root} DIR)")
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename.
-
-    A crash mid-write leaves the old file (or nothing), never half a file. ``durable=False`` skips the fsync:
-    for cache entries, which a crash at worst makes the workbench rebuild.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a report or model is the user's ordinary file
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 # ── leases: which cache entries a running workbench process uses ─────────────────────────────────
@@ -285,8 +193,8 @@ def live_leases(root: Path, *, clean: bool = False) -> dict[int, dict]:
 
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` has the exact shape of a workbench writer's temporary file or folder
-    (:func:`workbench.cache_kinds.temp_target`)."""
-    from .cache_kinds import is_temp_name as shaped
+    (:func:`workbench.cache.kinds.temp_target`)."""
+    from .kinds import is_temp_name as shaped
 
     return shaped(name)
 
@@ -304,7 +212,7 @@ def remove_stale_temps(root: Path) -> list[Path]:
 
     Only where the workbench's writers put them (the cache folder, each kind's folder, inside entry folders),
     only names of the exact shape those writers use, standing for a name the workbench writes there
-    (:mod:`workbench.cache_kinds`), never one whose entry a live process leased, and only those last changed
+    (:mod:`workbench.cache.kinds`), never one whose entry a live process leased, and only those last changed
     before every live workbench process opened the cache (so none of them made it) or untouched for
     :data:`STALE_TEMP_S`. Anything else, a user's ``notes.tmp`` included, stays. Returns what was removed.
 
@@ -315,7 +223,7 @@ def remove_stale_temps(root: Path) -> list[Path]:
     import shutil
     import time
 
-    candidates = list(_temp_candidates(root))  # listed before the leases are read: see cache_admin.entries
+    candidates = list(_temp_candidates(root))  # listed before the leases are read: see admin.entries
     leases = live_leases(root, clean=True)
     leased = _leased_names(leases)
     opened = [float(lease.get("opened") or lease.get("started") or 0) for lease in leases.values()]
@@ -346,7 +254,7 @@ def _temp_candidates(root: Path):
 
     The lease name is the entry the writer leased (``kind/key``), or "" where writers lease nothing.
     """
-    from .cache_kinds import KINDS, ROOT_FILES, temp_target
+    from .kinds import KINDS, ROOT_FILES, temp_target
 
     def scan(folder: Path):
         try:

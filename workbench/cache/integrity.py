@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import CacheDamagedError
+from ..errors import CacheDamagedError
 
 MISSING = "is missing"
 _checked: dict[str, tuple] = {}
