@@ -385,7 +385,7 @@ def fail(line: str):
 
 
 def write(out: Path, doc: dict, md: list[str]) -> None:
-    from workbench.paths import atomic_write_text
+    from workbench.cache.atomic import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "gpu_story.json", json.dumps(doc, indent=1, default=str))

@@ -4,6 +4,7 @@ they ship, saved ready to deploy."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from . import common
 
@@ -127,6 +128,8 @@ def run(args) -> int:
     from . import print_json
 
     if args.out:
+        if Path(args.out).expanduser().is_symlink() and Path(args.out).expanduser().is_dir():
+            args.out = str(Path(args.out).expanduser().resolve())  # a link to a folder: saved into that folder
         check_target(args.out)  # before minutes of measuring: /proc, through a file, not empty
     plan = common.fusion_plan(args)
     cfg = common.bench_config(args)

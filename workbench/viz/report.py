@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..measure.load import busy_words
-from ..paths import atomic_write_text
+from ..cache.atomic import atomic_write_text
 from ..report import plural
 from .labels import variant_label
 from .summary import task_parity_words
