@@ -155,6 +155,10 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         likely = likely_engine(s.exporter, src.model_type) if s.engine == "auto" else None
         plan = s.fusion_plan()
         tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
+        if not s.snapshots:  # a first open: the exported graph is drawn while the fusion steps run
+            with s.hold_trait_notifications():
+                s.snapshots, s.step = (tl.input,), 0
+            self.refresh(rows=False)
         snaps = tl.run()
         if likely:
             s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports of "
