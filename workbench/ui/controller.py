@@ -155,10 +155,7 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         likely = likely_engine(s.exporter, src.model_type) if s.engine == "auto" else None
         plan = s.fusion_plan()
         tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
-        if not s.snapshots:  # a first open: the exported graph is drawn while the fusion steps run
-            with s.hold_trait_notifications():
-                s.snapshots, s.step = (tl.input,), 0
-            self.refresh(rows=False)
+        self._show_export_first(tl)
         snaps = tl.run()
         if likely:
             s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports of "
@@ -192,6 +189,14 @@ class Controller(EngineActions, MeasureActions, ReportActions, RuleActions):
         self.say(summary, "ok")
         if likely:  # after the status line above: a switch says so after it
             self.runner.start("compare engines", lambda job, tl=tl: self._compare_engines(tl), lane="compare")
+
+    def _show_export_first(self, tl) -> None:
+        """On a first open, draw the exported graph (``tl``'s input) while the fusion steps run."""
+        s = self.state
+        if not s.snapshots:
+            with s.hold_trait_notifications():
+                s.snapshots, s.step = (tl.input,), 0
+            self.refresh(rows=False)
 
     # ----------------------------------------------------------------- toggles and steps
     def toggle(self, name: str, on: bool) -> None:
