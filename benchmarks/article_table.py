@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from workbench.config import BenchConfig
-from workbench.paths import atomic_write_text
+from workbench.cache.atomic import atomic_write_text
 from workbench.measure.bench import benchmark
 from workbench.ort.machine import describe_machine, machine_line
 from workbench.measure.variants import standard_variants

@@ -21,7 +21,7 @@ from pathlib import Path
 from workbench.config import BenchConfig
 from workbench.measure.bench import Variant, benchmark
 from workbench.measure.variants import standard_variants
-from workbench.paths import atomic_write_text
+from workbench.cache.atomic import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = ("modernbert-base", "nomic-embed", "gte-base", "eurobert-210m")

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from workbench.config import BenchConfig
-from workbench.paths import atomic_write_text
+from workbench.cache.atomic import atomic_write_text
 from workbench.measure.ablation import fusion_ablation
 
 RESULTS = Path(__file__).resolve().parent / "results"

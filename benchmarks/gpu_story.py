@@ -16,7 +16,8 @@ ONNX Runtime's transformers optimizer with its GPU options (``workbench.measure.
 conversion of the ``fp16`` variant (``fp16_of``). Timing is in this process: each session's inputs and outputs
 stay on the GPU (IO binding, :class:`workbench.ort.gpu.BoundSession`), each call waits for the device, and the
 engines of one model and batch are timed round robin (MEASURING.md). Every output is compared with PyTorch fp32
-on the same inputs, with the tolerances of :mod:`workbench.measure.gpu_variants`.
+on the same inputs, held to the tolerance of the registry's recipe the row times (:data:`VARIANT`:
+``fused-cudagraph``'s, ``fp16``'s, ...: :mod:`workbench.measure.variants`).
 
 Each row is judged against the issue's targets (bert-base fused fp16 batch 1 at most 1.0 ms on an H100-class
 GPU, bert-large at most 2.0 ms; a CUDA graph at least 1.3x at batch 1; the fused 3-layer model at least 3x PyTorch
@@ -43,6 +44,12 @@ ENGINES = {
     "ort-fused": "ONNX Runtime fused, IO binding",
     "ort-fused-cudagraph": "ONNX Runtime fused, IO binding, CUDA graph",
 }
+#: (engine, precision) → the registry's recipe it times, in this process instead of the benchmark worker: its
+#: name goes into the row and its tolerance holds the row's outputs. PyTorch eager in fp16 is no recipe (the
+#: ``torch`` recipe is fp32): it is held to the registry's fp16 tolerance.
+VARIANT = {("torch-eager", "fp32"): "torch", ("torch-compile", "fp16"): "torch-compile",
+           ("ort-unfused", "fp32"): "unfused", ("ort-fused", "fp32"): "fused", ("ort-fused", "fp16"): "fp16",
+           ("ort-fused-cudagraph", "fp32"): "fused-cudagraph", ("ort-fused-cudagraph", "fp16"): "fp16-cudagraph"}
 #: model → (precision, engines) of its section.
 SECTIONS = {
     "bert-3layer": ("fp32", ("torch-eager", "ort-unfused", "ort-fused", "ort-fused-cudagraph")),
@@ -274,7 +281,7 @@ def measure_group(cases: list[Case], files: dict, runs: int, warmup: int, log, d
     "cpu" only exercises the path in the tests on a machine without a GPU; :func:`main` never passes it."""
     import torch
 
-    from workbench.measure.gpu_variants import FP16, FP32_GPU
+    from workbench.measure import variants
     from workbench.ort.inputs import InputSpec, make_inputs
     from workbench.ort.parity import compare
 
@@ -288,11 +295,11 @@ def measure_group(cases: list[Case], files: dict, runs: int, warmup: int, log, d
     runners = group_runners(cases, files, model, feeds, device)
     log(f"{c0.model} batch {c0.batch}: timing {sum(not isinstance(r, str) for r in runners.values())} engines")
     samples = time_round_robin(runners, runs, warmup)
-    tol = FP16 if c0.precision == "fp16" else FP32_GPU
     rows = []
     for c in cases:
-        r = runners[c]
-        row = dict(asdict(c), label=c.label(), error=r if isinstance(r, str) else None, parity=None,
+        r, name = runners[c], VARIANT.get((c.engine, c.precision))
+        tol = variants.get(name).tolerance if name else variants.FP16 if c.precision == "fp16" else variants.FP32_GPU
+        row = dict(asdict(c), label=c.label(), variant=name, error=r if isinstance(r, str) else None, parity=None,
                    parity_holds=None, tolerance=tol.words())
         if c in samples and samples[c]:
             s = sorted(samples[c])
@@ -378,7 +385,7 @@ def fail(line: str):
 
 
 def write(out: Path, doc: dict, md: list[str]) -> None:
-    from workbench.paths import atomic_write_text
+    from workbench.cache.atomic import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "gpu_story.json", json.dumps(doc, indent=1, default=str))

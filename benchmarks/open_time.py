@@ -180,7 +180,7 @@ def main() -> None:
                  "included); in process = from the first workbench import until the graph is there."]
     print("\n".join([""] + table + tail))
     if args.out:
-        from workbench.paths import atomic_write_text
+        from workbench.cache.atomic import atomic_write_text
 
         atomic_write_text(Path(args.out), "\n".join(lines + table + tail) + "\n")
     import shutil

@@ -35,7 +35,7 @@ from workbench.measure.profile import profile_ops
 from workbench.measure.recipes import fuse_bert
 from workbench.models import resolve
 from workbench.ort.machine import machine_line
-from workbench.paths import atomic_write_text
+from workbench.cache.atomic import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STD = frozenset({"standard_attention"})

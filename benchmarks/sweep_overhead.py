@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from workbench.measure.fleet import MEASURE_RESOURCE, build_path, config_key, expand, model_key, run_sweep
-from workbench.paths import atomic_write_text
+from workbench.cache.atomic import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = {"models": ["bert-tiny"], "plans": ["default", {"disable": ["attention"]}], "seq": [8, 16, 32, 64, 128],

@@ -22,8 +22,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from workbench.measure.answers import task_answers  # noqa: E402
+from workbench.cache.atomic import atomic_write_text  # noqa: E402
 from workbench.ort.answer_policy import pct  # noqa: E402  (a share says 100% only when every answer agrees)
-from workbench.paths import atomic_write_text  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The issue's figures: every snapshot top-1 100% and Spearman ≥ 0.999; int8 Spearman ≥ 0.98.

@@ -298,7 +298,7 @@ def test_the_exports_own_parity_refuses_a_model_broken_after_it_was_opened(tmp_p
     assert "\n" not in str(e.value)
     from workbench.export import cache_key
     from workbench.config import ExportConfig
-    from workbench.paths import cache_root
+    from workbench.cache.root import cache_root
 
     assert not (cache_root() / "exports" / cache_key(src, ExportConfig())).exists()
 
@@ -311,7 +311,7 @@ def test_a_stored_export_whose_parity_failed_is_refused_not_reused(tmp_path, tin
 
     src = resolve(_bert(tmp_path / "bert"))
     good = export(src)
-    stored = good.path.with_suffix(".json")  # the export's meta beside its graph (workbench.modelstore)
+    stored = good.path.with_suffix(".json")  # the export's meta beside its graph (workbench.cache.store)
     meta = json.loads(stored.read_text())
     assert meta["parity"]["ok"] and meta["parity"]["finite"]
     meta["parity"].update(ok=False, max_abs_diff=0.25, cosine=0.97)

@@ -13,14 +13,14 @@ import time
 
 import pytest
 
-# A writer as the workbench's own writers work (``workbench.modelstore``): lease the model folder, stage a model
+# A writer as the workbench's own writers work (``workbench.cache.store``): lease the model folder, stage a model
 # in a temporary folder, then (on a line on stdin) publish it. Prints the temporary folder, then the graph.
 WRITER = """
 import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper as h, numpy_helper
-from workbench import modelstore
+from workbench.cache import store as modelstore
 group, key = sys.argv[1], sys.argv[2]
 tmp = modelstore.staging(group)
 w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((128, 256)).astype("float32"), "w")
@@ -36,7 +36,7 @@ print(modelstore.publish(tmp / "model.onnx", kind="exports", key=key, group=grou
                          meta={"model": {"name": "written"}, "nodes": 1, "opset": 17}), flush=True)
 sys.stdin.readline()
 """
-HOLD = ("import sys, time; from workbench.paths import cache_entry; cache_entry(sys.argv[1], sys.argv[2]); "
+HOLD = ("import sys, time; from workbench.cache.root import cache_entry; cache_entry(sys.argv[1], sys.argv[2]); "
         "print('ready', flush=True); time.sleep(60)")
 
 

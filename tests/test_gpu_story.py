@@ -118,6 +118,10 @@ def test_the_measuring_path_runs_end_to_end_on_the_cpu_provider(gs):
         assert by[e]["p50_ms"] > 0 and by[e]["runs"] == 3 and by[e]["parity_holds"], by[e]
         assert by[e]["parity"]["cosine"] > 0.9999
     assert by["torch-eager"]["vs_torch_eager"] == 1.0
+    from workbench.measure import variants  # each row names the registry's recipe it times, held to its tolerance
+    for e, name in (("ort-fused", "fused"), ("ort-fused-cudagraph", "fused-cudagraph"), ("ort-unfused", "unfused")):
+        assert by[e]["variant"] == name and by[e]["tolerance"] == variants.get(name).tolerance.words()
+    assert set(gs.VARIANT.values()) <= set(variants.names(tune=True, device="cuda"))
     # A CUDA graph on the CPU provider is refused in words, kept as the row's error, never timed.
     assert by["ort-fused-cudagraph"].get("p50_ms") is None
     assert "CUDA graphs need the CUDA execution provider" in by["ort-fused-cudagraph"]["error"]

@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[1] / "workbench"
 #: Layer of each top-level part of the package, bottom first. A module may import its own layer
 #: (other modules of the same package) or any lower one, never a higher one.
 LAYERS = {
-    "errors": 0, "paths": 0, "config": 0, "checks": 0, "families": 0, "cache_kinds": 0, "settings": 0,
+    "errors": 0, "config": 0, "checks": 0, "path_checks": 0, "families": 0, "settings": 0,
     "__init__": 0, "__main__": 9,
-    "models": 1, "modelio": 1, "cache_admin": 1, "modelstore": 1,
+    "models": 1, "modelio": 1, "cache": 1,
     "ort": 2,
     "export": 3, "graph": 3, "text": 3,
     "fusion": 4,

@@ -58,3 +58,8 @@ class OutputPathError(WorkbenchError):
 
 class ConfigError(WorkbenchError, ValueError):
     """A setting is out of range or not one of the allowed values."""
+
+
+class CacheDamagedError(WorkbenchError):
+    """A cache entry whose files are not what the workbench wrote (a weights file that does not match its name,
+    is missing or is no file) and that cannot be cleared here: never used, named in one line with what to do."""

@@ -86,6 +86,40 @@ def _root_cause(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+#: The longest an export waits for one of its checking threads (ONNX Runtime and PyTorch on two inputs: seconds
+#: on bert-base, a minute on a large model on a busy machine); past it the export is refused in one line.
+THREAD_WAIT_S = 900.0
+
+
+def join_bounded(thread, what: str, timeout: float | None = None) -> None:
+    """Wait for ``thread`` (doing ``what``) at most ``timeout`` (default :data:`THREAD_WAIT_S`) seconds.
+
+    The checking threads are daemons and this wait is interruptible: Ctrl-C ends the export at once, and the
+    interpreter's exit never waits for a thread still inside ONNX Runtime or PyTorch (two quick Ctrl-C printed
+    "Exception ignored in: <module 'threading'>" while it did).
+
+    Raises:
+        ExportError: the thread did not finish in time (one line naming what it was doing and the time).
+    """
+    limit = THREAD_WAIT_S if timeout is None else timeout
+    thread.join(limit)
+    if thread.is_alive():
+        raise ExportError(f"{what} did not finish within {limit:.0f} s; nothing was kept (a machine this busy: "
+                          f"run it again later)")
+
+
+def _cache_write_failed(e: BaseException, what: str) -> None:
+    """Raise the one line of a write into the cache that failed for the folder's sake (full, read-only) when
+    that is what ``e`` (or an exception it was raised from) is."""
+    from .errors import OutputPathError
+    from .cache.root import cache_write_problem
+
+    while e is not None:
+        if isinstance(e, OSError) and (line := cache_write_problem(e, what)):
+            raise OutputPathError(line) from e
+        e = e.__cause__ or e.__context__
+
+
 def _noop(stage: str, fraction: float) -> None:
     pass
 
@@ -202,7 +236,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     progress = progress or _noop
     if src.kind == "onnx":
         return _onnx_file(src, cfg)
-    from . import modelstore
+    from .cache import store as modelstore
 
     key = cache_key(src, cfg)
     group = modelstore.group_of(src.identity)  # every export of this model shares its weights (modelstore)
@@ -213,7 +247,7 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
             return hit
     progress("building model", 0.05)
     model = src.build(cfg.attention)
-    tmp = modelstore.staging(group)
+    tmp = modelstore.staging(group, f"the export of {src.label}")
     try:
         meta = _export_into(tmp, model, src, cfg, key, check_parity=check_parity, progress=progress)
         # Stored, always: use_cache=False means "export again", and the fresh export replaces the old one.
@@ -239,20 +273,20 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
     """The stored export (leased: ``workbench cache`` leaves it alone; None when absent or damaged: it is
     rebuilt); a stored export whose parity failed (written before exports were refused for it) is refused as
     a fresh one would be."""
-    from . import modelstore
+    from .cache import store as modelstore
 
     hit = modelstore.find("exports", key, group)
     if hit is None:
         return None
     path, meta = hit
+    parity = meta.get("parity")
     try:
-        if not (meta.get("parity") or not check_parity):
-            return None
+        if check_parity and not (isinstance(parity, dict) and isinstance(parity.get("ok"), bool)):
+            return None  # never trusted without its parity record: exported (and checked) again
         result = ExportResult(path, src, cfg, cached=True, export_s=0.0, nodes=meta["nodes"], opset=meta["opset"],
                               meta=meta)
     except (KeyError, TypeError):
         return None  # a damaged entry is rebuilt
-    parity = meta.get("parity")
     if check_parity and isinstance(parity, dict) and parity.get("ok") is False:
         finite = parity.get("finite", math.isfinite(parity.get("max_abs_diff") or 0.0))
         raise BrokenModelError(broken_line(src.label, cfg, parity, finite_onnx=finite))
@@ -272,6 +306,7 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
         refs = _ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
         torch_export(model, src, cfg, tmp / "model.onnx")
     except Exception as e:
+        _cache_write_failed(e, f"the export of {src.label}")
         msg = _root_cause(e)
         raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
     export_s = time.perf_counter() - t0
@@ -287,15 +322,14 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
         except BaseException as e:  # re-raised below, in the caller's thread
             parity["error"] = e
 
-    checker = threading.Thread(target=run_parity, name="export-parity") if check_parity else None
+    checker = threading.Thread(target=run_parity, name="export-parity", daemon=True) if check_parity else None
     if checker:
         checker.start()
-    try:
-        m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
-                       full_check=not check_parity)
-    finally:
-        if checker:
-            checker.join()
+    # On any failure here (Ctrl-C included) the checker, a daemon, is left to end alone: nothing waits for it.
+    m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
+                   full_check=not check_parity)
+    if checker:
+        join_bounded(checker, f"the parity check of {src.label} against PyTorch")
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset != cfg.resolved_opset:
         raise ExportError(
@@ -363,7 +397,8 @@ class _ReferenceOutputs:
         import threading
 
         self.model, self.source, self.result, self.error = model, source, None, None
-        self.thread = threading.Thread(target=self._run, name="export-parity-torch") if concurrent else None
+        self.thread = (threading.Thread(target=self._run, name="export-parity-torch", daemon=True) if concurrent
+                       else None)
         if self.thread:
             self.thread.start()
 
@@ -376,7 +411,7 @@ class _ReferenceOutputs:
     def get(self):
         if self.thread is None:
             return None
-        self.thread.join()
+        join_bounded(self.thread, f"PyTorch's reference outputs of {self.source.label}")
         if self.error is not None:
             raise self.error
         return self.result
@@ -400,11 +435,11 @@ def _parity_outputs(model, source: ModelSource, onnx_path: Path, refs: list | No
 
     import threading
 
-    worker = threading.Thread(target=run_ort, name="export-parity-ort")
+    worker = threading.Thread(target=run_ort, name="export-parity-ort", daemon=True)
     worker.start()
     if refs is None:
         refs = _torch_outputs(model, feeds)
-    worker.join()
+    join_bounded(worker, f"ONNX Runtime's parity run of {source.label}")
     if "error" in got:
         err = got["error"]
         if isinstance(err, WorkbenchError):

@@ -271,7 +271,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
             if _same_file(d, prot):
                 raise ModelIOError(f"refusing to write {d}: it is the input model; choose another output path")
     from .errors import OutputPathError
-    from .paths import check_output_path
+    from .path_checks import check_output_path
 
     try:  # a file in the way, an unwritable folder (/proc, read-only): one line before anything is written
         check_output_path(dest, existing_ok=overwrite)
@@ -312,7 +312,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
 
 def copy_model(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Copy the ONNX model ``src`` to ``dest`` with the weights it reads: a model of the cache reads them from
-    the shared ``weights/`` folder beside it (:mod:`workbench.modelstore`), so a plain file copy would leave them
+    the shared ``weights/`` folder beside it (:mod:`workbench.cache.store`), so a plain file copy would leave them
     behind. Small models come out as one file, large ones with ``<name>.data`` beside them."""
     src, dest = Path(src), Path(dest)
     proto = onnx.load(str(src), load_external_data=False)

@@ -286,7 +286,7 @@ def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 def file_identity(path: Path, *, write: bool = True) -> str:
     """Content hash of a file, memoised on (path, size, mtime) in the cache (``write=False``: read the memo,
     never write it: ``workbench cache list`` changes nothing)."""
-    from .paths import cache_root
+    from .cache.root import cache_root
 
     st = path.stat()
     memo = cache_root(write=write) / "hashes" / hashlib.sha256(
@@ -299,7 +299,7 @@ def file_identity(path: Path, *, write: bool = True) -> str:
     if not write:
         return digest
     try:
-        from .paths import atomic_write_text
+        from .cache.atomic import atomic_write_text
         atomic_write_text(memo, digest)
     except OSError:
         pass  # a read-only cache only costs speed

@@ -87,8 +87,16 @@ BUILTIN_SENTENCES: tuple[str, ...] = (
 )
 
 
+def _clean(line: str) -> str:
+    """A line with its control characters (bell, escape, DEL, ...) as spaces and its spaces collapsed."""
+    import unicodedata
+
+    return " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in line).split())
+
+
 def read_sentences(path: str | os.PathLike, *, notes: list | None = None) -> list[str]:
-    """One sentence per non-empty line of a UTF-8 text file, the first :func:`max_sentences` of them.
+    """One sentence per non-empty line of a UTF-8 text file, the first :func:`max_sentences` of them, each with
+    its control characters taken out (:func:`_clean`).
 
     Args:
         notes: when given, a file with more sentences than the cap adds one line saying how many were used.
@@ -111,7 +119,7 @@ def read_sentences(path: str | os.PathLike, *, notes: list | None = None) -> lis
     cap = max_sentences()
     lines, more = [], 0
     for ln in text.splitlines():
-        ln = ln.strip()
+        ln = _clean(ln)
         if not ln:
             continue
         if len(lines) < cap:
@@ -119,7 +127,7 @@ def read_sentences(path: str | os.PathLike, *, notes: list | None = None) -> lis
         else:
             more += 1
     if not lines:
-        raise ConfigError(f"{p} has no sentences (one per line)")
+        raise ConfigError(f"{p} has no sentences (one per line; control characters do not count)")
     if more and notes is not None:
         notes.append(f"{p}: used the first {cap:,} of {cap + more:,} sentences (set {MAX_SENTENCES_ENV} "
                      f"to use more; every sentence costs a run per step and variant)")

@@ -163,3 +163,25 @@ def test_edges_are_drawn_along_their_bends_and_labels_in_full(page, scenes):
     drawn = page.locator("#host .wb-gw-label").all_text_contents()
     assert sorted(drawn) == sorted(sc["nodes"]["label"]) and "" not in drawn
     assert page.errors == []
+
+
+def test_one_state_message_draws_the_picture_once_before_the_next_frame(page, scenes):
+    """A toggle's message brings scene and rings together: the pane is drawn once for it, within the
+    message's own task (so the next frame painted shows it), not once per changed key."""
+    sc, hl, sel = _split(scenes[0])
+    _mount(page, {"scene": sc, "highlight": hl, "selected": sel})
+    sc2, hl2, sel2 = _split(scenes[1])
+    drawn = page.evaluate("""(c) => new Promise((done) => {
+        const canvas = document.querySelector('#host .wb-gw-canvas');
+        let svgs = 0;
+        const obs = new MutationObserver((recs) => {
+            for (const r of recs) for (const n of r.addedNodes) if (n.nodeName === 'svg') svgs++; });
+        obs.observe(canvas, { childList: true });
+        window.model.apply(c);
+        // before any frame: a task queued now runs after the message's task and its microtasks
+        setTimeout(() => { obs.disconnect();
+            done({ svgs, title: canvas.querySelector('.wb-gw-title').textContent,
+                   rings: canvas.querySelectorAll('.wb-gw-selected').length }); }, 0);
+    })""", [["highlight", hl2], ["selected", [0]], ["scene", {**sc2, "title": "again"}]])
+    assert drawn == {"svgs": 1, "title": "again", "rings": 1}
+    assert page.errors == []

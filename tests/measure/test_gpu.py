@@ -141,37 +141,76 @@ def test_gpu_facts_say_versions_and_no_gpu_here():
 # ---------------------------------------------------------------- the GPU variants
 
 
-def test_each_gpu_variant_says_what_it_is_and_its_tolerance():
-    from workbench.measure.gpu_variants import GPU_VARIANTS
+def test_each_gpu_variant_is_a_recipe_saying_what_it_is_and_its_tolerance():
+    from workbench.measure import variants
+    from workbench.viz.labels import variant_label
 
-    assert set(GPU_VARIANTS) == {"fused-cudagraph", "fp16-cudagraph", "trt-fp16", "torch-compile"}
-    for v in GPU_VARIANTS.values():
-        assert v.label and v.provider in ("onnxruntime-cuda", "onnxruntime-tensorrt", "torch-cuda")
-        assert "against PyTorch fp32" in v.tolerance.words()
-        assert v.tolerance.holds({"max_abs_diff": 0.0, "cosine": 1.0})
-        assert not v.tolerance.holds({"max_abs_diff": 1.0, "cosine": 0.9})
-        assert not v.tolerance.holds(None)
-    assert GPU_VARIANTS["fp16-cudagraph"].tolerance.max_abs_diff > GPU_VARIANTS["fused-cudagraph"].tolerance.max_abs_diff
+    gpu_only = [r.name for r in variants.RECIPES if r.devices == ("cuda",)]
+    assert gpu_only == ["fused-cudagraph", "fp16-cudagraph", "trt-fp16"]
+    tuned = variants.names(tune=True, device="cuda")
+    assert set(gpu_only) | {"torch", "torch-compile", "fp16"} <= set(tuned)
+    assert not set(gpu_only) & set(variants.names(tune=True))  # the CPU's tune leaves them out
+    for name in tuned:
+        r = variants.get(name)
+        assert r.label and variant_label(name) == r.label and "cuda" in r.devices
+        assert "against PyTorch fp32" in r.tolerance.words()
+        assert r.tolerance.holds({"max_abs_diff": 0.0, "cosine": 1.0})
+        assert not r.tolerance.holds({"max_abs_diff": 1.0, "cosine": 0.9})
+        assert not r.tolerance.holds(None)
+    fp16, fp32 = variants.get("fp16-cudagraph").tolerance, variants.get("fused-cudagraph").tolerance
+    assert fp16.max_abs_diff > fp32.max_abs_diff
+    assert variants.get("torch-compile").tolerance == variants.get("fp16").tolerance  # fp16 on CUDA
+    assert "reduce-overhead" in variants.get("torch-compile").device_note
+    for r in (variants.get(n) for n in gpu_only):  # each kind's runner from the registry, the registry's way
+        assert r.runner and variants.runner_for(r.kind).__name__ == r.runner.split(":")[1]
+
+
+def test_bench_and_tune_help_list_the_gpu_names_from_the_registry():
+    from workbench.measure.variants import names
+
+    p = _cli("bench", "--help")
+    text = "".join(p.stdout.split())  # argparse wraps the help (at hyphens too)
+    assert p.returncode == 0 and all(n in text for n in ("fused-cudagraph,fp16-cudagraph,trt-fp16", "torch-compile"))
+    p = _cli("tune", "--help")
+    assert p.returncode == 0 and f"cuda:{','.join(names(tune=True, device='cuda'))}timed" in "".join(p.stdout.split())
 
 
 @needs_no_gpu
 def test_gpu_variants_are_built_on_the_standard_models_and_refused_by_the_worker(tiny_export):
     from workbench.config import BenchConfig
     from workbench.measure.bench import benchmark
-    from workbench.measure.gpu_variants import GPU_VARIANTS, available
-    from workbench.measure.variants import standard_variants
+    from workbench.measure.variants import available, build_variants, runner_for
 
-    fused = standard_variants("bert-tiny", ["fused"], provider="cuda")[0]
-    v = GPU_VARIANTS["fused-cudagraph"].build("bert-tiny")
-    assert v.model == fused.model and v.provider == "cuda" and v.options == {"gpu": "cuda-graph"}
-    ok, skipped = available(["fused", "fused-cudagraph", "trt-fp16", "torch-compile"], "cuda")
+    fused, v, tc = build_variants("bert-tiny", ["fused", "fused-cudagraph", "torch-compile"], provider="cuda")
+    assert v.model == fused.model and v.provider == "cuda" and v.level == fused.level
+    assert runner_for(v.kind).__name__ == "CudaGraphRunner"
+    assert tc.fp16 and tc.options == {"compile": "reduce-overhead"}  # torch-compile's CUDA mode: one name
+    cpu_tc = build_variants("bert-tiny", ["torch-compile"])[0]
+    assert not cpu_tc.fp16 and cpu_tc.options == {"compile": True}
+    ok, skipped = available(["fused", "fused-cudagraph", "trt-fp16", "torch-compile"], provider="cuda")
     assert ok == ["fused"] and [s["name"] for s in skipped] == ["fused-cudagraph", "trt-fp16", "torch-compile"]
     assert all(cuda_build().words() in s["why"] for s in skipped)
-    with pytest.raises(ConfigError, match="fused-cudagraph run on the GPU only"):
-        available(["fused-cudagraph"], "cpu")
-    assert available(["torch-compile"], "cpu") == (["torch-compile"], [])  # the CPU's inductor variant
+    with pytest.raises(RuntimeUnavailableError, match="GPU only; drop fused-cudagraph or use --provider cuda"):
+        available(["fused-cudagraph"], provider="cpu")
+    assert available(["torch-compile"], provider="cpu") == (["torch-compile"], [])  # the CPU's inductor variant
     with pytest.raises(RuntimeUnavailableError, match="GPU asked for"):
         benchmark([v], BenchConfig(provider="cuda", batch=1, seq=16, runs=2, warmup=1, threads=1))
+
+
+@needs_no_gpu
+def test_the_gpu_kinds_runners_refuse_in_words_without_a_gpu(tiny_export, tmp_path):
+    """What the worker would open for each GPU kind (the registry's runner): a one-line refusal, never a CPU run."""
+    from workbench.errors import BenchmarkError
+    from workbench.measure.variants import runner_for
+
+    v = {"name": "fused-cudagraph", "model": str(tiny_export().path), "provider": "cuda", "level": "all"}
+    with pytest.raises(RuntimeUnavailableError, match="GPU asked for"):
+        runner_for("onnx-cudagraph")(v, 1, tmp_path)
+    if not tensorrt_status()[0]:
+        with pytest.raises(RuntimeUnavailableError, match="^trt-fp16: "):
+            runner_for("onnx-tensorrt")(dict(v, name="trt-fp16"), 1, tmp_path)
+    with pytest.raises(BenchmarkError, match="does not exist"):
+        runner_for("onnx-cudagraph")(dict(v, model=str(tmp_path / "gone.onnx")), 1, tmp_path)
 
 
 def _cli(*args):
@@ -187,16 +226,23 @@ def test_bench_refuses_gpu_variants_in_one_line_without_a_gpu():
     line = p.stderr.strip().splitlines()[-1]
     assert line.startswith("workbench: error: fused-cudagraph:") and cuda_build().words() in line
     p = _cli("bench", "bert-tiny", "--variants", "fp16-cudagraph")
-    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("run on the GPU only: use --provider cuda")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("workbench: error: ") and line.endswith("GPU only; drop fp16-cudagraph or use --provider cuda")
 
 
 def test_cuda_graph_variants_refuse_a_text_of_many_lengths_in_one_line():
-    from workbench.measure.gpu_variants import check_fixed_shape
+    from workbench.measure.variants import build_variants, check_fixed_shape
 
     with pytest.raises(ConfigError, match="fused-cudagraph, fp16-cudagraph replay one captured shape"):
-        check_fixed_shape(["fused", "fused-cudagraph", "fp16-cudagraph", "trt-fp16"], "cuda", text_given=True)
-    check_fixed_shape(["fused-cudagraph", "trt-fp16"], "cuda", text_given=False)
-    check_fixed_shape(["trt-fp16", "torch-compile"], "cuda", text_given=True)
+        check_fixed_shape(["fused", "fused-cudagraph", "fp16-cudagraph", "trt-fp16"], text_given=True)
+    check_fixed_shape(["fused-cudagraph", "trt-fp16"], text_given=False)
+    check_fixed_shape(["trt-fp16", "torch-compile"], text_given=True)
+    with pytest.raises(ConfigError, match="fused-cudagraph replay one captured shape"):  # before any export
+        build_variants("bert-tiny", ["fused-cudagraph"], provider="cuda", extra={"text": ["a sentence"]})
+    p = _cli("bench", "bert-tiny", "--provider", "cuda", "--variants", "fused,fp16-cudagraph", "--text", "builtin")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stdout == ""
+    assert p.stderr.strip().splitlines()[-1].endswith("time them at one --batch and --seq")
 
 
 @needs_no_gpu

@@ -261,7 +261,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino → ImportError, as when not installed
-    args = argparse.Namespace(variants="openvino", model="bert-tiny", provider="cpu")
+    args = argparse.Namespace(variants="openvino", model="bert-tiny", provider="cpu", text=None)
     with pytest.raises(RuntimeUnavailableError, match=r'pip install "bert-fusion-workbench\[peers\]"') as e:
         _names(args)
     assert "unknown variant" not in str(e.value) and "\n" not in str(e.value)

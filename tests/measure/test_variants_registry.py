@@ -18,7 +18,10 @@ def test_every_recipe_is_one_name_with_a_runner_and_its_label_everywhere():
         assert all(callable(getattr(cls, m, None)) for m in ("prepare", "run", "output", "close")), kind
     for r in variants.RECIPES:
         assert variant_label(r.name) == r.label and r.engine in variants.ENGINES
-    assert list(ORDER) == [n for n in names if n != "fp16"]  # the tune measures every CPU recipe, in this order
+    # the tune measures every recipe that runs on the CPU but fp16, in this order; on CUDA, its GPU ones
+    assert list(ORDER) == [n for n in names if n != "fp16" and "cpu" in variants.get(n).devices]
+    assert variants.names(tune=True, device="cuda") == tuple(n for n in names if n in (
+        "torch", "torch-compile", "unfused", "fused", "fp16", "fused-cudagraph", "fp16-cudagraph", "trt-fp16"))
     assert set(PEERS) == {r.name for r in variants.RECIPES if r.peer} and "ctranslate2" in PEERS
     assert [n for n in names if variants.is_quantized(n)] == ["int8", "int8-guarded", "int8-static", "openvino-int8",
                                                               "openvino-int8-guarded", "ctranslate2"]
@@ -42,5 +45,9 @@ def test_a_recipe_refuses_an_engine_or_need_it_does_not_know():
         Recipe("x", "X", engine="tensorrt", build=lambda ctx, name: None)
     with pytest.raises(ValueError, match="unknown needs"):
         Recipe("x", "X", engine="onnxruntime", build=lambda ctx, name: None, needs=("a gpu",))
+    with pytest.raises(ValueError, match="tuned on the GPU, it needs a tolerance"):
+        Recipe("x", "X", engine="onnxruntime", build=lambda ctx, name: None, tune=("cuda",))
+    with pytest.raises(ValueError, match="tuned on .'cuda',., but runs on .'cpu',."):
+        Recipe("x", "X", engine="onnxruntime", build=lambda ctx, name: None, devices=("cpu",), tune=("cuda",))
     with pytest.raises(ConfigError, match="unknown variant 'fast'; choose from torch, torch-compile"):
         get("fast")

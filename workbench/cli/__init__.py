@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 
@@ -52,8 +53,8 @@ def _cache_bytes(args) -> int | None:
     if args.command in ("cache", "lab", "prepare"):  # prepare fills a folder of its own and sums it up itself
         return None
     try:
-        from ..cache_admin import total_bytes
-        from ..paths import cache_root
+        from ..cache.admin import total_bytes
+        from ..cache.root import cache_root
 
         return total_bytes(cache_root(write=False))  # reading it makes nothing: the command may use another
     except (WorkbenchError, OSError):
@@ -62,7 +63,7 @@ def _cache_bytes(args) -> int | None:
 
 def _check_settings() -> None:
     """Settings read from the environment, checked before any work (one line naming the variable)."""
-    from ..cache_admin import max_bytes_setting
+    from ..cache.admin import max_bytes_setting
     from ..checks import max_model_gb
     from ..measure.fleet_spec import sweep_limits
     from ..text import max_sentences
@@ -71,12 +72,23 @@ def _check_settings() -> None:
         check()
 
 
+def _say_repairs() -> None:
+    """Name the damaged cache files this command found (each was removed and what read it built again)."""
+    from ..cache.integrity import repairs
+
+    found = repairs()
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        print(f"note: the cache held a damaged file, removed and built again: {found[0]}{more}", file=sys.stderr)
+
+
 def _after_command(args, before: int | None) -> None:
     """Say when a command stored more than 100 MB, and keep the cache under WORKBENCH_CACHE_MAX_GB."""
+    _say_repairs()
     if before is None:
         return
-    from ..cache_admin import REPORT_BYTES, enforce_limit, human, total_bytes
-    from ..paths import cache_root
+    from ..cache.admin import REPORT_BYTES, enforce_limit, human, total_bytes
+    from ..cache.root import cache_root
 
     root = cache_root(write=False)
     grown = total_bytes(root) - before
@@ -86,6 +98,20 @@ def _after_command(args, before: int | None) -> None:
     if res and res["removed"]:
         print(f"note: removed {len(res['removed'])} least recently used cache entries ({human(res['freed_bytes'])}) "
               f"to stay under WORKBENCH_CACHE_MAX_GB", file=sys.stderr)
+
+
+_DROP_LIBRARY_LOGS = logging.NullHandler()
+
+
+def _quiet_libraries(debug: bool) -> None:
+    """Library log lines (onnx-ir's "Skipping constant folding ...", ...) stay off the terminal unless --debug:
+    with no handler anywhere, Python prints every warning a library logs; a handler that drops them is
+    installed at the root instead (the workbench says what matters in its own lines)."""
+    root = logging.getLogger()
+    if debug:
+        root.removeHandler(_DROP_LIBRARY_LOGS)
+    elif not root.handlers:
+        root.addHandler(_DROP_LIBRARY_LOGS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    _quiet_libraries(args.debug)
     try:
         _check_settings()
         before = _cache_bytes(args)
@@ -117,3 +144,20 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("workbench: error: out of memory", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as e:
+        if args.debug or not _interrupted(e):
+            raise
+        print("workbench: interrupted", file=sys.stderr)  # Ctrl-C inside a C extension's import, wrapped
+        return 130
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether ``e`` was raised from a Ctrl-C (a C extension interrupted while it loads raises ImportError
+    "initialization failed" from the KeyboardInterrupt)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False

@@ -45,18 +45,17 @@ class _VariantsHelp(str):
 
 
 def _names(args) -> tuple[list[str], list[dict]]:
-    """The variants to time and those skipped; every one asked for skipped: the reasons, in one line."""
+    """The variants to time and those skipped; every one asked for skipped: the reasons, in one line. A name
+    that does not run on ``--provider``, or a CUDA graph asked to time ``--text``, is refused in one line."""
     from ..errors import RuntimeUnavailableError
-    from ..measure import gpu_variants
-    from ..measure.variants import available, default_variants
+    from ..measure.variants import available, check_fixed_shape, default_variants, refuse_devices
 
     if not args.variants:
         return default_variants(args.model, args.provider)
     asked = [n.strip() for n in args.variants.split(",") if n.strip()]
-    gpu_ok, skipped = gpu_variants.available(asked, args.provider)
-    _, rest_skipped = available([n for n in gpu_ok if not gpu_variants.is_gpu_variant(n, args.provider)])
-    names, skipped = [n for n in gpu_ok if n not in {s["name"] for s in rest_skipped}], skipped + rest_skipped
-    gpu_variants.check_fixed_shape(names, args.provider, bool(args.text))
+    refuse_devices(asked, args.provider)
+    check_fixed_shape(asked, bool(args.text))  # with or without a GPU here
+    names, skipped = available(asked, provider=args.provider)
     if asked and not names:
         raise RuntimeUnavailableError("; ".join(dict.fromkeys(f"{s['name']}: {s['why']}" for s in skipped)))
     return names, skipped
@@ -106,7 +105,6 @@ def _measure(args, cfg, variants, text, answers):
 
 def run(args) -> int:
     from ..measure.answers import int8_flags
-    from ..measure.gpu_variants import with_gpu_variants
     from ..measure.variants import build_variants
     from ..models import resolve
     from . import print_json
@@ -117,12 +115,8 @@ def run(args) -> int:
     common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
-        variants = with_gpu_variants(
-            names, args.provider, lambda rest: build_variants(args.model, rest, provider=args.provider,
-                                                              attention=args.attention, progress=bar, plan=plan,
-                                                              exporter=args.exporter,
-                                                              extra={"text": text, "threads": cfg.threads}),
-            args.model, attention=args.attention, plan=plan, exporter=args.exporter, progress=bar)
+        variants = build_variants(args.model, names, provider=args.provider, attention=args.attention, progress=bar,
+                                  plan=plan, exporter=args.exporter, extra={"text": text, "threads": cfg.threads})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)

@@ -6,8 +6,8 @@ from __future__ import annotations
 def register(sub) -> None:
     import argparse
 
-    from ..cache_admin import MAX_GB
-    from ..cache_kinds import KINDS
+    from ..cache.admin import MAX_GB
+    from ..cache.kinds import KINDS
     from ..settings import arg_number
 
     kinds = "; ".join(f"{k.name}: {k.what}" for k in KINDS)
@@ -34,11 +34,22 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..cache_admin import entries, foreign, human, prune
-    from ..paths import cache_root
+    from ..cache.admin import entries, foreign, human, prune
+    from ..errors import OutputPathError
+    from ..path_checks import not_a_folder
+    from ..cache.root import cache_root
+    from ..path_checks import folder_unwritable
     from . import print_json
 
+    problem = not_a_folder(cache_root(write=False))
+    if problem is not None:
+        raise OutputPathError(f"the cache folder cannot be read: {problem}; point WORKBENCH_CACHE at a folder")
     root = cache_root(write=args.action == "prune")
+    if args.action == "prune" and not args.dry_run:
+        problem = folder_unwritable(root)
+        if problem is not None:  # a read-only prepared folder: nothing can go, and saying "freed 0 B" would hide why
+            raise OutputPathError(f"cannot prune the cache folder {root}: {problem}; nothing was removed "
+                                  f"(--dry-run shows what would go)")
     if args.action == "prune":
         max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
         versions = None
@@ -65,7 +76,7 @@ def run(args) -> int:
 def _list(args, root, items, strangers) -> int:
     import time
 
-    from ..cache_admin import human, summary, unique_bytes
+    from ..cache.admin import human, summary, unique_bytes
     from . import print_json
 
     groups = summary(items)

@@ -143,7 +143,7 @@ def text_sentences(args) -> list[str] | None:
 
 def check_output(path, *, folder: bool = False, existing_ok: bool = False):
     """Refuse an output path that cannot be written before any work (one line, exit 2); nothing is created."""
-    from ..paths import check_output_path
+    from ..path_checks import check_output_path
 
     return check_output_path(path, folder=folder, existing_ok=existing_ok)
 

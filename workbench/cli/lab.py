@@ -52,7 +52,27 @@ def run(args) -> int:
     if args.print_command:
         print(" ".join(cmd))
         return 0
+    return run_until_interrupted(cmd, copied.folder)
+
+
+#: How long JupyterLab gets to shut down (its kernels included) once Ctrl-C asked it to.
+STOP_S = 20.0
+
+
+def run_until_interrupted(cmd: list[str], cwd: Path) -> int:
+    """Run JupyterLab in a session of its own, so a Ctrl-C reaches only this process (a child still importing
+    would print a KeyboardInterrupt traceback); on Ctrl-C it is asked to stop (SIGTERM: a clean shutdown) and
+    given :data:`STOP_S`, then killed (a second Ctrl-C kills it at once); then "workbench: interrupted"."""
+    posix = os.name == "posix"
+    proc = subprocess.Popen(cmd, cwd=cwd, env=dict(os.environ), start_new_session=posix,
+                            creationflags=0 if posix else getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
     try:
-        return subprocess.call(cmd, cwd=copied.folder, env=dict(os.environ))
+        return proc.wait()
     except KeyboardInterrupt:
-        return 0
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_S)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.kill()
+            proc.wait(timeout=5)
+        raise

@@ -4,6 +4,7 @@ they ship, saved ready to deploy."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from . import common
 
@@ -37,11 +38,20 @@ def register(sub) -> None:
                    help="torch.onnx exporter behind the ONNX variants (default: torchscript)")
     p.add_argument("-o", "--out", metavar="DIR", default=None,
                    help="save the recommended model here (a new or empty folder; never overwritten)")
-    p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu",
-                   help="cpu (default), or cuda: the GPU variants (CUDA graphs, fp16, TensorRT, torch.compile "
-                        "reduce-overhead) timed at one --batch and --seq against PyTorch fp32")
+    p.add_argument("--provider", choices=("cpu", "cuda"), default="cpu", help=_ProviderHelp("cpu or cuda"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+class _ProviderHelp(str):
+    """``--provider``' help, the GPU's recipes read from the registry when help is printed (argparse fills a
+    help string in with ``%``), so a cold start does not import the registry."""
+
+    def __mod__(self, params) -> str:
+        from ..measure.variants import names
+
+        return (f"cpu (default), or cuda: {','.join(names(tune=True, device='cuda'))} timed at one --batch and "
+                "--seq against PyTorch fp32")
 
 
 def _f(x, spec: str) -> str:
@@ -116,6 +126,8 @@ def run(args) -> int:
     from . import print_json
 
     if args.out:
+        if Path(args.out).expanduser().is_symlink() and Path(args.out).expanduser().is_dir():
+            args.out = str(Path(args.out).expanduser().resolve())  # a link to a folder: saved into that folder
         check_target(args.out)  # before minutes of measuring: /proc, through a file, not empty
     plan = common.fusion_plan(args)
     cfg = common.bench_config(args)

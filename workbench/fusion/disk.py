@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from .scheduler import flush_writes, write_behind
-from ..paths import atomic_write_bytes
+from ..cache.atomic import atomic_write_bytes
 
 
 def write_file(path: Path, data: bytes) -> None:

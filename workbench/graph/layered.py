@@ -23,19 +23,27 @@ GAP = 10.0
 LANE = 3.0
 #: Vertical gap between the boxes of two consecutive ranks.
 RANK_GAP = 16.0
-#: The closest two ranks come when a tall picture must fit its height.
-MIN_RANK_GAP = 8.0
+#: The closest two ranks come when a tall picture must fit its height (rows of nodes are one 11 px line of label
+#: text tall, so the labels of two ranks stay this far apart).
+MIN_RANK_GAP = 5.0
 #: Placement sweeps (down and up) that pull each item towards its neighbours.
 SWEEPS = 6
 
 
 @dataclass(frozen=True)
 class Size:
-    """An item's box around its anchor (where edges end): ``left`` and ``right`` of it, ``half`` its half height."""
+    """An item's box around its anchor (where edges end): ``left`` and ``right`` of it, ``half`` above it and
+    ``below`` under it (``half`` where None: a box centred on its anchor)."""
 
     left: float
     right: float
     half: float
+    below: float | None = None
+
+    @property
+    def down(self) -> float:
+        """How far the box reaches under its anchor."""
+        return self.half if self.below is None else self.below
 
 
 @dataclass
@@ -84,11 +92,12 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
             break
         budget -= max(wide - width, GAP)
     x, rank, rows, chains, left, right = best
-    half = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
+    up = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
+    down = [max([sizes[k].down for k in row if k < n], default=LANE) for row in rows]
     gap = RANK_GAP
     if height and len(rows) > 1:
-        gap = max(MIN_RANK_GAP, min(RANK_GAP, (height - 2 * sum(half)) / (len(rows) - 1)))
-    return _draw(x, rank, rows, half, chains, left, right, n, gap)
+        gap = max(MIN_RANK_GAP, min(RANK_GAP, (height - sum(up) - sum(down)) / (len(rows) - 1)))
+    return _draw(x, rank, rows, (up, down), chains, left, right, n, gap)
 
 
 def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
@@ -226,25 +235,31 @@ def _bounded(ranks: list[int], sizes: Sequence[Size], edges: Sequence[tuple[int,
     return out
 
 
-def _draw(x: list[float], rank: list[int], rows: list[list[int]], half: list[float], chains: list[list[int]],
-          left: list[float], right: list[float], n: int, gap: float) -> Drawing:
-    """Ranks stacked ``gap`` apart; each edge's route: out of its source's box, through the gap its dummy
-    vertices keep in each rank it passes, into its target's box."""
+def _draw(x: list[float], rank: list[int], rows: list[list[int]], extent: tuple[list[float], list[float]],
+          chains: list[list[int]], left: list[float], right: list[float], n: int, gap: float) -> Drawing:
+    """Ranks stacked ``gap`` apart (each reaching ``extent``'s up above its line and down under it); each edge's
+    route: out of its source's box, through the gap its dummy vertices keep in each rank it passes, into its
+    target's box."""
+    up, down = extent
     ys = [0.0] * len(rows)
     for r in range(1, len(rows)):
-        ys[r] = ys[r - 1] + half[r - 1] + gap + half[r]
+        ys[r] = ys[r - 1] + down[r - 1] + gap + up[r]
+
+    def side(r: int, sign: int) -> float:  # the y where an edge leaves rank r downwards (sign 1) or upwards
+        return ys[r] + (down[r] if sign > 0 else -up[r])
+
     routes = []
     for chain in chains:
         u, v = chain[0], chain[-1]
         sign = 1 if rank[v] >= rank[u] else -1
-        pts = [x[u], ys[rank[u]] + sign * half[rank[u]]]
+        pts = [x[u], side(rank[u], sign)]
         for d in chain[1:-1]:
-            pts += [x[d], ys[rank[d]] - sign * half[rank[d]], x[d], ys[rank[d]] + sign * half[rank[d]]]
-        pts += [x[v], ys[rank[v]] - sign * half[rank[v]]]
+            pts += [x[d], side(rank[d], -sign), x[d], side(rank[d], sign)]
+        pts += [x[v], side(rank[v], -sign)]
         routes.append([round(p, 2) for p in pts])
     return Drawing(x=[round(x[k], 2) for k in range(n)], y=[ys[rank[k]] for k in range(n)], rank=rank[:n],
-                   routes=routes, bounds=(min(x[k] - left[k] for k in range(n)), -half[0],
-                                          max(x[k] + right[k] for k in range(n)), ys[-1] + half[-1]))
+                   routes=routes, bounds=(min(x[k] - left[k] for k in range(n)), -up[0],
+                                          max(x[k] + right[k] for k in range(n)), ys[-1] + down[-1]))
 
 
 def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:

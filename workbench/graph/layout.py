@@ -39,10 +39,15 @@ class Box:
 #: Width of one label character at the label font size (9 px), in pixels.
 CHAR_PX = 5.6
 #: Height of one line of label text, in pixels.
-TEXT_PX = 12.0
+TEXT_PX = 11.0
 #: Symbol size of each kind of item, in pixels (a fused operator's diamond is :data:`FUSED_EXTRA` larger).
 SYMBOL_PX = {"node": 11, "group": 26, "in": 15, "out": 15, "input": 13, "output": 13}
 FUSED_EXTRA = 4
+#: Operators a fusion emits, drawn as a diamond :data:`FUSED_EXTRA` px larger than other nodes.
+FUSED_SYMBOL_OPS = frozenset({
+    "Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu", "FastGelu",
+    "GemmFastGelu", "BiasAdd", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization", "BiasSplitGelu",
+    "QuickGelu", "RotaryEmbedding", "GroupQueryAttention"})
 #: The width a view is laid out for when the caller gives none: the app's pane (520 px) less its margins.
 FIT_WIDTH = 500
 #: Views of up to this many items are fitted to the width (larger ones draw no labels).
@@ -54,13 +59,18 @@ BOX_PAD = 6.0
 
 
 def item_size(kind: str, label: str) -> Size:
-    """The box an item needs around its symbol's centre: the symbol, and its full label beside it (a layer
-    view's markers: centred above, or below for "out")."""
-    r = (SYMBOL_PX[kind] + (FUSED_EXTRA if kind == "node" else 0)) / 2
+    """The box an item needs around its symbol's centre: the symbol, and its full label beside it (a layer view's
+    markers: centred above, or below for "out", and nothing on the other side). Across, every node keeps room
+    for a fused operator's larger diamond; up and down, only a fused operator's row needs it (a row of other
+    nodes is one line of label text tall)."""
+    r = (SYMBOL_PX[kind] + (FUSED_EXTRA if kind == "node" else 0)) / 2  # across: room for any node's symbol
     text = CHAR_PX * len(label)
-    if kind in ("in", "out"):
-        return Size(max(r, text / 2), max(r, text / 2), r + 3 + TEXT_PX)
-    return Size(r, r + 3 + text + 2, max(r, TEXT_PX / 2))
+    if kind == "in":
+        return Size(max(r, text / 2), max(r, text / 2), r + 3 + TEXT_PX, r)
+    if kind == "out":
+        return Size(max(r, text / 2), max(r, text / 2), r, r + 3 + TEXT_PX)
+    tall = (SYMBOL_PX[kind] + (FUSED_EXTRA if kind == "node" and label in FUSED_SYMBOL_OPS else 0)) / 2
+    return Size(r, r + 3 + text + 2, max(tall, TEXT_PX / 2))
 
 
 @dataclass
@@ -261,7 +271,7 @@ def _boxes(v: _Items, x: list[float], y: list[float], sizes: list[Size]) -> list
             by_group.setdefault(v.group_of[iid], []).append(k)
     p = BOX_PAD
     return [Box(g, min(x[k] - sizes[k].left for k in ks) - p, min(y[k] - sizes[k].half for k in ks) - p,
-                max(x[k] + sizes[k].right for k in ks) + p, max(y[k] + sizes[k].half for k in ks) + p)
+                max(x[k] + sizes[k].right for k in ks) + p, max(y[k] + sizes[k].down for k in ks) + p)
             for g, ks in sorted(by_group.items(), key=lambda kv: group_key(kv[0]))]
 
 

@@ -71,7 +71,7 @@ def build_path(cfg: dict) -> Path:
 
 def build(cfg: dict) -> bytes:
     """The model one point measures, as bytes (what a Ray build task returns to the object store): the whole
-    model, its weights included (in the cache they lie beside the graph, shared: ``workbench.modelstore``)."""
+    model, its weights included (in the cache they lie beside the graph, shared: ``workbench.cache.store``)."""
     from ..modelio import load_model
 
     return load_model(build_path(cfg), check=False, check_runtime=False).SerializeToString()
@@ -271,7 +271,7 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
         _check_models(configs)  # a model that does not exist is the user's error, not a row's
     out = Path(out).expanduser() if out is not None else None
     if out is not None:
-        from ..paths import check_output_path
+        from ..path_checks import check_output_path
 
         check_output_path(out, existing_ok=True)
     keys = {config_key(c) for c in configs}

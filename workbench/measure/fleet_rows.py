@@ -138,7 +138,7 @@ class Ledger:
     def _write_full(self) -> dict:
         doc = self.doc()
         if self.out is not None:
-            from ..paths import atomic_write_text
+            from ..cache.atomic import atomic_write_text
 
             atomic_write_text(self.out, json.dumps(doc, indent=1, default=str) + "\n")
             self.written += len(self.rows)

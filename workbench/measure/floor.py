@@ -4,7 +4,7 @@ No schedule of kernels can beat the time the multiply-adds themselves take,
 so ``floor_ms = model_flops / matmul_rate`` tells how much any further fusion
 could still buy. The rate is measured once per machine (CPU model, threads,
 provider, precision, onnxruntime version) with a large MatMul through ONNX
-Runtime and cached in :func:`workbench.paths.cache_root`.
+Runtime and cached in :func:`workbench.cache.root.cache_root`.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ STREAM_WEIGHTS = 16
 
 
 def _cache_file(threads: int, provider: str, dtype: str, kind: str = "hot") -> Path:
-    from ..paths import cache_root
+    from ..cache.root import cache_root
     from ..ort.machine import cpu_info, gpu_names, package_version
 
     cpu = cpu_info()[0] if provider == "cpu" else ",".join(gpu_names())
@@ -163,7 +163,7 @@ def plausible_bound(bound_ms: float | None, measured_ms: float | None) -> float 
 
 def distrust_rate(threads: int, provider: str = "cpu", dtype: str = "fp32", kind: str = "stream") -> None:
     """Mark a cached rate as disturbed, so the next benchmark measures it again instead of reusing it."""
-    from ..paths import atomic_write_text
+    from ..cache.atomic import atomic_write_text
 
     path = _cache_file(threads, provider, dtype, kind)
     info = _read(path)
@@ -305,7 +305,7 @@ def machine_matmul_info(threads: int = 2, provider: str = "cpu", dtype: str = "f
         refresh: measure again even when a quiet cached figure exists; a
             quiet new figure replaces it, a disturbed one does not (see :func:`_better`).
     """
-    from ..paths import atomic_write_text
+    from ..cache.atomic import atomic_write_text
 
     if kind not in ("hot", "stream"):
         raise ValueError("kind must be 'hot' or 'stream'")

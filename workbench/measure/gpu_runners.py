@@ -1,7 +1,7 @@
-"""The benchmark worker's runners for the GPU variants (:mod:`.gpu_variants`): ONNX Runtime with CUDA graphs or
-TensorRT through :class:`~workbench.ort.gpu.BoundSession` (inputs and outputs on the device), and torch.compile in
-reduce-overhead mode over the worker's own PyTorch runner (:func:`.runners.make_runner` dispatches on
-``options["gpu"]``). Imported inside the worker process only."""
+"""The benchmark worker's runners for the GPU recipes of :mod:`.variants.cuda`: ONNX Runtime with CUDA graphs
+(kind ``onnx-cudagraph``) or TensorRT (``onnx-tensorrt``) through :class:`~workbench.ort.gpu.BoundSession`
+(inputs and outputs on the device), named by their recipes' ``runner``. Imported inside the worker process
+only. (torch.compile's CUDA graphs are the worker's PyTorch runner in reduce-overhead mode.)"""
 
 from __future__ import annotations
 
@@ -18,29 +18,28 @@ def tensorrt_options(cache_dir: Path, fp16: bool = True) -> dict:
             "trt_timing_cache_path": str(cache_dir)}
 
 
-class GpuOrtRunner:
-    """The benchmark worker's runner for ``options["gpu"]`` in ``cuda-graph`` / ``tensorrt``: a
-    :class:`~workbench.ort.gpu.BoundSession`, so inputs and outputs stay on the device."""
+class BoundRunner:
+    """A :class:`~workbench.ort.gpu.BoundSession` as the benchmark worker's runner: inputs and outputs stay on
+    the device. Its subclasses say how the session is opened."""
 
     def __init__(self, v: dict, threads: int, workdir: Path):
         import onnx
 
+        from ..errors import BenchmarkError
         from ..ort.inputs import spec_from_onnx
 
-        how = v["options"]["gpu"]
         self.name, self.provider = v["name"], "cuda"
-        self.graph_flops_source = Path(v["model"])
-        self.spec = spec_from_onnx(onnx.load(str(v["model"]), load_external_data=False))
-        if how == "tensorrt":
-            ok, why = tensorrt_status()
-            if not ok:
-                raise RuntimeUnavailableError(f"{self.name}: {why}")
-            self.bound = BoundSession(v["model"], provider="tensorrt",
-                                      provider_options=tensorrt_options(Path(workdir) / "trt"))
-        else:
-            self.bound = BoundSession(v["model"], provider="cuda", cuda_graph=True, level=v.get("level", "all"))
+        path = Path(v["model"])
+        if not path.is_file():
+            raise BenchmarkError(f"{self.name}: model file {path} does not exist")
+        self.graph_flops_source = path
+        self.spec = spec_from_onnx(onnx.load(str(path), load_external_data=False))
+        self.bound = self.open(v, Path(workdir))
         self.providers = self.bound.sess.get_providers()
         self.input_names = [i.name for i in self.bound.sess.get_inputs()]
+
+    def open(self, v: dict, workdir: Path) -> BoundSession:
+        raise NotImplementedError
 
     def prepare(self, feeds: dict) -> None:
         self.bound.bind(feeds)
@@ -55,19 +54,21 @@ class GpuOrtRunner:
         self.bound = None
 
 
-def compile_reduce_overhead(r):
-    """A TorchRunner's model (on CUDA, fp16) under ``torch.compile(mode="reduce-overhead")``: CUDA graphs."""
-    import torch
+class CudaGraphRunner(BoundRunner):
+    """The CUDA provider with ``enable_cuda_graph``: captured at the first shape, replayed after."""
 
-    compiled = torch.compile(r.model, mode="reduce-overhead", dynamic=False)
-
-    def step(*args):
-        torch.compiler.cudagraph_mark_step_begin()  # each call a new replay: the last output is read before it
-        return compiled(*args)
-
-    r.model = step
-    r.providers = ["torch-cuda-inductor-cudagraphs"]
-    return r
+    def open(self, v: dict, workdir: Path) -> BoundSession:
+        return BoundSession(v["model"], provider="cuda", cuda_graph=True, level=v.get("level", "all"))
 
 
-__all__ = ["GpuOrtRunner", "compile_reduce_overhead", "tensorrt_options"]
+class TensorRtRunner(BoundRunner):
+    """ONNX Runtime's TensorRT execution provider, fp16, its engines cached in the worker's folder."""
+
+    def open(self, v: dict, workdir: Path) -> BoundSession:
+        ok, why = tensorrt_status()
+        if not ok:
+            raise RuntimeUnavailableError(f"{self.name}: {why}")
+        return BoundSession(v["model"], provider="tensorrt", provider_options=tensorrt_options(workdir / "trt"))
+
+
+__all__ = ["BoundRunner", "CudaGraphRunner", "TensorRtRunner", "tensorrt_options"]

@@ -1,10 +1,11 @@
 """``workbench tune --provider cuda``: the fastest GPU variant whose outputs hold, at one fixed shape.
 
 The GPU counterpart of :mod:`.tune`, smaller: no ablation, no int8 (the CPU's), no as-shipped slices (one GPU
-runs one thing at a time anyway). PyTorch fp32 on the GPU is the reference; PyTorch eager, torch.compile
-(reduce-overhead), ONNX Runtime unfused, fused, fused with a CUDA graph, fp16, fp16 with a CUDA graph and
-TensorRT fp16 are timed interleaved in the benchmark worker at ``cfg``'s batch and sequence (CUDA graphs replay
-one shape), each held to its tolerance (:mod:`.gpu_variants`); the recommendation is the fastest that holds.
+runs one thing at a time anyway). PyTorch fp32 on the GPU is the reference; the registry's recipes tuned on
+"cuda" (``Recipe.tune``: PyTorch eager, torch.compile in its CUDA mode (reduce-overhead, fp16), ONNX Runtime
+unfused, fused, fp16, the CUDA-graph ones and TensorRT fp16) are timed interleaved in the benchmark worker at
+``cfg``'s batch and sequence (CUDA graphs replay one shape), each held to its recipe's ``tolerance``; the
+recommendation is the fastest that holds.
 Without a usable GPU it refuses in one line before any work (:func:`workbench.ort.gpu.require_gpu`).
 
 Not yet run on a GPU (none was lent while it was written): the refusal is tested, the measuring path is not.
@@ -17,13 +18,7 @@ import dataclasses
 from ..config import BenchConfig
 from ..errors import BenchmarkError
 from ..ort.gpu import gpu_facts, require_gpu
-from .gpu_variants import FP16, FP32_GPU, GPU_VARIANTS, available, with_gpu_variants
-
-#: What the GPU tune times, in table order ("torch" is the fp32 reference).
-GPU_ORDER = ("torch", "torch-compile", "unfused", "fused", "fused-cudagraph", "fp16", "fp16-cudagraph", "trt-fp16")
-#: The tolerance of each variant against PyTorch fp32.
-TOLERANCES = {"torch": FP32_GPU, "unfused": FP32_GPU, "fused": FP32_GPU, "fp16": FP16,
-              **{n: v.tolerance for n, v in GPU_VARIANTS.items()}}
+from . import variants
 
 
 def gpu_tune(model, cfg: BenchConfig | None = None, *, plan=None, exporter: str = "torchscript",
@@ -40,23 +35,20 @@ def gpu_tune(model, cfg: BenchConfig | None = None, *, plan=None, exporter: str 
     """
     from ..models import ModelSource, resolve
     from .bench import benchmark
-    from .variants import standard_variants
 
     require_gpu("workbench tune --provider cuda", torch_too=True)
     src = model if isinstance(model, ModelSource) else resolve(model)
     cfg = dataclasses.replace(cfg or BenchConfig(), provider="cuda")
     say = progress or (lambda stage, fraction: None)
-    names = [n for n in GPU_ORDER if src.kind != "onnx" or not n.startswith("torch")]
-    names, skipped = available(names, "cuda")
-    kw = dict(attention=attention, plan=plan, exporter=exporter)
-    vs = with_gpu_variants(names, "cuda", lambda rest: standard_variants(src, rest, provider="cuda", **kw), src,
-                           progress=say, **kw)
+    names, skipped = variants.available(variants.names(tune=True, device="cuda"), src, provider="cuda")
+    vs = variants.build_variants(src, names, provider="cuda", attention=attention, plan=plan, exporter=exporter,
+                                 progress=say)
     ref = "torch" if "torch" in names else "unfused"
     say("measuring on the GPU, interleaved", 0.5)
     res = benchmark(vs, cfg, reference=ref)
     rows = []
     for v in vs:
-        st, tol = res[v.name], TOLERANCES[v.name]
+        st, tol = res[v.name], variants.get(v.name).tolerance
         holds = v.name == ref or tol.holds(st.parity)
         rows.append({"name": v.name, "p50_ms": st.p50_ms, "parity": st.parity, "tolerance": tol.words(),
                      "holds": holds, "reference": v.name == ref})
@@ -84,4 +76,4 @@ def lines(res: dict) -> list[str]:
     return out
 
 
-__all__ = ["gpu_tune", "lines", "GPU_ORDER", "TOLERANCES"]
+__all__ = ["gpu_tune", "lines"]

@@ -15,16 +15,26 @@ from pathlib import Path
 from ..errors import first_line as _first_line
 
 
-def compile_torch(model, name: str):
+def compile_torch(model, name: str, *, reduce_overhead: bool = False):
+    """``model`` under ``torch.compile``: inductor with dynamic shapes (one graph for every (batch, length) a
+    text brings, instead of a recompile per new shape; the CPU's), or, ``reduce_overhead``, mode
+    "reduce-overhead" at one shape: inductor's kernels replayed as CUDA graphs (the GPU's)."""
+    import torch
+
+    if reduce_overhead:
+        compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+
+        def step(*args):
+            torch.compiler.cudagraph_mark_step_begin()  # each call a new replay: the last output is read before it
+            return compiled(*args)
+
+        return step
     from ..errors import RuntimeUnavailableError
     from .peers import compiler_status
 
     ok, why = compiler_status()
     if not ok:
         raise RuntimeUnavailableError(f"{name}: {why}")
-    import torch
-
-    # dynamic: one graph for every (batch, length) a text brings, instead of a recompile per new shape
     return torch.compile(model, backend="inductor", dynamic=True)
 
 

@@ -31,13 +31,13 @@ def _derived_key(export_path: Path, recipe: str) -> str:
 
 def cached(export_path: Path, recipe: str, build: Callable[[Path], None], name: str = "model.onnx") -> Path:
     """Build the variant ``recipe`` of ``export_path`` once, in the export's group of the cache (its weights
-    shared with the export's: :mod:`workbench.modelstore`); later calls are a lookup. ``build(out)`` writes
+    shared with the export's: :mod:`workbench.cache.store`); later calls are a lookup. ``build(out)`` writes
     an ONNX file at ``out`` in a temporary folder; other files it writes there are kept as side files
     (``modelstore.sidecar``). ``name``: the file a lookup returns; a build that is no ONNX model (an OpenVINO
     IR's ``openvino_model.xml``) is kept whole in a folder of its own."""
     import shutil
 
-    from .. import modelstore
+    from ..cache import store as modelstore
 
     key, group = _derived_key(export_path, recipe), modelstore.group_of_model(Path(export_path))
     hit = modelstore.find("variants", key, group, name)  # leased: `workbench cache` leaves it alone

@@ -167,10 +167,12 @@ class TorchRunner:
         if v.get("fp16"):
             self.model = self.model.half()
         self.providers = [f"torch-{self.device.type}"]
-        if (v.get("options") or {}).get("compile"):
+        mode = (v.get("options") or {}).get("compile")  # True: inductor, dynamic; "reduce-overhead": CUDA graphs
+        if mode:
             from .peer_runners import compile_torch
-            self.model = compile_torch(self.model, self.name)
-            self.providers = [f"torch-{self.device.type}-inductor"]
+            graphs = mode == "reduce-overhead"
+            self.model = compile_torch(self.model, self.name, reduce_overhead=graphs)
+            self.providers = [f"torch-{self.device.type}-inductor" + ("-cudagraphs" if graphs else "")]
         self.input_names = list(source.input_names)
 
     def prepare(self, feeds: dict) -> None:
@@ -194,14 +196,7 @@ class TorchRunner:
 
 
 def make_runner(v: dict, threads: int, workdir: Path):
-    """The runner of the variant's kind (its recipe's, :func:`workbench.measure.variants.runner_for`); the GPU
-    variants (:mod:`.gpu_variants`) pick theirs by ``options["gpu"]``."""
-    gpu = (v.get("options") or {}).get("gpu")  # CUDA graphs, TensorRT, torch.compile on CUDA
-    if gpu:
-        from .gpu_runners import GpuOrtRunner, compile_reduce_overhead
-        if gpu == "torch-compile":
-            return compile_reduce_overhead(TorchRunner(dict(v, fp16=True, options={}), threads, workdir))
-        return GpuOrtRunner(v, threads, workdir)
+    """The runner of the variant's kind: its recipe's (:func:`workbench.measure.variants.runner_for`)."""
     from .variants import runner_for
 
     return runner_for(v.get("kind") or "onnx")(v, threads, workdir)

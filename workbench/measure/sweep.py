@@ -41,7 +41,7 @@ class SweepResult:
         """The sweep as JSON text; written atomically to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=1, default=str)
         if path is not None:
-            from ..paths import atomic_write_text
+            from ..cache.atomic import atomic_write_text
             atomic_write_text(Path(path), text + "\n")
         return text
 

@@ -35,8 +35,8 @@ ST_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_
 
 def check_target(out_dir) -> Path:
     """The folder to write, or one line before any work: a file, under ``/proc``, through a file, unwritable
-    (:func:`~workbench.paths.check_output_path`), or a folder that exists and is not empty."""
-    from ..paths import check_output_path
+    (:func:`~workbench.path_checks.check_output_path`), or a folder that exists and is not empty."""
+    from ..path_checks import check_output_path
 
     out = check_output_path(out_dir, folder=True)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -168,7 +168,7 @@ def save(result: TuneResult, out_dir, source) -> dict:
     """
     from ..modelio import copy_model
     from ..models import ModelSource, resolve
-    from ..paths import atomic_write_text
+    from ..cache.atomic import atomic_write_text
 
     out = check_target(out_dir)
     held = saved_variants(result)

@@ -168,6 +168,7 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         likely = likely_engine(s.exporter, src.model_type) if s.engine == "auto" else None
         plan = s.fusion_plan()
         tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
+        self._show_export_first(tl)
         sch = FusionScheduler(tl)
         snaps = sch.run()
         if likely:
@@ -202,6 +203,14 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.say(summary, "ok")
         if likely:  # after the status line above: a switch says so after it
             self.runner.start("compare engines", lambda job, sch=sch: self._compare_engines(sch, job), lane="compare")
+
+    def _show_export_first(self, tl) -> None:
+        """On a first open, draw the exported graph (``tl``'s input) while the fusion steps run."""
+        s = self.state
+        if not s.snapshots:
+            with s.hold_trait_notifications():
+                s.snapshots, s.step = (tl.input,), 0
+            self.refresh(rows=False)
 
     # ----------------------------------------------------------------- toggles and steps
     @property

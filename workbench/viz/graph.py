@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from ..graph.layered import RANK_GAP
-from ..graph.layout import CHAR_PX, FIT_WIDTH, TEXT_PX, Layout
+from ..graph.layout import CHAR_PX, FIT_WIDTH, FUSED_SYMBOL_OPS, TEXT_PX, Layout
 
 #: Above this many items the figure switches to WebGL traces.
 SVG_LIMIT = 400
@@ -57,9 +57,7 @@ KIND_STYLE = {  # symbol, size
     "node": ("circle", 11), "group": ("square", 26), "in": ("triangle-down", 15), "out": ("triangle-down", 15),
     "input": ("triangle-down", 13), "output": ("triangle-up", 13),
 }
-FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu",
-             "FastGelu", "GemmFastGelu", "BiasAdd", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization",
-             "BiasSplitGelu", "QuickGelu", "RotaryEmbedding", "GroupQueryAttention"}
+FUSED_OPS = FUSED_SYMBOL_OPS  # drawn as a diamond, larger than other nodes
 
 
 def op_colour(op: str) -> str:

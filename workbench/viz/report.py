@@ -10,9 +10,9 @@ import html
 import os
 from pathlib import Path
 
+from ..cache.atomic import atomic_write_text
 from ..measure.load import busy_words
 from ..ort.answer_policy import TaskParity
-from ..paths import atomic_write_text
 from ..report import plural
 from .labels import variant_label
 from .summary import task_parity_words

@@ -18,7 +18,7 @@ from ..export import export
 from ..fusion import Timeline
 from ..fusion.catalog import BY_NAME, CATALOG
 from ..models import ModelSource, resolve
-from ..paths import cache_root
+from ..cache.root import cache_root
 
 #: The export where the exporter still writes LayerNorm as elementary ops (ReduceMean, Sub, Pow, ...).
 #: From opset 17 both torch exporters write ONNX's LayerNormalization op instead, and from opset 20 ONNX's

@@ -34,7 +34,8 @@ from ..fusion.timeline import likely_engine, run_fusion
 from ..measure.answers import task_answers
 from ..measure.recipes import fuse_bert
 from ..models import REAL_MODELS, resolve
-from ..paths import atomic_write_text, cache_root
+from ..cache.atomic import atomic_write_text
+from ..cache.root import cache_root
 from ..text import text_batches
 from .notebooks import notebook_names
 
@@ -266,7 +267,8 @@ def check_prepared(folder: Path | str) -> list[str]:
     """Why a prepared folder would not be read as it is on this machine (empty: it will be).
 
     Exports and timelines are keyed by package versions: a laptop with other versions rebuilds them
-    (the notebooks still run, only slower).
+    (the notebooks still run, only slower). Every model's files are checked against their names and
+    digests: a damaged one is named (:func:`damaged`).
 
     Raises:
         WorkbenchError: the folder does not exist or is not a folder; its manifest is not a JSON object
@@ -289,4 +291,13 @@ def check_prepared(folder: Path | str) -> list[str]:
                              f"\"versions\" object")
     here = versions()
     return [f"{dist}: prepared with {v}, this machine has {here.get(dist, 'none')}: what depends on it is rebuilt"
-            for dist, v in sorted(manifest["versions"].items()) if here.get(dist) != v]
+            for dist, v in sorted(manifest["versions"].items()) if here.get(dist) != v] + damaged(Path(folder))
+
+
+def damaged(folder: Path) -> list[str]:
+    """One line per model of the prepared folder whose files are not what was written (a copy that did not
+    finish, a changed byte): each names the file; the workbench would build that model again where it can."""
+    from ..cache.store import damaged_entries
+
+    return [f"{f.relative_to(folder)} {why}: {graph.name} is damaged (copy the folder again, or run `workbench "
+            f"cache prune` on the copy)" for graph, f, why in damaged_entries(folder)]

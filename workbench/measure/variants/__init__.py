@@ -3,16 +3,19 @@
 :data:`RECIPES` lists them in display order (tables, plots, the tune, the report); everything that names,
 labels, orders, checks or builds a variant reads it: ``workbench bench --variants``, ``workbench tune``,
 the report, the app and the fleet sweep. Adding a variant is adding a recipe to an engine's file (a new
-engine: a new file with its recipes and its runner, its ``RECIPES`` added in :mod:`.registry`).
+engine: a new file with its recipes and its runner, its ``RECIPES`` added in :mod:`.registry`). The GPU's
+recipes are ordinary ones: :mod:`.cuda` (CUDA graphs, TensorRT) and ``torch-compile``'s CUDA mode; each says
+the devices it runs on, its check (no GPU, TensorRT missing: skipped with that line) and its tolerance.
 """
 
 from __future__ import annotations
 
 from .build import build_variants, default_variants, standard_variants
-from .recipe import ENGINES, NEEDS, TORCH_SKIPPED, Build, Recipe
-from .registry import (BY_NAME, RECIPES, STANDARD, available, fleet_precisions, for_precision, get, is_quantized,
-                       kinds, label, names, order, peers, recipe, runner_for)
+from .recipe import ENGINES, FP16, FP32_GPU, NEEDS, TORCH_SKIPPED, Build, Recipe, Tolerance
+from .registry import (BY_NAME, RECIPES, STANDARD, available, check_fixed_shape, fleet_precisions, for_precision, get,
+                       is_quantized, kinds, label, names, order, peers, recipe, refuse_devices, runner_for)
 
-__all__ = ["RECIPES", "BY_NAME", "STANDARD", "Recipe", "Build", "ENGINES", "NEEDS", "TORCH_SKIPPED", "recipe", "get",
-           "names", "order", "label", "is_quantized", "peers", "kinds", "runner_for", "for_precision",
-           "fleet_precisions", "available", "build_variants", "standard_variants", "default_variants"]
+__all__ = ["RECIPES", "BY_NAME", "STANDARD", "Recipe", "Build", "Tolerance", "FP32_GPU", "FP16", "ENGINES", "NEEDS",
+           "TORCH_SKIPPED", "recipe", "get", "names", "order", "label", "is_quantized", "peers", "kinds", "runner_for",
+           "for_precision", "fleet_precisions", "refuse_devices", "check_fixed_shape", "available", "build_variants",
+           "standard_variants", "default_variants"]

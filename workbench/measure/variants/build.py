@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ...errors import BenchmarkError, ConfigError, RuntimeUnavailableError
+from ...errors import BenchmarkError, ConfigError
 from .recipe import TORCH_SKIPPED, Build
-from .registry import BY_NAME, RECIPES, STANDARD
+from .registry import BY_NAME, RECIPES, STANDARD, check_fixed_shape, refuse_devices
 
 Progress = Callable[[str, float], None]
 
@@ -26,13 +26,10 @@ def _source(model):
     return model if isinstance(model, ModelSource) else resolve(model)
 
 
-def _refuse(src, recipes, provider: str) -> None:
-    """One line for a recipe that cannot run on ``provider`` or cannot be built from ``src``."""
-    wrong = [r for r in recipes if provider not in r.devices]
-    if wrong:
-        names, where = ", ".join(r.name for r in wrong), wrong[0].devices[0]
-        why = "; ".join(dict.fromkeys(r.device_note or f"{r.name} runs on the {where.upper()} only" for r in wrong))
-        raise RuntimeUnavailableError(f"{why}; drop {names} or use --provider {where}")
+def _refuse(src, recipes, provider: str, text_given: bool) -> None:
+    """One line for a recipe that cannot run on ``provider``, on a text, or cannot be built from ``src``."""
+    refuse_devices([r.name for r in recipes], provider)
+    check_fixed_shape([r.name for r in recipes], text_given)
     for r in recipes:
         if "pytorch" in r.needs and src.kind == "onnx":
             raise BenchmarkError(f"{src.name} is an ONNX file: {TORCH_SKIPPED}; drop {r.name} from --variants")
@@ -50,7 +47,8 @@ def build_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"
     Args:
         model: preset, folder, hub id, .onnx file or ModelSource.
         names: recipe names (:data:`~.registry.RECIPES`).
-        provider: "cpu" or "cuda" for every variant (the int8 and OpenVINO ones run on the CPU only).
+        provider: "cpu" or "cuda" for every variant (the int8 and OpenVINO ones run on the CPU only, the
+            CUDA-graph and TensorRT ones on the GPU only; ``torch-compile`` runs each device's way).
         plan: the :class:`~workbench.config.FusionPlan` behind every fused model (default: engine "auto",
             every default step on); steps it switches off stay off in the sessions too.
         extra: ``text``, ``search_text``, ``threads``, ``tuned_plan`` (:class:`~.recipe.Build`).
@@ -58,7 +56,8 @@ def build_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"
 
     Raises:
         ConfigError: an unknown name. BenchmarkError: a variant this model cannot give.
-        RuntimeUnavailableError: a CPU-only variant on CUDA.
+        RuntimeUnavailableError: a CPU-only variant on CUDA, a GPU-only one on the CPU.
+        ConfigError: a CUDA-graph variant (one captured shape) with ``extra["text"]``.
     """
     say = progress or _noop
     names = [n.strip() for n in names if n.strip()]
@@ -67,8 +66,8 @@ def build_variants(model="bert-base", names=("torch", "unfused", "fused", "int8"
         raise ConfigError(f"unknown variant(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(BY_NAME)}")
     recipes = [BY_NAME[n] for n in names]
     src = _source(model)
-    _refuse(src, recipes, provider)
     more = {k: v for k, v in (extra or {}).items() if k in ("text", "search_text", "threads", "tuned_plan")}
+    _refuse(src, recipes, provider, more.get("text") is not None)
     ctx = Build(src, provider=provider, attention=attention, exporter=exporter, opset=opset, plan=plan,
                 progress=say, snapshot=snapshot, **more)
     say("export", 0.05)
@@ -100,7 +99,7 @@ def default_variants(model, provider: str = "cpu") -> tuple[list[str], list[dict
     names, skipped = [], []
     for r in RECIPES:
         if provider in r.default_on:
-            ok, why = r.available(src)
+            ok, why = r.available(src, provider)
             if ok:
                 names.append(r.name)
             else:

@@ -27,7 +27,7 @@ COMPUTE_TYPE = "int8"
 NAME = "ctranslate2"
 
 
-def _installed() -> tuple[bool, str]:
+def _installed(device: str = "cpu") -> tuple[bool, str]:
     from ..peers import INSTALL_PEERS
 
     try:

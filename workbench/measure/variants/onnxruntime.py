@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .recipe import Build, Recipe
+from .recipe import FP16, FP32_GPU, Build, Recipe
 
 _FP32_WINS = "no int8 model kept the answers, so the fastest fp32 engine wins."
 
@@ -113,9 +113,9 @@ def _fp16(ctx: Build, name: str):
 ORT = dict(engine="onnxruntime", kind="onnx", runner="workbench.measure.runners:OrtRunner")
 RECIPES = (
     Recipe("unfused", "ONNX Runtime, no optimizations", build=_unfused, standard=True, default_on=("cpu", "cuda"),
-           wins=_FP32_WINS, **ORT),
+           wins=_FP32_WINS, tune=("cpu", "cuda"), tolerance=FP32_GPU, **ORT),
     Recipe("fused", "fused (all steps)", build=_fused, needs=("fused",), standard=True, default_on=("cpu", "cuda"),
-           from_fused=lambda p: Path(p), wins=_FP32_WINS, **ORT),
+           from_fused=lambda p: Path(p), wins=_FP32_WINS, tune=("cpu", "cuda"), tolerance=FP32_GPU, **ORT),
     Recipe("tuned", "ONNX Runtime, this machine's plan", build=_tuned, needs=("plan",), wins=_FP32_WINS, **ORT),
     Recipe("int8", "int8 (dynamic)", build=_int8, needs=("fused",), devices=("cpu",), precision="int8",
            device_note="int8 dynamic quantization runs on the CPU execution provider only",
@@ -128,7 +128,7 @@ RECIPES = (
            precision="int8", card="Precision: static int8 in QDQ form (activation scales calibrated on the search "
                                   "part, weights per channel); the fused Attention's Q/K/V weights stay fp32.", **ORT),
     Recipe("fp16", "fp16", build=_fp16, needs=("fused",), precision="fp16", standard=True, default_on=("cuda",),
-           from_fused=_fp16_of, tune=False, **ORT),
+           from_fused=_fp16_of, tune=("cuda",), tolerance=FP16, **ORT),
 )
 
 __all__ = ["RECIPES"]

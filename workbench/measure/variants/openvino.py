@@ -40,13 +40,13 @@ def _guard_report(v) -> dict | None:
     return ir_report(v.options["ir"])
 
 
-def _openvino() -> tuple[bool, str]:
+def _openvino(device: str = "cpu") -> tuple[bool, str]:
     from ..peers import openvino_status
 
     return openvino_status()
 
 
-def _nncf() -> tuple[bool, str]:
+def _nncf(device: str = "cpu") -> tuple[bool, str]:
     from ..peers import nncf_status
 
     return nncf_status()

@@ -29,8 +29,29 @@ def _noop(stage: str, fraction: float) -> None:
     pass
 
 
-def _ok() -> tuple[bool, str]:
+def _ok(device: str = "cpu") -> tuple[bool, str]:
     return True, ""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a variant's outputs may be from PyTorch fp32's on the same inputs (``workbench tune --provider
+    cuda`` holds each GPU-tuned recipe to its own)."""
+
+    max_abs_diff: float
+    min_cosine: float
+
+    def holds(self, parity: dict | None) -> bool:
+        return bool(parity) and parity["max_abs_diff"] <= self.max_abs_diff and parity["cosine"] >= self.min_cosine
+
+    def words(self) -> str:
+        return f"max abs diff ≤ {self.max_abs_diff:g}, cosine ≥ {self.min_cosine:g} against PyTorch fp32"
+
+
+#: fp32 on the GPU: ONNX Runtime's CUDA provider uses TF32 MatMuls by default on Ampere and later.
+FP32_GPU = Tolerance(max_abs_diff=2e-2, min_cosine=0.9999)
+#: fp16 weights and activations (LayerNorm and Softmax kept fp32 by the converter's block list).
+FP16 = Tolerance(max_abs_diff=6e-2, min_cosine=0.999)
 
 
 @dataclass(frozen=True)
@@ -41,15 +62,18 @@ class Recipe:
         name: the stable key (JSON, ``--variants``); label: what a user reads.
         engine: a key of :data:`ENGINES`. kind: the worker's runner for it (``Variant.kind``);
         runner: ``"module:Class"`` of that runner, given by the first recipe of a new kind.
-        devices: where it runs ("cpu", "cuda"); device_note: why not elsewhere, in words. precision: "fp32", "int8", "fp16", or "default" (the engine's
-            own choice on this CPU).
+        devices: where it runs ("cpu", "cuda"); device_note: why not elsewhere, or how it differs per device,
+            in words. precision: "fp32", "int8", "fp16", or "default" (the engine's own choice on this CPU).
         peer: an engine a user would pick instead of ONNX Runtime (the tune compares with these).
-        needs: keys of :data:`NEEDS`. check: ``() -> (ok, why)``: its package or compiler is here.
+        needs: keys of :data:`NEEDS`. check: ``(device) -> (ok, why)``: its package, compiler or GPU is here.
         supports: ``(ModelSource) -> why not`` ("" when it can build this model).
         build: ``(Build, name) -> Variant`` (call :meth:`make`), its model built and cached on the way.
         from_fused: the precision step alone, ``fused path -> path`` (the fleet sweep's precisions).
         standard: one of ``workbench bench``'s first five; default_on: providers it is timed on by default.
-        tune: measured by ``workbench tune``. card: the model card's precision line. wins: why it won, when
+        tune: the devices ``workbench tune`` measures it on (``--provider``); tolerance: its outputs' bound
+            against PyTorch fp32 there on the GPU (every recipe tuned on "cuda" has one). fixed_shape: it
+            replays one captured shape (CUDA graphs), so a text's mix of lengths is refused.
+        card: the model card's precision line. wins: why it won, when
             it wins the tune without being int8. report_key/report: the tune result's key and its build report.
     """
 
@@ -64,12 +88,14 @@ class Recipe:
     precision: str = "fp32"
     peer: bool = False
     needs: tuple[str, ...] = ()
-    check: Callable[[], tuple[bool, str]] = _ok
+    check: Callable[[str], tuple[bool, str]] = _ok
     supports: Callable[[object], str] | None = None
     from_fused: Callable[[Path], Path] | None = None
     standard: bool = False
     default_on: tuple[str, ...] = ()
-    tune: bool = True
+    tune: tuple[str, ...] = ("cpu",)
+    tolerance: Tolerance | None = None
+    fixed_shape: bool = False
     card: str = "Precision: fp32 throughout."
     wins: str = ""
     report_key: str | None = None
@@ -81,6 +107,10 @@ class Recipe:
         unknown = [n for n in self.needs if n not in NEEDS]
         if unknown:
             raise ValueError(f"recipe {self.name}: unknown needs {unknown}")
+        if not set(self.tune) <= set(self.devices):
+            raise ValueError(f"recipe {self.name}: tuned on {self.tune}, but runs on {self.devices}")
+        if "cuda" in self.tune and self.tolerance is None:
+            raise ValueError(f"recipe {self.name}: tuned on the GPU, it needs a tolerance")
 
     @property
     def quantized(self) -> bool:
@@ -91,15 +121,16 @@ class Recipe:
         """The :class:`~workbench.measure.results.Variant` to time, built from ``ctx`` (cached)."""
         return self.build(ctx, self.name)
 
-    def available(self, src=None) -> tuple[bool, str]:
-        """``(ok, why)``: its engine is installed here and, given a model, it can build that model."""
+    def available(self, src=None, provider: str = "cpu") -> tuple[bool, str]:
+        """``(ok, why)``: its engine (and, on ``provider`` "cuda", the GPU it needs) is here and, given a model,
+        it can build that model."""
         if src is not None:
             if "pytorch" in self.needs and src.kind == "onnx":
                 return False, TORCH_SKIPPED
             why = self.supports(src) if self.supports else ""
             if why:
                 return False, why
-        return self.check()
+        return self.check(provider)
 
 
 @dataclass
@@ -177,4 +208,4 @@ class Build:
         return self.search_text if self.search_text is not None else search_text_of(self.src, self.text)
 
 
-__all__ = ["Recipe", "Build", "ENGINES", "NEEDS", "TORCH_SKIPPED"]
+__all__ = ["Recipe", "Build", "Tolerance", "FP32_GPU", "FP16", "ENGINES", "NEEDS", "TORCH_SKIPPED"]

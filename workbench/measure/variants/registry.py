@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import importlib
 
-from ...errors import ConfigError
-from . import ctranslate2, onnxruntime, openvino, pytorch
+from ...errors import ConfigError, RuntimeUnavailableError
+from . import ctranslate2, cuda, onnxruntime, openvino, pytorch
 from .recipe import Recipe
 
-RECIPES: tuple[Recipe, ...] = pytorch.RECIPES + onnxruntime.RECIPES + openvino.RECIPES + ctranslate2.RECIPES
+RECIPES: tuple[Recipe, ...] = (pytorch.RECIPES + onnxruntime.RECIPES + cuda.RECIPES + openvino.RECIPES
+                               + ctranslate2.RECIPES)
+#: How a device is named in a refusal.
+DEVICE_WORDS = {"cpu": "CPU", "cuda": "GPU"}
 BY_NAME = {r.name: r for r in RECIPES}
 #: The first five, as ``workbench bench`` has always called them.
 STANDARD = tuple(r.name for r in RECIPES if r.standard)
@@ -29,9 +32,10 @@ def get(name: str) -> Recipe:
     return BY_NAME[name]
 
 
-def names(*, tune: bool | None = None) -> tuple[str, ...]:
-    """Every recipe's name in display order (``tune=True``: those ``workbench tune`` measures)."""
-    return tuple(r.name for r in RECIPES if tune is None or r.tune == tune)
+def names(*, tune: bool | None = None, device: str = "cpu") -> tuple[str, ...]:
+    """Every recipe's name in display order (``tune=True``: those ``workbench tune`` measures on ``device``,
+    the CPU unless ``--provider cuda``; ``tune=False``: the others)."""
+    return tuple(r.name for r in RECIPES if tune is None or (device in r.tune) == tune)
 
 
 def order(name: str) -> int:
@@ -81,13 +85,39 @@ def fleet_precisions() -> tuple[str, ...]:
     return tuple(dict.fromkeys(r.precision for r in RECIPES if r.from_fused is not None and r.standard))
 
 
-def available(names, model=None) -> tuple[list[str], list[dict]]:
-    """``(runnable names, skipped [{"name", "why"}])``: each recipe's engine checked here, and, given the
-    model (a ModelSource), whether it can build that model (PyTorch from an ONNX file, a family its
-    converter lacks). Names that are no recipe pass through (the build refuses them in one line)."""
+def refuse_devices(names, provider: str) -> None:
+    """One line (RuntimeUnavailableError) for recipes among ``names`` that do not run on ``provider``: why
+    (each recipe's ``device_note``) and what to do. Names that are no recipe pass."""
+    wrong = [BY_NAME[n] for n in names if n in BY_NAME and provider not in BY_NAME[n].devices]
+    if wrong:
+        where = wrong[0].devices[0]
+        why = "; ".join(dict.fromkeys(r.device_note or f"{r.name} runs on the {DEVICE_WORDS[where]} only"
+                                      for r in wrong))
+        raise RuntimeUnavailableError(f"{why}; drop {', '.join(r.name for r in wrong)} or use --provider {where}")
+
+
+def check_fixed_shape(names, text_given: bool) -> None:
+    """Recipes that replay one captured shape (CUDA graphs) refuse a text's mix of lengths, in one line
+    (ConfigError), before any work."""
+    fixed = [n for n in names if n in BY_NAME and BY_NAME[n].fixed_shape]
+    if fixed and text_given:
+        raise ConfigError(f"{', '.join(fixed)} replay one captured shape (batch × sequence), and --text times a mix "
+                          f"of lengths: drop --text, or time them at one --batch and --seq")
+
+
+def available(names, model=None, provider: str = "cpu") -> tuple[list[str], list[dict]]:
+    """``(runnable names, skipped [{"name", "why"}])``: each recipe's engine (and, on "cuda", the GPU or
+    TensorRT it needs) checked here, and, given the model (a ModelSource), whether it can build that model
+    (PyTorch from an ONNX file, a family its converter lacks). Names that are no recipe pass through (the
+    build refuses them in one line).
+
+    Raises:
+        RuntimeUnavailableError: a recipe that does not run on ``provider`` (:func:`refuse_devices`).
+    """
+    refuse_devices(names, provider)
     ok, skipped = [], []
     for n in names:
-        good, why = BY_NAME[n].available(model) if n in BY_NAME else (True, "")
+        good, why = BY_NAME[n].available(model, provider) if n in BY_NAME else (True, "")
         if good:
             ok.append(n)
         else:
@@ -96,4 +126,5 @@ def available(names, model=None) -> tuple[list[str], list[dict]]:
 
 
 __all__ = ["RECIPES", "BY_NAME", "STANDARD", "recipe", "get", "names", "order", "label", "is_quantized", "peers",
-           "kinds", "runner_for", "for_precision", "fleet_precisions", "available"]
+           "kinds", "runner_for", "for_precision", "fleet_precisions", "refuse_devices", "check_fixed_shape",
+           "available"]

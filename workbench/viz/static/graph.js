@@ -122,11 +122,23 @@ function render({ model, el }) {
   const later = () => {
     if (!frame) frame = requestAnimationFrame(redraw);
   };
+  // One state message fires a change event per key (scene, highlight, selected): draw once, after the
+  // last of them, in the same task (before the browser paints), not once per key.
+  let queued = false;
+  const changed = () => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => {
+      queued = false;
+      if (frame) cancelAnimationFrame(frame);
+      redraw();
+    });
+  };
 
   redraw();
-  model.on("change:scene", redraw);
-  model.on("change:highlight", redraw);
-  model.on("change:selected", redraw);
+  model.on("change:scene", changed);
+  model.on("change:highlight", changed);
+  model.on("change:selected", changed);
 
   const nodeAt = (target) => {
     const node = target && target.closest ? target.closest(".wb-gw-node") : null;
@@ -216,9 +228,9 @@ function render({ model, el }) {
   return () => {
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", onUp);
-    model.off("change:scene", redraw);
-    model.off("change:highlight", redraw);
-    model.off("change:selected", redraw);
+    model.off("change:scene", changed);
+    model.off("change:highlight", changed);
+    model.off("change:selected", changed);
   };
 }
 

@@ -1,13 +1,17 @@
-"""Where the workbench keeps its caches, and the atomic-write primitive."""
+"""Where the workbench keeps its caches (the cache folder, a write into it that fails for the folder's sake),
+which entries each running process holds (leases), and the clean-up of dead writers' temporary files."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
-import tempfile
 from pathlib import Path
 
-from .errors import OutputPathError
+from ..errors import OutputPathError
+from ..path_checks import folder_unwritable
+from .atomic import atomic_write_text
 
 
 def cache_root(*, write: bool = True) -> Path:
@@ -28,7 +32,7 @@ def cache_root(*, write: bool = True) -> Path:
         return root
     setting = "WORKBENCH_CACHE" if env else "WORKBENCH_CACHE (or XDG_CACHE_HOME)"
     if not root.is_dir():
-        problem = _unwritable(root, folder=True)
+        problem = folder_unwritable(root)
         if problem is None:
             try:
                 root.mkdir(parents=True, exist_ok=True)
@@ -41,92 +45,43 @@ def cache_root(*, write: bool = True) -> Path:
     return root
 
 
-def _nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists (as anything: a folder, a file, a link)."""
-    p = path
-    while not os.path.lexists(p) and p.parent != p:
-        p = p.parent
-    return p
+#: Why a write into the cache failed, when it is the folder's fault and not the workbench's.
+_UNWRITABLE = {errno.EROFS: "it is read-only", errno.EACCES: "this user may not write in it",
+               errno.EPERM: "this user may not write in it"}
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _unwritable(path: Path, *, folder: bool) -> str | None:
-    """Why nothing can be created at ``path`` (None: it can), without creating anything that stays.
-
-    The closest existing ancestor must be a folder this process can create files in; that is tried
-    with a temporary file removed at once, because permissions alone do not tell (``/proc``, a
-    read-only mount, root's access everywhere).
-    """
-    start = path if folder else path.parent
-    anc = _nearest_existing(start)
-    if not anc.is_dir():
-        return f"{anc} is a file, not a folder"
-    try:
-        fd, probe = tempfile.mkstemp(dir=anc, prefix=".workbench-probe-")
-    except OSError as e:
-        return f"cannot create files in {anc} ({e.strerror or type(e).__name__})"
-    os.close(fd)
-    try:
-        os.unlink(probe)
-    except OSError:
-        pass
-    return None
-
-
-def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing_ok: bool = False) -> Path:
-    """Refuse, before any work, an output that cannot be written; nothing is created.
-
-    Args:
-        path: the user's output (a file, or with ``folder`` a folder to write into).
-        folder: ``path`` names a folder (it may exist, as a folder).
-        existing_ok: an existing file is fine (a sweep's result file is resumed, not overwritten).
+@contextlib.contextmanager
+def storing(what: str):
+    """Around a write of ``what`` (a new cache entry) into the cache: a folder that cannot be written (read-only,
+    no permission) or a full disk becomes one line naming the cache folder and ``WORKBENCH_CACHE``.
 
     Raises:
-        OutputPathError: one line naming the path, what is wrong and what to do.
+        OutputPathError: the write failed for one of those reasons (what was half-written is the caller's to
+            remove; a cache entry without its meta is never used).
     """
-    p = Path(path).expanduser()
-    if folder:
-        if os.path.lexists(p) and not p.is_dir():
-            raise OutputPathError(f"{p} is a file, not a folder: give a folder for the output (it is made if missing)")
-    elif p.is_dir():
-        raise OutputPathError(f"{p} is a folder: give a file name for the output")
-    elif os.path.lexists(p) and not existing_ok:
-        raise OutputPathError(f"{p} already exists; choose another output path (the workbench never overwrites a file)")
-    problem = _unwritable(p, folder=folder)
-    if problem is not None:
-        raise OutputPathError(f"cannot write {p}: {problem}; choose an output path in a folder you can write to")
-    return p
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename.
-
-    A crash mid-write leaves the old file (or nothing), never half a file. ``durable=False`` skips the fsync:
-    for cache entries, which a crash at worst makes the workbench rebuild.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a report or model is the user's ordinary file
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+        yield
+    except OSError as e:
+        line = cache_write_problem(e, what)
+        if line is None:
+            raise
+        raise OutputPathError(line) from e
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def cache_write_problem(e: OSError, what: str) -> str | None:
+    """The one line for a failed write of ``what`` into the cache, or None when ``e`` is no such failure."""
+    root = cache_root(write=False)
+    if e.errno in _FULL:
+        return (f"cannot store {what} in the cache folder {root}: the disk is full ({e.strerror}); nothing "
+                f"half-written was kept: free some space (`workbench cache prune`) or point WORKBENCH_CACHE at "
+                f"a folder on another disk")
+    why = _UNWRITABLE.get(e.errno)
+    if why is None:
+        return None
+    return (f"cannot store {what} in the cache folder {root}: {why} ({e.strerror}); the workbench uses what "
+            f"such a cache holds, but this needs a new entry: point WORKBENCH_CACHE at a writable folder "
+            f"(a copy of this one keeps what it holds: cp -a {root} DIR)")
 
 
 # ── leases: which cache entries a running workbench process uses ─────────────────────────────────
@@ -238,8 +193,8 @@ def live_leases(root: Path, *, clean: bool = False) -> dict[int, dict]:
 
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` has the exact shape of a workbench writer's temporary file or folder
-    (:func:`workbench.cache_kinds.temp_target`)."""
-    from .cache_kinds import is_temp_name as shaped
+    (:func:`workbench.cache.kinds.temp_target`)."""
+    from .kinds import is_temp_name as shaped
 
     return shaped(name)
 
@@ -257,7 +212,7 @@ def remove_stale_temps(root: Path) -> list[Path]:
 
     Only where the workbench's writers put them (the cache folder, each kind's folder, inside entry folders),
     only names of the exact shape those writers use, standing for a name the workbench writes there
-    (:mod:`workbench.cache_kinds`), never one whose entry a live process leased, and only those last changed
+    (:mod:`workbench.cache.kinds`), never one whose entry a live process leased, and only those last changed
     before every live workbench process opened the cache (so none of them made it) or untouched for
     :data:`STALE_TEMP_S`. Anything else, a user's ``notes.tmp`` included, stays. Returns what was removed.
 
@@ -268,7 +223,7 @@ def remove_stale_temps(root: Path) -> list[Path]:
     import shutil
     import time
 
-    candidates = list(_temp_candidates(root))  # listed before the leases are read: see cache_admin.entries
+    candidates = list(_temp_candidates(root))  # listed before the leases are read: see admin.entries
     leases = live_leases(root, clean=True)
     leased = _leased_names(leases)
     opened = [float(lease.get("opened") or lease.get("started") or 0) for lease in leases.values()]
@@ -299,7 +254,7 @@ def _temp_candidates(root: Path):
 
     The lease name is the entry the writer leased (``kind/key``), or "" where writers lease nothing.
     """
-    from .cache_kinds import KINDS, ROOT_FILES, temp_target
+    from .kinds import KINDS, ROOT_FILES, temp_target
 
     def scan(folder: Path):
         try:

@@ -9,7 +9,7 @@ workbench writes there, is the workbench's, whole.
 
 An entry is a folder (``files`` names what the workbench writes inside it, as paths relative to the entry) or
 a single file (``files`` empty). The ``models`` folders hold several entries each (exports and the models
-built from them, sharing their weights): :mod:`workbench.modelstore`.
+built from them, sharing their weights): :mod:`workbench.cache.store`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class CacheKind:
     entry: str
     #: For folder entries: the files the workbench writes inside one (relative, '/'-separated; full matches).
     files: tuple[str, ...] = ()
-    #: Entries are leased one by one (:func:`workbench.paths.cache_entry`); else an entry counts as in use
+    #: Entries are leased one by one (:func:`workbench.cache.root.cache_entry`); else an entry counts as in use
     #: while any other workbench process runs.
     leased: bool = True
     #: The environment variable that moves this kind's folder out of the cache folder, if any.

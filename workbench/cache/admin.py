@@ -1,15 +1,15 @@
 """What the cache holds, per model and kind, and pruning it without touching what a running process uses.
 
 The kinds of entry, where they live and the names the workbench gives them are one table,
-:mod:`workbench.cache_kinds`. Only what fits that table is an entry: a file or folder the workbench did not
+:mod:`workbench.cache.kinds`. Only what fits that table is an entry: a file or folder the workbench did not
 write, anywhere in the cache folder, is never listed as an entry nor removed, and inside an entry folder
 only the files the workbench writes there go (the rest stay, with the folders that hold them, and ``prune``
 says so). Exports and the models built from them share one folder per source model
-(:mod:`workbench.modelstore`): each is an entry of its own (its graph, meta and side files, plus the weight
+(:mod:`workbench.cache.store`): each is an entry of its own (its graph, meta and side files, plus the weight
 files it reads, which other entries may read too), and a weight file goes only when no graph of its folder
 reads it any more.
 
-An entry is *in use* when a live workbench process leased it (:func:`workbench.paths.cache_entry`; a writer
+An entry is *in use* when a live workbench process leased it (:func:`workbench.cache.root.cache_entry`; a writer
 leases its entry, and its model folder, before it writes anything); timelines are not leased one by one, so
 they count as in use while any other workbench process runs; a writer's temporary file or folder, and weight
 files no graph reads yet, count as in use until no live process can be writing them. In-use entries are
@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cache_kinds import BY_NAME, KINDS, remove_owned, temp_target
-from .errors import ConfigError
-from .paths import STALE_TEMP_S, cache_root, live_leases
+from ..errors import ConfigError
+from .kinds import BY_NAME, KINDS, remove_owned, temp_target
+from .root import STALE_TEMP_S, cache_root, live_leases
 
 #: Optional size limit of the cache in GB; past it the least recently used entries go (after each CLI command).
 MAX_GB_ENV = "WORKBENCH_CACHE_MAX_GB"
@@ -164,7 +164,7 @@ def entries(root: Path | None = None, *, models: bool = True) -> list[Entry]:
 
 def _group_entries(folder: Path, leases: _Leases) -> list[Entry]:
     """The exports and variants of one model folder, and the weights none of them reads."""
-    from .modelstore import WEIGHTS_DIR, entry_files, read_files
+    from .store import WEIGHTS_DIR, entry_files, read_files
 
     group_held = f"models/{folder.name}" in leases.names
     out, reads, readers = [], {}, {}
@@ -215,7 +215,7 @@ def _mtime(p: Path) -> float:
 
 def _name_models(root: Path, items: list[Entry]) -> None:
     """Each entry's model, from the exports' meta (variants and timelines point at their export)."""
-    from .models import file_identity
+    from ..models import file_identity
 
     by_path, by_hash = {}, {}
     for e in items:
@@ -296,7 +296,7 @@ def _remove(e: Entry, leases: _Leases) -> list[Path]:
 
 def _collect(folder: Path, leases: _Leases) -> None:
     """A model folder's weights no graph reads, unless a live process holds the folder; then empty folders."""
-    from .modelstore import WEIGHTS_DIR, unused_weights
+    from .store import WEIGHTS_DIR, unused_weights
 
     if f"models/{folder.name}" in leases.names:
         return
@@ -379,7 +379,7 @@ def max_bytes_setting() -> int | None:
     Raises:
         ConfigError: not a finite number from 0 to :data:`MAX_GB` (one line naming the variable).
     """
-    from .settings import env_number
+    from ..settings import env_number
 
     gb = env_number(MAX_GB_ENV, None, minimum=0, maximum=MAX_GB)
     return None if gb is None else int(gb * 1e9)
