@@ -23,7 +23,7 @@ import sys, torch, warnings, contextlib, io
 warnings.filterwarnings("ignore")
 from workbench.models import resolve
 from workbench.config import ExportConfig
-from workbench.export import _wrap, _example_inputs
+from workbench.export import _example_inputs, keyword_wrapper
 src = resolve(sys.argv[1]); cfg = ExportConfig(exporter=sys.argv[2])
 model = src.build(cfg.attention)
 names = list(src.input_names)
@@ -34,7 +34,7 @@ else:
     d = {n: {0: torch.export.Dim("batch", min=1, max=4096), 1: torch.export.Dim("sequence", min=1, max=src.max_positions)} for n in names}
     kw.update(dynamo=True, dynamic_shapes=d)
 with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-    torch.onnx.export(_wrap(model, src.input_names), _example_inputs(src), sys.argv[3], **kw)
+    torch.onnx.export(keyword_wrapper(model, src.input_names), _example_inputs(src), sys.argv[3], **kw)
 """
 
 

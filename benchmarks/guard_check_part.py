@@ -18,6 +18,7 @@ from workbench.measure.recipes import fuse_bert
 from workbench.measure.workload import one_at_a_time, split
 from workbench.measure import guarded as g
 from workbench.ort.task_parity import task_parity
+from workbench.ort.answer_policy import pct
 from workbench.ort.machine import describe_machine, machine_line
 
 print(machine_line(describe_machine(check_cuda=False)))
@@ -44,7 +45,7 @@ for c in s.candidates:
     for name, t in (("half0", halves[0]), ("half1", halves[1]), ("check", check)):
         r[name] = tp(c["path"], t)
     print(f"{c['label'][:60]:60s} holds={c['holds']!s:5s} " + "  ".join(
-        f"{k} {v.get('spearman'):.4f}/{v.get('top1_agreement'):.2f}" for k, v in r.items()))
+        f"{k} {v.get('spearman'):.4f}/{pct(v.get('top1_agreement'))}" for k, v in r.items()))
 import shutil  # noqa: E402
 
 shutil.rmtree(work, ignore_errors=True)

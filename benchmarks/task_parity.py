@@ -23,6 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from workbench.measure.answers import task_answers  # noqa: E402
 from workbench.cache.atomic import atomic_write_text  # noqa: E402
+from workbench.ort.answer_policy import pct  # noqa: E402  (a share says 100% only when every answer agrees)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The issue's figures: every snapshot top-1 100% and Spearman ≥ 0.999; int8 Spearman ≥ 0.98.
@@ -35,10 +36,10 @@ def _cells(tp: dict | None) -> str:
     if "error" in tp:
         return f"| {tp['error']} | | |"
     if tp["kind"] == "embedding":
-        return f"| {tp['top1_agreement']:.1%} | {tp['spearman']:.6f} | {tp['max_abs_diff']:.1e} |"
+        return f"| {pct(tp['top1_agreement'])} | {tp['spearman']:.6f} | {tp['max_abs_diff']:.1e} |"
     if tp["kind"] == "masked_lm":
-        return f"| top-1 {tp['top1_agreement']:.1%} | top-5 {tp['top5_agreement']:.1%} | {tp['max_abs_diff']:.1e} |"
-    return f"| labels {tp['label_agreement']:.1%} | max Δp {tp['max_prob_change']:.2e} | {tp['max_abs_diff']:.1e} |"
+        return f"| top-1 {pct(tp['top1_agreement'])} | top-5 {pct(tp['top5_agreement'])} | {tp['max_abs_diff']:.1e} |"
+    return f"| labels {pct(tp['label_agreement'])} | max Δp {tp['max_prob_change']:.2e} | {tp['max_abs_diff']:.1e} |"
 
 
 def to_markdown(res: dict, measured: str) -> str:
@@ -59,7 +60,7 @@ def check(res: dict) -> list[str]:
     """The targets that failed (embedding models only), as lines."""
     if res["text"]["kind"] != "embedding":
         return []
-    bad = [f"{s['step']}: top-1 {s['task_parity']['top1_agreement']:.1%}, spearman {s['task_parity']['spearman']:.5f}"
+    bad = [f"{s['step']}: top-1 {pct(s['task_parity']['top1_agreement'])}, spearman {s['task_parity']['spearman']:.5f}"
            for s in res["steps"] if s["task_parity"]["top1_agreement"] < STEP_TOP1
            or s["task_parity"]["spearman"] < STEP_SPEARMAN]
     best = max((tp.get("spearman", 0) for n, tp in res["precisions"].items() if n.startswith("int8")), default=None)
@@ -75,7 +76,7 @@ def summary(res: dict) -> str:
     worst = min(res["steps"], key=lambda s: s["task_parity"]["spearman"])
     low = worst["task_parity"]["spearman"]
     top1 = min(s["task_parity"]["top1_agreement"] for s in res["steps"])
-    lines = [f"fusion: {len(res['steps'])} snapshots, lowest top-1 {top1:.0%}, lowest Spearman {low:.6f}"
+    lines = [f"fusion: {len(res['steps'])} snapshots, lowest top-1 {pct(top1)}, lowest Spearman {low:.6f}"
              + (f" ({worst['step']})" if low < 1.0 else " (every step the same ranking)")]
     for name, p in res["precisions"].items():
         if "error" in p:
@@ -83,7 +84,7 @@ def summary(res: dict) -> str:
             continue
         verdict = ("meets" if p["spearman"] >= INT8_SPEARMAN else "below") + f" the int8 target {INT8_SPEARMAN}" \
             if name.startswith("int8") else ""
-        lines.append(f"{name}: top-1 {p['top1_agreement']:.1%}, Spearman {p['spearman']:.4f} {verdict}".rstrip())
+        lines.append(f"{name}: top-1 {pct(p['top1_agreement'])}, Spearman {p['spearman']:.4f} {verdict}".rstrip())
     return "\n".join(lines)
 
 

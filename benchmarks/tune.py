@@ -48,7 +48,7 @@ def load() -> str:
 
 
 def _table(res: dict, w: str) -> None:
-    from workbench.measure.guarded import answers_line
+    from workbench.ort.answer_policy import words
 
     key = "p50_ms" if w == "latency" else "sentences_per_s"
     unit = "p50 ms" if w == "latency" else "sentences/s"
@@ -62,17 +62,18 @@ def _table(res: dict, w: str) -> None:
         if torch and torch.get(key) and v:
             vs = f"{(torch[key] / v if w == 'latency' else v / torch[key]):.2f}x"
         f = (lambda x: f"{x:.2f}") if w == "latency" else (lambda x: f"{x:.0f}")
-        a1 = "reference" if r["reference"] else (f"{answers_line(r['task_parity'])} / "
-                                                 f"{answers_line(r.get('task_parity_search'))}")
-        ab = "reference" if r["reference"] else (f"{answers_line(r.get('task_parity_batched'))} / "
-                                                 f"{answers_line(r.get('task_parity_batched_search'))}")
+        a1 = "reference" if r["reference"] else (f"{(words(r['task_parity']) or '-')} / "
+                                                 f"{(words(r.get('task_parity_search')) or '-')}")
+        ab = "reference" if r["reference"] else (f"{(words(r.get('task_parity_batched')) or '-')} / "
+                                                 f"{(words(r.get('task_parity_batched_search')) or '-')}")
         print(f"| {r['label']} (`{r['name']}`) | {f(v) if v else '-'} | {f(vi) if vi else '-'} | {vs} | "
               f"{r.get('batch') or 1 if w == 'throughput' else 1} | {r['size_mb']:.1f} | "
               f"{r['peak_rss_mb'] or 0:.0f} | {a1} | {ab} | {'yes' if r['holds'] else 'no'} |")
 
 
-def _checks(res: dict, w: str) -> None:
-    from workbench.measure.guarded import answers_line
+def _checks(res: dict, w: str, typed) -> None:
+    """The benchmark's checks on the ``--json`` document ``res`` (``typed``: the TuneResult it came from)."""
+    from workbench.ort.answer_policy import words
     from workbench.measure.tune_rows import PEERS, fig, peers_line
 
     key = "p50_ms" if w == "latency" else "sentences_per_s"
@@ -84,13 +85,13 @@ def _checks(res: dict, w: str) -> None:
     by = {r["name"]: r for r in res["variants"]}
     peers = [r for r in res["variants"] if r["name"] in PEERS and r["holds"] and r.get(key) and r["name"] != rec["variant"]]
     print(f"\nRecommended for {w}: {rec['variant']} ({fig(w, rec[key])}, batch {rec['batch']}, {rec['mode']}). "
-          f"{rec['why']}\nPeers: {peers_line(res, w)}")
+          f"{rec['why']}\nPeers: {peers_line(typed, w)}")
     print(f"CHECK {w}: recommended at least as fast as every peer whose answers hold: "
           f"{all(better(rec[key], r[key]) for r in peers)} ({len(peers)} peers: "
           f"{', '.join(r['name'] for r in peers)})")
     r = by[rec["variant"]]
-    print(f"CHECK {w}: recommended answers hold at batch 1 ({answers_line(r['task_parity'])}) and batched "
-          f"({answers_line(r.get('task_parity_batched'))}): {r['holds']}")
+    print(f"CHECK {w}: recommended answers hold at batch 1 ({(words(r['task_parity']) or '-')}) and batched "
+          f"({(words(r.get('task_parity_batched')) or '-')}): {r['holds']}")
     if w == "throughput" and by.get("torch") and by["torch"].get(key):
         print(f"CHECK throughput: recommended {rec[key] / by['torch'][key]:.2f}x PyTorch eager as shipped "
               f"(target 5x): {rec[key] / by['torch'][key] >= 5}")
@@ -106,7 +107,7 @@ def _checks(res: dict, w: str) -> None:
 
 def main(argv=None) -> int:
     from workbench.config import BenchConfig
-    from workbench.measure.guarded import answers_line
+    from workbench.ort.answer_policy import words
     from workbench.measure.tune import tune
     from workbench.models import resolve
     from workbench.text import BUILTIN_SENTENCES, read_sentences
@@ -124,10 +125,11 @@ def main(argv=None) -> int:
     text = list(BUILTIN_SENTENCES) if a.text == "builtin" else (None if a.text == "none" else read_sentences(a.text))
     print(f"CPU: {lscpu()}; {a.threads} threads; load average before: {load()}", flush=True)
     t0 = time.perf_counter()
-    res = tune(src, text=text, cfg=BenchConfig(seq=a.seq, threads=a.threads, runs=a.runs), workload=a.workload,
+    typed = tune(src, text=text, cfg=BenchConfig(seq=a.seq, threads=a.threads, runs=a.runs), workload=a.workload,
                progress=lambda s, f: print(f"  [{time.perf_counter() - t0:6.1f} s {f:4.0%}] {s}", file=sys.stderr,
                                            flush=True))
     wall = time.perf_counter() - t0
+    res = typed.to_json()
     print(f"load average after: {load()}; total tune wall time {wall:.0f} s (under 5 minutes: {wall < 300})")
     sp = res["split"]
     print(f"{res['model']['label']}; answers against PyTorch eager: check part {len(sp['check'])} sentences "
@@ -136,13 +138,13 @@ def main(argv=None) -> int:
     for w in res["workloads"]:
         print(f"## {w}\n")
         _table(res, w)
-        _checks(res, w)
+        _checks(res, w, typed)
         print()
     g = res.get("openvino_guard")
     if g:
         print(f"openvino-int8-guarded: {g['chosen']} ({g['kept_share']:.0%} of the MatMul weights kept out of int8), "
               f"holds on the search part: {g['holds']}; {len(g['tried'])} candidates in {g.get('seconds')} s: "
-              + "; ".join(f"{t['label']}: {answers_line(t['task_parity'])}" for t in g["tried"]))
+              + "; ".join(f"{t['label']}: {(words(t['task_parity']) or '-')}" for t in g["tried"]))
     s = res.get("int8_search")
     if s:
         print(f"int8-guarded: {s['chosen']} ({s['method']}), {s['kept_fp32_share']:.0%} of the weights kept fp32, "

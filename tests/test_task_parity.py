@@ -128,9 +128,9 @@ def test_a_ranking_over_too_few_sentences_is_not_reported_as_perfect(rows, disti
     assert tp["spearman"] is None and tp["top1_agreement"] is None and tp["distinct"] == distinct
     assert tp["too_small"] == (f"too small to check answers: {distinct} distinct sentence{'s' if distinct > 1 else ''}; "
                                "a similarity ranking needs at least 3 distinct sentences")
-    from workbench.measure.guarded import answers_line, holds
+    from workbench.ort.answer_policy import holds, words
 
-    assert not holds(tp) and answers_line(tp) == tp["too_small"]
+    assert not holds(tp) and words(tp) == tp["too_small"]
 
 
 def test_three_distinct_sentences_are_enough_for_a_ranking():

@@ -130,7 +130,7 @@ def _head_output(out):
     return logits if logits is not None else out.last_hidden_state
 
 
-def _wrap(model, input_names: tuple[str, ...]):
+def keyword_wrapper(model, input_names: tuple[str, ...]):
     """transformers 5 models take keyword inputs; torch.onnx passes positionals.
 
     The wrapper returns the task's output: a model with a head (masked LM,
@@ -190,7 +190,7 @@ def torch_export(model, source: ModelSource, cfg: ExportConfig, path: Path) -> N
     import torch
 
     names = list(source.input_names)
-    wrapped = _wrap(model, source.input_names)
+    wrapped = keyword_wrapper(model, source.input_names)
     args = _example_inputs(source, seed=cfg.seed)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     out_name = getattr(source, "output_name", "last_hidden_state")

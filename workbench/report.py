@@ -76,7 +76,7 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
             res = _tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
                         exporter=export_cfg.exporter, attention=export_cfg.attention,
                         progress=lambda s, f: progress(f"tune: {s}", 0.8 + 0.2 * f))
-            data["tune"] = {k: v for k, v in res.items() if k not in ("paths", "ablation")}
+            data["tune"] = res.to_json(drop=("paths", "ablation", "saved"))  # the report's tune saves nothing
         except WorkbenchError as e:
             data["errors"].append(f"tune: {e}")
     progress("done", 1.0)
@@ -233,7 +233,7 @@ def _latency_summary(data: dict) -> dict | None:
 
 
 def _int8_summary(data: dict) -> dict | None:
-    from .measure.guarded import holds
+    from .ort.answer_policy import holds
 
     tune_row = next((r for r in (data.get("tune") or {}).get("variants") or [] if r.get("name") == "int8"), None)
     row = next((v for v in (data.get("bench") or {}).get("variants") or [] if v.get("name") == "int8"), None)

@@ -64,7 +64,10 @@ def test_samples_stream_round_robin_and_iterate(tiny):
     assert [s.variant for s in got] == ["a", "b"] * 5
     assert [s.run_index for s in got] == [i // 2 for i in range(10)]
     assert [s.ms for s in got if s.variant == "a"] == res["a"].samples_ms
-    kinds = [e["type"] for e in events]
+    from workbench.measure.protocol import Message
+
+    assert all(isinstance(e, Message) for e in events)  # typed messages, never dicts
+    kinds = [e.kind for e in events]
     assert kinds[0] == "status" and kinds[-1] == "done" and "ready" in kinds and "parity" in kinds
     assert not res.stopped
 
@@ -175,6 +178,6 @@ def test_worker_environment_has_spinning_off(tiny):
     benchmark([Variant("a", tiny), Variant("t", kind="torch", torch_source={"model": "bert-tiny"})],
               BenchConfig(seq=8, runs=2, warmup=1, threads=1), floor=False, on_event=events.append)
     assert dict(os.environ) == before
-    ready = next(e for e in events if e["type"] == "ready")
-    assert ready["worker"]["env"]["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert ready["worker"]["torch_threads"] == 1 and ready["worker"]["pid"] != os.getpid()
+    ready = next(e for e in events if e.kind == "ready")
+    assert ready.worker["env"]["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert ready.worker["torch_threads"] == 1 and ready.worker["pid"] != os.getpid()

@@ -49,6 +49,19 @@ def test_bench_json_has_the_documented_shape():
         assert doc["variants"][3]["floor_ms"] < doc["variants"][2]["floor_ms"]  # int8 work at the int8 rate
     assert {"fp32", "int8"} <= set(doc["rates"]) and doc["rates"]["int8"]["unit"] == "GOP/s"
     assert isinstance(doc["machine"]["isa"], list) and doc["machine"]["onnxruntime"]["version"]
+    # The keys stay exactly as they were before the worker's messages and the results were typed.
+    assert set(doc) == BENCH_KEYS and all(set(v) == VARIANT_KEYS for v in doc["variants"])
+    assert FLOOR_KEYS <= set(doc["floor"]) and "type" not in doc["floor"]
+
+
+#: ``workbench bench --json``: the top level and each variant (``samples_ms`` only with ``--samples``).
+BENCH_KEYS = {"machine", "floor_ms", "matmul_bound_ms", "rates", "floor", "config", "stopped", "variants", "skipped",
+              "answers_text", "int8_flags", "machine_load", "random_weights"}
+VARIANT_KEYS = {"name", "provider", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms", "throughput_per_s", "runs",
+                "parity", "floor_ratio", "session_providers", "kind", "level", "fp16", "disabled_optimizers",
+                "task_parity", "floor_ms", "floor_precision", "matmul_bound_ms", "bound_ratio", "task_parity_parts"}
+FLOOR_KEYS = {"floor_ms", "flops", "gflops", "rate_measured", "rate_quiet", "matmul_bound_ms", "stream_gflops", "rates",
+              "variants"}
 
 
 def test_bench_plan_and_exporter_flags():

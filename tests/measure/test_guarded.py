@@ -52,7 +52,7 @@ def test_smoothquant_scaling_keeps_the_models_function(fused):
 
 
 def test_the_answers_hold_only_above_every_threshold():
-    from workbench.measure.guarded import holds
+    from workbench.ort.answer_policy import holds
 
     assert holds({"kind": "embedding", "top1_agreement": 1.0, "spearman": 0.995})
     assert not holds({"kind": "embedding", "top1_agreement": 0.97, "spearman": 0.999})

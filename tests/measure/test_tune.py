@@ -81,6 +81,17 @@ def test_tune_json_has_the_interface_the_checks_read(tuned):
     assert bool(load["words"]) == load["busy"] and load["rule"].startswith("busy when")
 
 
+def test_tune_json_keys_are_the_ones_the_typed_result_keeps(tuned):
+    """The real ``--json`` (now made by ``TuneResult.to_json``) has the key tree it had before the result was typed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_tune_result import TREE, key_tree
+
+    doc, out = tuned
+    got = key_tree(doc)
+    assert {k: v for k, v in got.items() if v} == {k: TREE[k] for k, v in got.items() if v}
+    assert doc["saved"]["dir"] == str(out)
+
+
 def test_answers_decide_on_sentences_the_search_never_saw(tuned, tiny):
     """The int8 recipes tune and calibrate on the search part; the answers that decide are the check part's."""
     doc, _ = tuned

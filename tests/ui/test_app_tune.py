@@ -28,20 +28,21 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
     app.tune(tmp_path / "deploy")
     res = app.tune_result
     assert res is not None, app.error
-    assert set(res["recommended"]) == {"latency"}  # no text: the latency workload, answers on the built-in split
-    assert res["recommended"]["latency"]["variant"] in {v["name"] for v in res["variants"]}
+    assert set(res.recommended) == {"latency"}  # no text: the latency workload, answers on the built-in split
+    assert res.recommended["latency"].variant in {v.name for v in res.variants}
+    assert res.saved["dir"] == str(tmp_path / "deploy") and res.to_json()["saved"] == res.saved
     assert (tmp_path / "deploy" / "model.onnx").is_file() and (tmp_path / "deploy" / "README.md").is_file()
     # bert-tiny borrows the packaged MiniLM's tokenizer (same vocabulary): answers on the built-in sentences.
     from workbench.text import BUILTIN_SENTENCES
 
-    assert res["config"]["answers_text"]["sentences"] == len(BUILTIN_SENTENCES)
-    assert res["config"]["split"] == {"search": len(BUILTIN_SENTENCES) - 13, "check": 13, "source": "built-in"}
+    assert res.config["answers_text"]["sentences"] == len(BUILTIN_SENTENCES)
+    assert res.config["split"] == {"search": len(BUILTIN_SENTENCES) - 13, "check": 13, "source": "built-in"}
     assert (tmp_path / "deploy" / "tokenizer_config.json").is_file()
     import html
 
     from workbench.viz.labels import variant_label
 
-    assert html.escape(variant_label(res["recommended"]["latency"]["variant"])) in app.profile_panel.w_tune_result.value
+    assert html.escape(variant_label(res.recommended["latency"].variant)) in app.profile_panel.w_tune_result.value
     assert "Recommended for" in app.save_report(tmp_path / "r.html").read_text()
 
 

@@ -166,9 +166,14 @@ def test_text_and_sweep_panels_send_their_inputs(stub):
     t.w_text.value = "A first sentence.\nA second one."
     t.w_check.click()
     assert stub.calls[-1] == ("use_text", ("A first sentence.\nA second one.",), {})
-    s.answers = ({"name": "int8", "kind": "embedding", "top1_agreement": 0.95, "spearman": 0.986,
-                  "max_abs_diff": 0.02, "cosine": 0.999},)
-    assert "Spearman 0.9860" in t.w_answers.value and "same answers" in t.w_answers.value
+    s.answers = ({"name": "int8", "kind": "embedding", "sentences": 39, "top1_agreement": 0.95, "spearman": 0.986,
+                  "max_abs_diff": 0.02, "cosine": 0.999},
+                 {"name": "fp16", "kind": "embedding", "sentences": 39, "top1_agreement": 1.0, "spearman": 0.9999,
+                  "max_abs_diff": 1e-4, "cosine": 1.0})
+    # The answers policy the tune and the CLI use: a changed nearest sentence is a change, never "same answers".
+    int8_row, fp16_row = t.w_answers.value.split("<tr>")[2:4]
+    assert "top-1 95%, Spearman 0.9860" in int8_row and "answers change" in int8_row
+    assert "top-1 100%, Spearman 0.9999" in fp16_row and "same answers" in fp16_row
     s.text_line = "39 sentences in 6 batches"
     assert "39 sentences" in t.w_line.value
     w = SweepPanel(s, stub)

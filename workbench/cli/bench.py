@@ -89,9 +89,9 @@ def _measure(args, cfg, variants, text, answers):
     pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr,
                 disable=not sys.stderr.isatty(), leave=False)
 
-    def on_event(msg: dict) -> None:
-        if msg.get("type") == "status":
-            pbar.set_postfix_str(f"{msg['stage']} {msg.get('variant') or ''}".strip())
+    def on_event(msg) -> None:  # a workbench.measure.protocol message
+        if msg.kind == "status":
+            pbar.set_postfix_str(f"{msg.stage} {msg.variant or ''}".strip())
 
     handle = stream_benchmark(variants, cfg, on_sample=lambda s: pbar.update(1), on_event=on_event,
                               text=text if text is not None else answers, text_answers_only=text is None,
@@ -138,8 +138,8 @@ def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     from ..measure.explain import explain
     from ..measure.variants import is_quantized
     from ..ort.machine import machine_line
+    from ..ort.answer_policy import TaskParity, words
     from ..viz.summary import random_weights_words
-    from .fuse import task_line
 
     print(machine_line(res.machine))
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
@@ -167,10 +167,10 @@ def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
         print(f"{v.name:<14}{v.provider:<9}{v.p50_ms:>9.2f}{v.p90_ms:>9.2f}{v.p99_ms:>9.2f}"
               f"{(v.floor_precision or '-'):>11}{ratio:>9}{bound:>10}"
               f"{(f'{speed:.2f}x' if speed else '-'):>12}{cos:>10}"
-              + (f"  {task_line(v.task_parity)}" if v.task_parity else ""))
+              + (f"  {words(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
-    kinds = [v.task_parity.get("kind") for v in res.variants if is_quantized(v.name) and v.task_parity]
+    kinds = [TaskParity.of(v.task_parity).kind for v in res.variants if is_quantized(v.name) and v.task_parity]
     if random_weights and kinds:  # no warning that int8 "changes the answers": what the check would mean
         print(f"  note: int8's answers above: {random_weights_words(kinds[0])}")
     if res.machine_load and res.machine_load.busy():

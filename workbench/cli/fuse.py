@@ -80,6 +80,7 @@ def run(args) -> int:
 def print_steps(snaps, *, no_encoder: bool = False) -> None:
     """The step table: what each step that applies fused (or why not); the steps that cannot apply to this
     model (none of their anchors in the graph) in one line at the end."""
+    from ..ort.answer_policy import words
     from ..report import not_applicable
 
     na = []
@@ -93,7 +94,7 @@ def print_steps(snaps, *, no_encoder: bool = False) -> None:
         par = "" if s.parity is None else (f"ok {s.parity.max_abs_diff:.1e}" if s.parity.ok
                                            else f"MISMATCH {s.parity.max_abs_diff:.1e}")
         print(f"{s.step:28s} {s.nodes:6d} {s.elapsed_s:6.2f}s  {here[:30]:30s} {par}"
-              + (f"  {task_line(s.task_parity)}" if s.task_parity else ""))
+              + (f"  {words(s.task_parity)}" if s.task_parity else ""))
         if s.diagnostic:
             print(f"    why: {s.diagnostic}")
     if na:
@@ -103,18 +104,3 @@ def print_steps(snaps, *, no_encoder: bool = False) -> None:
     said = any(s.diagnostic and NO_ENCODER in s.diagnostic for s in snaps if s.step not in na)
     if no_encoder and not said and not any(n for s in snaps for n in s.fused_here.values()):
         print(f"{NO_ENCODER}: no fusion step found anything to fuse, so the graph stays as exported")  # not only in --json
-
-
-def task_line(tp: dict) -> str:
-    """One short line for a task parity dict."""
-    if tp.get("too_small"):
-        return tp["too_small"]
-    if tp["kind"] == "embedding":
-        return f"top-1 {tp['top1_agreement']:.0%}, spearman {tp['spearman']:.4f}"
-    if tp["kind"] == "masked_lm":
-        if tp["top1_agreement"] is None:
-            return "no masked positions"
-        return f"top-1 {tp['top1_agreement']:.0%}, top-5 {tp['top5_agreement']:.0%}"
-    if tp["label_agreement"] is None:
-        return "no answers"
-    return f"labels {tp['label_agreement']:.0%}, max prob change {tp['max_prob_change']:.2e}"

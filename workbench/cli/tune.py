@@ -58,36 +58,34 @@ def _f(x, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _print(res: dict, saved: dict | None) -> None:
-    from ..measure.guarded import answers_line
+def _print(res, saved: dict | None) -> None:
+    """The terminal's table of a :class:`workbench.measure.tune_result.TuneResult`."""
     from ..measure.load import busy_words
     from ..measure.tune_rows import fig, peers_line
+    from ..ort.answer_policy import words
     from ..ort.machine import machine_line
 
-    print(machine_line(res["machine"]))
-    sp = res["config"]["split"]
-    print(f"{res['threads']} threads; answers against {res['reference']}: check part {sp['check']} sentences "
+    print(machine_line(res.machine))
+    sp = res.config["split"]
+    print(f"{res.threads} threads; answers against {res.reference}: check part {sp['check']} sentences "
           f"(decides), search part {sp['search']} (the int8 recipes tune on it; {sp['source']})")
-    mode = "as shipped (alternating slices)" if res.get("shipped") else "interleaved, spinning off"
+    mode = "as shipped (alternating slices)" if res.shipped else "interleaved, spinning off"
     print(f"figures {mode}; answers at batch 1 | in padded batches (check part)")
     print(f"{'variant':<22}{'p50 ms':>9}{'sent/s':>9}{'batch':>6}{'MB':>8}{'peak MB':>9}  answers")
-    for r in res["variants"]:
-        ans = "reference" if r["reference"] else (f"{answers_line(r['task_parity'])} | "
-                                                  f"{answers_line(r['task_parity_batched'])}")
-        print(f"{r['name']:<22}{_f(r['p50_ms'], '.2f'):>9}{_f(r['sentences_per_s'], '.0f'):>9}"
-              f"{_f(r['batch'], 'd'):>6}{_f(r['size_mb'], '.1f'):>8}{_f(r['peak_rss_mb'], '.0f'):>9}  {ans}"
-              f"{'' if r['holds'] else '  (changed)'}")
-    busy = busy_words(res.get("machine_load"))
+    for r in res.variants:
+        ans = "reference" if r.reference else f"{words(r.task_parity) or '-'} | {words(r.task_parity_batched) or '-'}"
+        print(f"{r.name:<22}{_f(r.p50_ms, '.2f'):>9}{_f(r.sentences_per_s, '.0f'):>9}"
+              f"{_f(r.batch, 'd'):>6}{_f(r.size_mb, '.1f'):>8}{_f(r.peak_rss_mb, '.0f'):>9}  {ans}"
+              f"{'' if r.holds else '  (changed)'}")
+    busy = busy_words(res.machine_load)
     if busy:
         print(f"warning: {busy}")
-    s = res.get("int8_search")
+    s = res.int8_search
     if s:
         print(f"int8-guarded: {s['chosen']}; kept in fp32: {len(s['kept_fp32'])} node(s), {s['kept_fp32_share']:.0%} "
               f"of the weights; {len(s['candidates'])} candidates tried")
-    for w, rec in res["recommended"].items():
-        key = "p50_ms" if w == "latency" else "sentences_per_s"
-        print(f"recommended for {w}: {rec['variant']} ({fig(w, rec[key])}, batch {rec['batch']}, {rec['mode']}). "
-              f"{rec['why']}")
+    for w, rec in res.recommended.items():
+        print(f"recommended for {w}: {rec.variant} ({fig(w, rec.figure)}, batch {rec.batch}, {rec.mode}). {rec.why}")
         print(f"  peers: {peers_line(res, w)}")
     if saved:
         diff = saved.get("saved_max_abs_diff")
@@ -142,12 +140,11 @@ def run(args) -> int:
     with common.StageBar(f"tune {args.model}") as bar:
         res = tune(src, text=text, cfg=cfg, plan=plan, exporter=args.exporter, attention=args.attention,
                    workload=args.workload, shipped=not args.no_shipped, progress=bar)
-    for sk in res["skipped"]:
-        print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
-    saved = save(res, args.out, src) if args.out else None
+    for sk in res.skipped:
+        print(f"{sk.name} skipped: {sk.why}", file=sys.stderr)
+    saved = res.saved = save(res, args.out, src) if args.out else None
     if args.json:
-        doc = dict(res, saved=saved)
-        print_json(doc)
+        print_json(res.to_json())
         return 0
     _print(res, saved)
     return 0

@@ -59,6 +59,27 @@ def _precision_model(name: str, fused):
     raise WorkbenchError(f"unknown precision {name!r} (one of {', '.join(PRECISIONS)})")
 
 
+def _precision_answers(name: str, fused, ref: list, text) -> dict:
+    """One precision's answers against the unfused export's ``ref`` (+ changed neighbours for embeddings), or
+    ``{"error": line}`` when it cannot be built or run here."""
+    from ..errors import first_line
+    from ..ort.parity import compare
+    from ..ort.task_parity import task_parity
+
+    try:
+        got = _outputs(_precision_model(name, fused), list(text.batches), "all")
+    except WorkbenchError as e:
+        return {"error": str(e)}
+    except Exception as e:  # e.g. an fp16 kernel this CPU build lacks
+        return {"error": f"ONNX Runtime cannot run {name} here: {first_line(e)}"}
+    d = task_parity(text.kind, ref, got, list(text.batches), mask_token_id=text.mask_token_id)
+    p = compare(ref, got)
+    d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
+    if text.kind == "embedding":
+        d["changed"] = neighbour_changes(text.sentences, ref, got, list(text.batches))
+    return d
+
+
 def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECISIONS, text=None,
                  progress: Progress | None = None) -> dict:
     """Task parity of every fusion snapshot and of each precision, against the unfused export.
@@ -104,28 +125,11 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
     if precisions:
         from pathlib import Path
 
-        from ..ort.parity import compare
-        from ..ort.task_parity import task_parity
-
         fused = fuse_bert(Path(res.path), plan=plan, **kw)
         ref = _outputs(res.path, list(text.batches), "disable")
         for j, name in enumerate(precisions):
             say(f"{name}", 0.75 + 0.25 * j / len(precisions))
-            try:
-                got = _outputs(_precision_model(name, fused), list(text.batches), "all")
-            except WorkbenchError as e:
-                out["precisions"][name] = {"error": str(e)}
-                continue
-            except Exception as e:  # e.g. an fp16 kernel this CPU build lacks
-                from ..errors import first_line
-                out["precisions"][name] = {"error": f"ONNX Runtime cannot run {name} here: {first_line(e)}"}
-                continue
-            d = task_parity(text.kind, ref, got, list(text.batches), mask_token_id=text.mask_token_id)
-            p = compare(ref, got)
-            d.update(max_abs_diff=p.max_abs_diff, cosine=p.cosine)
-            if text.kind == "embedding":
-                d["changed"] = neighbour_changes(text.sentences, ref, got, list(text.batches))
-            out["precisions"][name] = d
+            out["precisions"][name] = _precision_answers(name, fused, ref, text)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     say("done", 1.0)
     return out
@@ -149,7 +153,7 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
     """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
     pointing at the guarded int8 and at ``workbench tune``; none for a model with random weights, whose
     answers mean nothing (what the check would mean is said instead, see ``viz.summary.random_weights_words``)."""
-    from .guarded import answers_line, holds
+    from ..ort.answer_policy import holds, words
     from .variants import is_quantized
 
     out = []
@@ -159,7 +163,7 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
         name = v["name"] if isinstance(v, dict) else v.name
         tp = v.get("task_parity") if isinstance(v, dict) else v.task_parity
         if is_quantized(name) and tp and not holds(tp):
-            out.append(f"{name}: its answers change ({answers_line(tp)}); use int8-guarded (`--variants "
+            out.append(f"{name}: its answers change ({words(tp)}); use int8-guarded (`--variants "
                        f"int8-guarded`) or `workbench tune`, which keep the answers")
     return out
 

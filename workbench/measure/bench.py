@@ -12,15 +12,11 @@ while the caller keeps working.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import math
 import multiprocessing as mp
-import os
 import queue
 import shutil
-import signal
-import sys
-import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -28,69 +24,13 @@ from typing import Callable, Iterator
 
 from ..config import BenchConfig
 from ..errors import BenchmarkError, ConfigError, WorkbenchError
+from . import protocol as msgs
+from . import spawn
 from . import worker as _worker
 from .load import LoadSampler
-from .results import BenchResult, RunSample, Variant, VariantStats, _fastest_fp32
-
-_ENV_LOCK = threading.Lock()
-
-
-def _error_from(msg: dict) -> WorkbenchError:
-    from .. import errors
-
-    cls = getattr(errors, msg.get("error", ""), None)
-    if isinstance(cls, type) and issubclass(cls, WorkbenchError):
-        return cls(msg.get("message", "benchmark failed"))
-    return BenchmarkError(f"the benchmark worker failed: {msg.get('message', 'unknown error')}")
-
-
-def _died(exitcode: int | None) -> BenchmarkError:
-    if exitcode is not None and exitcode < 0:
-        sig = -exitcode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = "unknown"
-        hint = " (possibly out of memory)" if sig == signal.SIGKILL else ""
-        return BenchmarkError(f"worker died (signal {sig}, {name}){hint}")
-    return BenchmarkError(f"worker died (exit status {exitcode}) before reporting a result")
-
+from .results import BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
 
 _DONE = object()
-_MISSING = object()
-
-
-@contextlib.contextmanager
-def _worker_launch_context(env: dict):
-    """Start the worker with ``env`` set and without re-running the caller's script.
-
-    The child inherits the environment at exec time, and torch reads
-    OMP_WAIT_POLICY when it loads. ``spawn`` normally re-imports the main
-    script in the child (which would import torch first, re-run the script's
-    side effects, and fail outright without an ``if __name__ == "__main__"``
-    guard); the worker needs nothing from it, so it is hidden while starting.
-    """
-    saved_env = {k: os.environ.get(k) for k in env}
-    main = sys.modules.get("__main__")
-    saved_file = getattr(main, "__file__", _MISSING) if main else _MISSING
-    saved_spec = getattr(main, "__spec__", _MISSING) if main else _MISSING
-    os.environ.update(env)
-    try:
-        if saved_file is not _MISSING:
-            del main.__file__
-        if saved_spec is not _MISSING:
-            main.__spec__ = None
-        yield
-    finally:
-        if saved_file is not _MISSING:
-            main.__file__ = saved_file
-        if saved_spec is not _MISSING:
-            main.__spec__ = saved_spec
-        for k, old in saved_env.items():
-            if old is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = old
 
 
 class BenchHandle:
@@ -100,21 +40,22 @@ class BenchHandle:
     thread, never from the worker; keep them short.
     """
 
-    def __init__(self, job: dict, cfg: BenchConfig, variants: list[dict], *,
+    def __init__(self, job: msgs.BenchJob | msgs.ThroughputJob | msgs.ProfileJob, cfg: BenchConfig,
+                 variants: list[dict], *,
                  on_sample: Callable[[RunSample], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None, cleanup: list[Path] | None = None):
+                 on_event: Callable[[msgs.Message], None] | None = None, cleanup: list[Path] | None = None):
         self.cfg = cfg
         self.variants = variants
         self.samples: dict[str, list[float]] = {v["name"]: [] for v in variants}
-        self.parity: dict[str, dict] = {}
-        self.text_summary: dict | None = job.get("text_summary")
+        self.parity: dict[str, msgs.Parity] = {}  # each variant's against the reference
+        self.text_summary: dict | None = job.text_summary if isinstance(job, msgs.BenchJob) else None
         self.session_providers: dict[str, list[str]] = {}
         self.machine: dict = {}
         self.floor: dict = {}
-        self.profile: dict | None = None
+        self.profile: msgs.Profile | None = None
         self.peak_rss_mb: float | None = None  # the worker's, all variants together
         self.serve_batches: dict[str, dict] = {}  # throughput jobs: each variant's batch size and search
-        self.stage: dict = {}
+        self.stage: msgs.Status | None = None
         self.error: WorkbenchError | None = None
         self.worker_traceback: str | None = None
         self.stopped = False
@@ -130,11 +71,10 @@ class BenchHandle:
         self._proc = ctx.Process(target=_worker.worker_main, args=(child, env), daemon=True,
                                  name="workbench-bench")
         self._load = LoadSampler(cfg.threads).start()  # stopped once the worker is joined (its CPU is ours then)
-        with _ENV_LOCK, _worker_launch_context(env):
-            self._proc.start()
+        spawn.start(self._proc, env)
         child.close()
         self._send_lock = threading.Lock()
-        self._send({"cmd": "start", "job": job})
+        self._send(job)
         self._reader = threading.Thread(target=self._read, name="workbench-bench-reader", daemon=True)
         self._reader.start()
 
@@ -148,7 +88,7 @@ class BenchHandle:
     def done(self) -> bool:
         return self._finished.is_set()
 
-    def _send(self, msg: dict) -> None:
+    def _send(self, msg) -> None:
         with self._send_lock:
             try:
                 self._conn.send(msg)
@@ -158,57 +98,23 @@ class BenchHandle:
     def _read(self) -> None:
         ended = False
         try:
-            while True:
+            while not ended:
                 try:
                     msg = self._conn.recv()
                 except (EOFError, OSError):
                     break
-                kind = msg.get("type")
-                if kind == "sample":
-                    s = RunSample(msg["variant"], int(msg["run_index"]), float(msg["ms"]))
-                    self.samples.setdefault(s.variant, []).append(s.ms)
-                    self._queue.put(s)
-                    if self._on_sample:
-                        self._safe_call(self._on_sample, s)
-                    continue
-                if kind == "ready":
-                    self.machine = msg.get("machine", {})
-                    self.session_providers = {v["name"]: v["session_providers"] for v in msg["variants"]}
-                elif kind == "parity":
-                    self.parity[msg["variant"]] = {"max_abs_diff": msg["max_abs_diff"], "cosine": msg["cosine"],
-                                                   "reference": msg.get("reference"),
-                                                   "task_parity": msg.get("task_parity"),
-                                                   "task_parity_parts": msg.get("task_parity_parts")}
-                elif kind == "batch":
-                    self.serve_batches[msg["variant"]] = {k: msg.get(k) for k in ("batch", "tried", "sentences")}
-                elif kind == "memory":
-                    self.peak_rss_mb = msg.get("peak_rss_mb")
-                elif kind == "floor":
-                    self.floor = {k: v for k, v in msg.items() if k != "type"}
-                elif kind == "status":
-                    self.stage = msg
-                elif kind == "profile":
-                    self.profile = msg
-                elif kind == "done":
-                    self.stopped = bool(msg.get("stopped"))
-                    ended = True
-                elif kind == "error":
-                    self.error = _error_from(msg)
-                    self.worker_traceback = msg.get("traceback")
-                    ended = True
-                if self._on_event:
+                self._HANDLERS[type(msg)](self, msg)
+                ended = isinstance(msg, (msgs.Done, msgs.Error))
+                if self._on_event and not isinstance(msg, msgs.Sample):
                     self._safe_call(self._on_event, msg)
-                if ended:
-                    break
             self._proc.join(timeout=30)
             if self._proc.is_alive():
                 self._proc.terminate()
                 self._proc.join(timeout=5)
             if not ended and self.error is None and not self._killed:
-                self.error = _died(self._proc.exitcode)
+                self.error = spawn.died(self._proc.exitcode)
                 if self._on_event:
-                    self._safe_call(self._on_event, {"type": "error", "error": "BenchmarkError",
-                                                     "message": str(self.error)})
+                    self._safe_call(self._on_event, msgs.Error("BenchmarkError", str(self.error)))
         finally:
             try:
                 self._conn.close()
@@ -219,6 +125,47 @@ class BenchHandle:
             self._load.stop()  # after the join: the worker's CPU is ours then
             self._finished.set()
             self._queue.put(_DONE)
+
+    # One handler per message type, each keeping what its message says.
+    def _got_sample(self, m: msgs.Sample) -> None:
+        s = RunSample(m.variant, int(m.run_index), float(m.ms))
+        self.samples.setdefault(s.variant, []).append(s.ms)
+        self._queue.put(s)
+        if self._on_sample:
+            self._safe_call(self._on_sample, s)
+
+    def _got_ready(self, m: msgs.Ready) -> None:
+        self.machine = m.machine
+        self.session_providers = {v["name"]: v["session_providers"] for v in m.variants}
+
+    def _got_parity(self, m: msgs.Parity) -> None:
+        self.parity[m.variant] = m
+
+    def _got_batch(self, m: msgs.Batch) -> None:
+        self.serve_batches[m.variant] = {"batch": m.batch, "tried": m.tried, "sentences": m.sentences}
+
+    def _got_memory(self, m: msgs.Memory) -> None:
+        self.peak_rss_mb = m.peak_rss_mb
+
+    def _got_floor(self, m: msgs.Floor) -> None:
+        self.floor = dict(m.report)
+
+    def _got_status(self, m: msgs.Status) -> None:
+        self.stage = m
+
+    def _got_profile(self, m: msgs.Profile) -> None:
+        self.profile = m
+
+    def _got_done(self, m: msgs.Done) -> None:
+        self.stopped = bool(m.stopped)
+
+    def _got_error(self, m: msgs.Error) -> None:
+        self.error = m.exception()
+        self.worker_traceback = m.traceback
+
+    _HANDLERS = {msgs.Sample: _got_sample, msgs.Ready: _got_ready, msgs.Parity: _got_parity, msgs.Batch: _got_batch,
+                 msgs.Memory: _got_memory, msgs.Floor: _got_floor, msgs.Status: _got_status,
+                 msgs.Profile: _got_profile, msgs.Done: _got_done, msgs.Error: _got_error}
 
     def _safe_call(self, fn, arg) -> None:
         try:
@@ -232,7 +179,7 @@ class BenchHandle:
     def stop(self) -> None:
         """Ask the worker to stop after the current run; result() keeps what was measured."""
         if not self.done:
-            self._send({"cmd": "stop"})
+            self._send(msgs.Stop())
 
     def kill(self) -> None:
         """End the worker at once (it is reported as stopped, not as died)."""
@@ -266,8 +213,8 @@ class BenchHandle:
         t = self.text_summary  # with text, a run is one batch of the mix: sentences per run on average
         per_run = t["sentences"] / t["batches"] if t else self.cfg.batch
         stats = [VariantStats.from_samples(v, self.samples.get(v["name"], []), per_run, floor,
-                                           self.parity.get(v["name"]), self.session_providers.get(v["name"], []))
-                 for v in self.variants]
+                                           _numbers(self.parity.get(v["name"])),
+                                           self.session_providers.get(v["name"], [])) for v in self.variants]
         from .floor import plausible_bound
 
         for s in stats:
@@ -283,17 +230,16 @@ class BenchHandle:
                         self._distrust(s.floor_precision, kind)
                 s.floor_ratio = s.p50_ms / s.floor_ms if s.p50_ms and s.floor_ms else None
                 s.bound_ratio = s.p50_ms / s.matmul_bound_ms if s.p50_ms and s.matmul_bound_ms else None
-            if s.parity:
-                s.task_parity = s.parity.get("task_parity")
-                s.task_parity_parts = s.parity.get("task_parity_parts")
-                s.parity = {"max_abs_diff": s.parity["max_abs_diff"], "cosine": s.parity["cosine"]}
+            par = self.parity.get(s.name)
+            if par is not None:
+                s.task_parity, s.task_parity_parts = par.task_parity, par.task_parity_parts
         cfg = asdict(self.cfg)
         cfg["reference"] = next((v["name"] for v in self.variants if v["name"] not in self.parity), None)
         cfg["text"] = self.text_summary
         machine = dict(self.machine)
         machine["threads"] = self.cfg.threads
         floor = floor if floor and not math.isnan(floor) else None
-        fastest = _fastest_fp32(stats)
+        fastest = fastest_fp32(stats)
         if floor and plausible_bound(floor, fastest) is None:
             floor = None
             self._distrust("fp32", "hot")
@@ -331,43 +277,14 @@ class BenchHandle:
                 self.wait(5)
 
 
-def _prepare(variants: list[Variant]) -> tuple[list[dict], list[Path]]:
-    """Check names, and write byte models to a private temporary folder."""
-    if not variants:
-        raise ConfigError("nothing to benchmark: no variants given")
-    names = [v.name for v in variants]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ConfigError(f"variant names must be unique; repeated: {', '.join(dup)}")
-    out, cleanup = [], []
-    for v in variants:
-        d = v.describe()
-        if isinstance(v.model, bytes):
-            tmp = Path(tempfile.mkdtemp(prefix="workbench-bench-"))
-            cleanup.append(tmp)
-            (tmp / "model.onnx").write_bytes(v.model)
-            d["model"] = str(tmp / "model.onnx")
-        elif v.kind in ("onnx", "openvino"):
-            p = Path(v.model)
-            if not p.is_file():
-                for c in cleanup:
-                    shutil.rmtree(c, ignore_errors=True)
-                raise BenchmarkError(f"variant {v.name!r}: {p} is not a file")
-        out.append(d)
-    if any(v.provider == "cuda" for v in variants):
-        from ..ort.session import cuda_status
-        ok, reason = cuda_status()
-        if not ok:
-            from ..errors import RuntimeUnavailableError
-            for c in cleanup:
-                shutil.rmtree(c, ignore_errors=True)
-            raise RuntimeUnavailableError(f"GPU asked for, but {reason}")
-    return out, cleanup
+def _numbers(par: msgs.Parity | None) -> dict | None:
+    """What a result keeps of a parity message as its ``parity``: the numbers (the answers go apart)."""
+    return None if par is None else {"max_abs_diff": par.max_abs_diff, "cosine": par.cosine}
 
 
 def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
                      on_sample: Callable[[RunSample], None] | None = None, *,
-                     on_event: Callable[[dict], None] | None = None, reference: str | None = None,
+                     on_event: Callable[[msgs.Message], None] | None = None, reference: str | None = None,
                      floor: bool = True, memory_limit_mb: int | None = None, text=None,
                      text_answers_only: bool = False, text_parts: dict | None = None,
                      _fault: str | None = None) -> BenchHandle:
@@ -378,7 +295,7 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
         cfg: shape, threads, warm-up and runs, equal for every variant.
         on_sample: called with each :class:`RunSample` as it arrives.
         on_event: called with the worker's other messages (status, parity,
-            floor, done, error) as plain dicts.
+            floor, done, error): the dataclasses of :mod:`.protocol` (``kind`` names each).
         reference: the variant others are compared with for parity
             (default: the first).
         floor: compute the hardware floor (measures the matmul rate the first
@@ -399,23 +316,22 @@ def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
         RuntimeUnavailableError: a CUDA variant where CUDA cannot run.
     """
     cfg = cfg or BenchConfig()
-    described, cleanup = _prepare(variants)
+    described, cleanup = prepare_variants(variants)
     if reference is not None and reference not in {v["name"] for v in described}:
         raise ConfigError(f"reference {reference!r} is not one of the variants")
     if memory_limit_mb and any(v["provider"] == "cuda" for v in described):
         raise ConfigError("memory_limit_mb works on the CPU only (CUDA reserves large address ranges)")
-    job = {"mode": "bench", "variants": described, "cfg": asdict(cfg), "reference": reference, "floor": floor,
-           "memory_limit_mb": memory_limit_mb, "fault": _fault}
+    job = msgs.BenchJob(described, asdict(cfg), reference=reference, floor=floor, memory_limit_mb=memory_limit_mb,
+                        fault=_fault)
     if text is not None:
-        job["text"] = dict(text.job(), answers_only=bool(text_answers_only), parts=text_parts)
-        if not text_answers_only:
-            job["text_summary"] = text.describe()
+        job = dataclasses.replace(job, text=dict(text.job(), answers_only=bool(text_answers_only), parts=text_parts),
+                                  text_summary=None if text_answers_only else text.describe())
     return BenchHandle(job, cfg, described, on_sample=on_sample, on_event=on_event, cleanup=cleanup)
 
 
 def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, reference: str | None = None,
                batches: dict | None = None, passes: int = 3, timeout: float | None = None,
-               on_event: Callable[[dict], None] | None = None, batch1: dict | None = None) -> tuple[dict, dict]:
+               on_event: Callable[[msgs.Message], None] | None = None, batch1: dict | None = None) -> tuple[dict, dict]:
     """The throughput workload in one worker, interleaved (see :mod:`.serve`).
 
     ``batch1``: each variant's sentences/s at batch 1, known from the latency workload (not measured again).
@@ -424,9 +340,9 @@ def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, refere
     "task_parity_parts", "cosine"}}, machine)``; the answers are each variant's as served, in its
     padded batches, against ``reference`` served in its own.
     """
-    described, cleanup = _prepare(variants)
-    job = {"mode": "throughput", "variants": described, "cfg": asdict(cfg), "reference": reference,
-           "serve": serve, "batches": batches or {}, "passes": passes, "batch1": batch1 or {}}
+    described, cleanup = prepare_variants(variants)
+    job = msgs.ThroughputJob(described, asdict(cfg), serve, reference=reference, batches=batches or {},
+                             passes=passes, batch1=batch1 or {})
     handle = BenchHandle(job, cfg, described, on_event=on_event, cleanup=cleanup)
     with handle:
         handle.result(timeout)
@@ -436,11 +352,12 @@ def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, refere
     out = {}
     for v in described:
         ms = handle.samples.get(v["name"], [])
-        par = handle.parity.get(v["name"]) or {}
+        par = handle.parity.get(v["name"])
         out[v["name"]] = {**handle.serve_batches.get(v["name"], {}), "samples_ms": list(ms),
                           "sentences_per_s": n / statistics.median(ms) * 1e3 if ms else None,
-                          "task_parity": par.get("task_parity"), "task_parity_parts": par.get("task_parity_parts"),
-                          "cosine": par.get("cosine")}
+                          "task_parity": par.task_parity if par else None,
+                          "task_parity_parts": par.task_parity_parts if par else None,
+                          "cosine": par.cosine if par else None}
     return out, dict(handle.machine)
 
 
@@ -453,4 +370,4 @@ def benchmark(variants: list[Variant], cfg: BenchConfig | None = None, *, timeou
 
 
 __all__ = ["Variant", "RunSample", "VariantStats", "BenchResult", "BenchHandle", "stream_benchmark", "benchmark",
-           "throughput"]
+           "throughput", "prepare_variants"]

@@ -139,10 +139,10 @@ STREAM_WEIGHTS = 16
 
 def _cache_file(threads: int, provider: str, dtype: str, kind: str = "hot") -> Path:
     from ..cache.root import cache_root
-    from ..ort.machine import _cpuinfo, _gpus, _version
+    from ..ort.machine import cpu_info, gpu_names, package_version
 
-    cpu = _cpuinfo()[0] if provider == "cpu" else ",".join(_gpus())
-    ort_v = _version("onnxruntime-gpu") or _version("onnxruntime")
+    cpu = cpu_info()[0] if provider == "cpu" else ",".join(gpu_names())
+    ort_v = package_version("onnxruntime-gpu") or package_version("onnxruntime")
     key = json.dumps([cpu, threads, provider, dtype, ort_v, PROBE_SHAPE] + ([kind] if kind != "hot" else []))
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     safe = re.sub(r"[^A-Za-z0-9]+", "-", f"{provider}-{dtype}-{threads}t" + ("" if kind == "hot" else f"-{kind}"))

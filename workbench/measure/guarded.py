@@ -13,7 +13,7 @@ methods, not single nodes (keeping single MatMuls in fp32 one at a time barely h
 3. if none holds, the best role candidate plus one more group of one layer, cheapest first
    (attention output, then q/k/v, then feed-forward up), until one holds.
 
-Answers are checked in this process against the fp32 model (:data:`THRESHOLDS`); then every
+Answers are checked in this process against the fp32 model (:data:`workbench.ort.answer_policy.THRESHOLDS`); then every
 candidate whose answers hold, with plain int8 and the fp32 model, is timed briefly in the
 benchmark worker on the same text, and the fastest that holds wins. The report keeps every
 candidate: what it kept in fp32, its share of the MatMul work left in fp32, its answers and p50.
@@ -28,32 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-#: What "the answers hold" means, per task check (``ort.task_parity``).
-THRESHOLDS = {"embedding": {"top1_agreement": 1.0, "spearman": 0.99},
-              "masked_lm": {"top1_agreement": 0.99}, "classification": {"label_agreement": 0.99}}
+from ..ort.answer_policy import THRESHOLDS, TaskParity, holds
+
 Progress = Callable[[str, float], None]
-
-
-def holds(tp: dict | None) -> bool:
-    """Whether a task-parity dict meets :data:`THRESHOLDS` for its kind (None: no check, holds)."""
-    if not tp:
-        return True
-    if tp.get("too_small"):
-        return False  # answers unknown, never called good
-    need = THRESHOLDS.get(tp.get("kind"), {})
-    return all(tp.get(k) is not None and tp[k] >= v - 1e-12 for k, v in need.items())
-
-
-def answers_line(tp: dict | None) -> str:
-    if not tp:
-        return "-"
-    if tp.get("too_small"):
-        return tp["too_small"]
-    if tp.get("kind") == "embedding":
-        return f"top-1 {tp['top1_agreement']:.0%}, Spearman {tp['spearman']:.4f}"
-    if tp.get("kind") == "masked_lm":
-        return f"top-1 {tp['top1_agreement']:.1%}"
-    return f"labels {tp.get('label_agreement', 0):.1%}"
 
 
 def _quantize(model, out: Path, exclude=(), per_channel: bool = True) -> Path:
@@ -194,8 +171,7 @@ def _greedy(s: _Search, budget: int) -> None:
     role_c = [c for c in s.candidates if c["label"].startswith("fp32 ")]
     if not role_c:
         return
-    best = max(role_c, key=lambda c: (c["task_parity"].get("spearman") or c["task_parity"].get("top1_agreement")
-                                      or c["task_parity"].get("label_agreement") or 0))
+    best = max(role_c, key=lambda c: TaskParity.of(c["task_parity"]).ranking or 0)
     layers = sorted({_layer_of(n) for n in s.roles} - {None})
     tried = 0
     for role in ("attn_out", "qkv", "ffn_up", "ffn_down"):
@@ -209,6 +185,12 @@ def _greedy(s: _Search, budget: int) -> None:
                        lambda p, k=kept: _quantize(s.model, p, k))
             if c["holds"]:
                 return
+
+
+def _answers_rank(c: dict) -> tuple:
+    """How good a candidate's answers are, for the pick when none holds: its ranking figure, then its agreement."""
+    t = TaskParity.of(c["task_parity"])
+    return (t.ranking or 0, t.agreement or 0)
 
 
 def _time(s: _Search, runs: int) -> None:
@@ -247,9 +229,7 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
             _greedy(s, budget)
         _time(s, runs)
         ok = [c for c in s.candidates if c["holds"] and c["p50_ms"]]
-        chosen = min(ok, key=lambda c: c["p50_ms"]) if ok else max(
-            s.candidates, key=lambda c: (c["task_parity"].get("spearman") or 0, c["task_parity"].get("top1_agreement")
-                                         or c["task_parity"].get("label_agreement") or 0))
+        chosen = min(ok, key=lambda c: c["p50_ms"]) if ok else max(s.candidates, key=_answers_rank)
         copy_model(chosen["path"], out)  # with its weights, wherever the quantizer put them
         for c in s.candidates:
             c.pop("path", None)
@@ -275,4 +255,4 @@ def search_report(model_path: Path) -> dict | None:
         return None
 
 
-__all__ = ["THRESHOLDS", "holds", "answers_line", "search_int8", "search_report"]
+__all__ = ["search_int8", "search_report"]

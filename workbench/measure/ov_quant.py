@@ -27,27 +27,23 @@ import json
 import logging
 from pathlib import Path
 
+from ..ort.answer_policy import TaskParity, holds
+
 OV_VERSION = 1
 
 
 def answers_metric(tp: dict) -> float:
     """One number, higher is better: Spearman (or agreement), less 0.011 when a top-1 answer changed, so a
     model whose answers do not hold scores below 0.99 (the validation function NNCF's accuracy control takes)."""
-    if not tp or tp.get("too_small"):
-        return 0.0
-    main = tp.get("spearman")
-    if main is None:
-        main = tp.get("top1_agreement") if tp.get("kind") == "masked_lm" else tp.get("label_agreement")
-    top1 = tp.get("top1_agreement", tp.get("label_agreement"))
-    return float(main or 0.0) - (0.011 if top1 is not None and top1 < 1.0 else 0.0)
+    return TaskParity.of(tp).score() if tp else 0.0
 
 
 def _key(text, recipe: str) -> str:
     import nncf
 
-    from ..ort.machine import _version
+    from ..ort.machine import package_version
 
-    doc = [list(text.sentences), text.kind, recipe, OV_VERSION, nncf.__version__, _version("openvino")]
+    doc = [list(text.sentences), text.kind, recipe, OV_VERSION, nncf.__version__, package_version("openvino")]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
 
 
@@ -153,7 +149,6 @@ class _GuardSearch:
 
     def try_(self, label: str, kept, built=None) -> tuple[object, dict]:
         from ..ort.task_parity import task_parity
-        from .guarded import holds
         from .peer_runners import ov_config
 
         q = built if built is not None else self.quantize(kept)

@@ -109,18 +109,20 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
     from dataclasses import asdict
 
     from ..config import BenchConfig
-    from .bench import BenchHandle, Variant, _prepare
+    from .bench import BenchHandle, Variant
+    from .protocol import ProfileJob
+    from .results import prepare_variants
 
     cfg = cfg or BenchConfig()
-    described, cleanup = _prepare([Variant(name, model, provider=provider, level=level, fp16=fp16,
+    described, cleanup = prepare_variants([Variant(name, model, provider=provider, level=level, fp16=fp16,
                                            disabled_optimizers=disabled_optimizers)])
-    job = {"mode": "profile", "variants": described, "cfg": asdict(cfg)}
-    handle = BenchHandle(job, cfg, described, cleanup=cleanup)
+    handle = BenchHandle(ProfileJob(described, asdict(cfg)), cfg, described, cleanup=cleanup)
     with handle:
         handle.result(timeout)
-    msg = handle.profile or {}
-    return OpProfile(name, provider, msg.get("records", []), msg.get("run_ms"), int(msg.get("runs", 0)),
-                     list(msg.get("session_providers", [])))
+    m = handle.profile
+    if m is None:
+        return OpProfile(name, provider, [], None, 0, [])
+    return OpProfile(name, provider, m.records, m.run_ms, int(m.runs), list(m.session_providers))
 
 
 def compare_profiles(before: OpProfile, after: OpProfile):

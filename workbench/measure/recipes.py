@@ -22,10 +22,10 @@ RECIPE_VERSION = 2
 
 def _derived_key(export_path: Path, recipe: str) -> str:
     from ..models import file_identity
-    from ..ort.machine import _version
+    from ..ort.machine import package_version
 
     key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,
-                      _version("onnxruntime-gpu") or _version("onnxruntime")])
+                      package_version("onnxruntime-gpu") or package_version("onnxruntime")])
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 

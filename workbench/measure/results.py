@@ -1,12 +1,15 @@
 """What a benchmark is given and gives back: :class:`Variant`, :class:`RunSample`, :class:`VariantStats`,
-:class:`BenchResult` (plain dataclasses; :mod:`.bench` re-exports them)."""
+:class:`BenchResult` (plain dataclasses; :mod:`.bench` re-exports them), and :func:`prepare_variants`, which
+turns variants into what the worker is sent."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import BenchmarkError, ConfigError
 from .load import MachineLoad
 
 
@@ -146,7 +149,42 @@ class VariantStats:
         return d
 
 
-def _fastest_fp32(stats) -> float | None:
+def prepare_variants(variants: list[Variant]) -> tuple[list[dict], list[Path]]:
+    """Check names, and write byte models to a private temporary folder: ``(the worker's variant dicts,
+    folders to remove when the job ends)``."""
+    if not variants:
+        raise ConfigError("nothing to benchmark: no variants given")
+    names = [v.name for v in variants]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"variant names must be unique; repeated: {', '.join(dup)}")
+    out, cleanup = [], []
+    for v in variants:
+        d = v.describe()
+        if isinstance(v.model, bytes):
+            tmp = Path(tempfile.mkdtemp(prefix="workbench-bench-"))
+            cleanup.append(tmp)
+            (tmp / "model.onnx").write_bytes(v.model)
+            d["model"] = str(tmp / "model.onnx")
+        elif v.kind in ("onnx", "openvino"):
+            p = Path(v.model)
+            if not p.is_file():
+                for c in cleanup:
+                    shutil.rmtree(c, ignore_errors=True)
+                raise BenchmarkError(f"variant {v.name!r}: {p} is not a file")
+        out.append(d)
+    if any(v.provider == "cuda" for v in variants):
+        from ..ort.session import cuda_status
+        ok, reason = cuda_status()
+        if not ok:
+            from ..errors import RuntimeUnavailableError
+            for c in cleanup:
+                shutil.rmtree(c, ignore_errors=True)
+            raise RuntimeUnavailableError(f"GPU asked for, but {reason}")
+    return out, cleanup
+
+
+def fastest_fp32(stats) -> float | None:
     """The fastest p50 among variants that run the model's fp32 FLOPs (what a fp32 bound must stay under)."""
     return min((s.p50_ms for s in stats if s.p50_ms and (s.floor_precision or "fp32") == "fp32"), default=None)
 
@@ -182,7 +220,7 @@ class BenchResult:
         from .floor import plausible_bound
 
         v = self.floor.get("matmul_bound_ms")
-        return plausible_bound(float(v), _fastest_fp32(self.variants)) if v else None
+        return plausible_bound(float(v), fastest_fp32(self.variants)) if v else None
 
     def ratio(self, slower: str, faster: str) -> float | None:
         """How many times faster ``faster`` is than ``slower`` (ratio of p50s)."""
@@ -212,4 +250,4 @@ class BenchResult:
         return pd.DataFrame(rows)
 
 
-__all__ = ["Variant", "RunSample", "VariantStats", "BenchResult"]
+__all__ = ["Variant", "RunSample", "VariantStats", "BenchResult", "fastest_fp32", "prepare_variants"]

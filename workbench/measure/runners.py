@@ -137,7 +137,7 @@ class TorchRunner:
     def __init__(self, v: dict, threads: int, workdir: Path):
         import torch
         from ..errors import BenchmarkError, WorkbenchError
-        from ..export import _wrap
+        from ..export import keyword_wrapper
         from ..models import resolve
         from ..ort.inputs import InputSpec
 
@@ -156,7 +156,7 @@ class TorchRunner:
         self.spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                               type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
                               max_positions=source.max_positions)
-        self.model = _wrap(model, source.input_names)
+        self.model = keyword_wrapper(model, source.input_names)
         self.device = torch.device("cuda" if self.provider == "cuda" else "cpu")
         if self.provider == "cuda":
             if not torch.cuda.is_available():

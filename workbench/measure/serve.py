@@ -5,11 +5,14 @@ by length, batches padded to each batch's longest; :mod:`.workload`) at its own 
 a short search (one pass per size: 1, 8, 64, then the powers of two beside the best; batch 1's
 rate may come from the latency workload, ``batch1``) unless the job fixes it; one pass each as warm-up, which also keeps each variant's outputs of the text's
 sentences as served (padded, in their batch) for the batched answers; then whole passes timed round
-robin. Messages: ``batch`` per variant (``batch``, ``tried``: sentences/s per size), ``parity`` with
-the batched answers, ``sample`` per pass (``ms``, ``sentences``), ``memory``.
+robin. Messages (:mod:`.protocol`): ``Batch`` per variant (``batch``, ``tried``: sentences/s per size),
+``Parity`` with the batched answers, ``Sample`` per pass (``ms``, ``sentences``), ``Memory``.
+:func:`batches_of` and :func:`serve_pass` also serve the as-shipped slices (:mod:`.slices`).
 """
 
 from __future__ import annotations
+
+from . import protocol as msgs
 
 COARSE = (1, 8, 64)
 
@@ -32,7 +35,7 @@ def parity_of_parts(text: dict, ref: list, cand: list, batches: list) -> dict:
     return {"task_parity": per.get("check") or over(range(len(batches))), "task_parity_parts": per}
 
 
-def _batches(serve: dict, b: int) -> list[tuple[list[int], dict]]:
+def batches_of(serve: dict, b: int) -> list[tuple[list[int], dict]]:
     """The corpus cut into batches of ``b``: (sentence indices, padded feeds)."""
     from .workload import pad_batch
 
@@ -44,7 +47,7 @@ def _batches(serve: dict, b: int) -> list[tuple[list[int], dict]]:
     return out
 
 
-def _pass(r, batches, keep: set | None = None) -> tuple[float, dict]:
+def serve_pass(r, batches, keep: set | None = None) -> tuple[float, dict]:
     """Serve every batch once; seconds taken (feeding included, as a server feeds), and the kept rows."""
     import time
 
@@ -80,11 +83,10 @@ def search_batch(ch, r, serve: dict, sizes=None, batch1: float | None = None) ->
         if b in tried or b not in sizes:
             return
         ch.check_stop()
-        ch.send({"type": "status", "stage": f"batch-size search ({b})", "variant": r.name, "index": len(tried),
-                 "count": 6})
-        batches = _batches(serve, b)
-        _pass(r, batches[:1])  # this shape warmed
-        secs, _ = _pass(r, batches)
+        ch.status(f"batch-size search ({b})", r.name, len(tried), 6)
+        batches = batches_of(serve, b)
+        serve_pass(r, batches[:1])  # this shape warmed
+        secs, _ = serve_pass(r, batches)
         tried[b] = n / secs
 
     for b in (s for s in COARSE if s in sizes) or sizes[:1]:
@@ -97,9 +99,9 @@ def search_batch(ch, r, serve: dict, sizes=None, batch1: float | None = None) ->
     return best, {str(k): round(v, 2) for k, v in sorted(tried.items())}
 
 
-def _send_batched_parity(ch, job: dict, runners: list, rows: dict) -> None:
-    serve = job["serve"]
-    ref_name = job.get("reference") or runners[0].name
+def _send_batched_parity(ch, job: msgs.ThroughputJob, runners: list, rows: dict) -> None:
+    serve = job.serve
+    ref_name = job.reference or runners[0].name
     if ref_name not in rows:
         return
     pseudo = _pseudo_feeds(serve)
@@ -115,10 +117,8 @@ def _send_batched_parity(ch, job: dict, runners: list, rows: dict) -> None:
         from ..ort.parity import compare
 
         p = compare(ref, cand)
-        msg = {"type": "parity", "variant": r.name, "reference": ref_name, "max_abs_diff": p.max_abs_diff,
-               "cosine": p.cosine}
-        msg.update(parity_of_parts(text, ref, cand, [pseudo[i] for i in order]))
-        ch.send(msg)
+        answers = parity_of_parts(text, ref, cand, [pseudo[i] for i in order])
+        ch.send(msgs.Parity(r.name, ref_name, p.max_abs_diff, p.cosine, **answers))
 
 
 def _pseudo_feeds(serve: dict) -> dict:
@@ -127,17 +127,17 @@ def _pseudo_feeds(serve: dict) -> dict:
     return {i: serve["sentences"][i] for i in keep}
 
 
-def throughput_job(ch, job: dict, workdir) -> None:
+def throughput_job(ch, job: msgs.ThroughputJob, workdir) -> None:
     """See the module doc."""
     from ..errors import BenchmarkError
     from .runners import run_error
-    from .worker_base import _fault, build_runners, peak_rss_mb, send_ready
+    from .worker_base import build_runners, fault, peak_rss_mb, send_ready
 
-    cfg, serve = job["cfg"], job["serve"]
+    cfg, serve = job.cfg, job.serve
     runners = build_runners(ch, job, workdir)
     send_ready(ch, runners, int(cfg["threads"]))
     longest = max(int(s["input_ids"].shape[1]) for s in serve["sentences"])
-    fixed = job.get("batches") or {}
+    fixed = job.batches or {}
     keep = set(_pseudo_feeds(serve))
     rows, plan = {}, {}
     for r in runners:
@@ -146,30 +146,28 @@ def throughput_job(ch, job: dict, workdir) -> None:
             raise BenchmarkError(f"sequence {longest} is longer than {r.name}'s {r.spec.max_positions} positions")
         try:
             b, tried = (int(fixed[r.name]), {}) if r.name in fixed else search_batch(
-                ch, r, serve, batch1=(job.get("batch1") or {}).get(r.name))
-            plan[r.name] = _batches(serve, b)
-            ch.send({"type": "batch", "variant": r.name, "batch": b, "tried": tried,
-                     "sentences": len(serve["corpus"])})
-            ch.send({"type": "status", "stage": "warm-up (answers as served)", "variant": r.name, "index": 0,
-                     "count": 1})
-            rows[r.name] = _pass(r, plan[r.name], keep)[1]
+                ch, r, serve, batch1=(job.batch1 or {}).get(r.name))
+            plan[r.name] = batches_of(serve, b)
+            ch.send(msgs.Batch(r.name, b, tried, len(serve["corpus"])))
+            ch.status("warm-up (answers as served)", r.name, 0, 1)
+            rows[r.name] = serve_pass(r, plan[r.name], keep)[1]
         except Exception as e:
             raise run_error(e, r.name, b, longest) from e
     _send_batched_parity(ch, job, runners, rows)
     rows.clear()
     n = len(serve["corpus"])
-    for i in range(int(job.get("passes") or 3)):
+    for i in range(int(job.passes or 3)):
         for r in runners:
             ch.check_stop()
             try:
-                secs, _ = _pass(r, plan[r.name])
+                secs, _ = serve_pass(r, plan[r.name])
             except Exception as e:
                 raise run_error(e, r.name, 0, longest) from e
-            ch.send({"type": "sample", "variant": r.name, "run_index": i, "ms": secs * 1e3, "sentences": n})
-            _fault(job.get("fault"), "sample")
-    ch.send({"type": "memory", "peak_rss_mb": peak_rss_mb()})
+            ch.send(msgs.Sample(r.name, i, secs * 1e3, n))
+            fault(job.fault, "sample")
+    ch.send(msgs.Memory(peak_rss_mb()))
     for r in runners:
         r.close()
 
 
-__all__ = ["parity_of_parts", "search_batch", "throughput_job"]
+__all__ = ["parity_of_parts", "search_batch", "throughput_job", "batches_of", "serve_pass"]

@@ -13,9 +13,9 @@ Each process serves both workloads (latency: one sentence at a time; throughput:
 corpus at the variant's batch size) and reports its peak resident memory at the end: what serving
 that variant costs, runtime included (PyTorch is imported only by PyTorch variants).
 
-Protocol over a pipe, caller → process: ``{"job"}``, then ``{"cmd": "slice", "workload", "runs"}``
-any number of times, then ``{"cmd": "end"}``; process → caller: ``ready``, one ``slice`` (``ms``:
-the timed runs) per slice asked, then ``done`` (``peak_rss_mb``) or ``error``.
+Messages over a pipe (:mod:`.protocol`), caller → process: ``SliceJob``, then ``Slice`` (workload, runs)
+any number of times, then ``End``; process → caller: ``SliceReady``, one ``SliceTimes`` (``ms``: the
+timed runs) per slice asked, then ``SliceDone`` (``peak_rss_mb``) or ``Error``.
 """
 
 from __future__ import annotations
@@ -25,33 +25,33 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from . import protocol as msgs
+from . import spawn
+from .serve import batches_of, serve_pass
+
 #: Set before torch or onnxruntime load in a slice process; nothing that changes how an engine waits.
 SHIPPED_ENV = {"TOKENIZERS_PARALLELISM": "false", "TF_CPP_MIN_LOG_LEVEL": "3"}
 WARM_RUNS = 2
 
 
-def _prepare(r, job: dict) -> dict:
+def _prepare(r, job: msgs.SliceJob) -> dict:
     """The runner's workloads: the latency sentences, and the corpus at its batch size."""
-    from .serve import _batches
-
     plan = {}
-    if job.get("latency"):
-        plan["latency"] = list(job["latency"])
-    if job.get("serve") and job.get("batch"):
-        plan["throughput"] = _batches(job["serve"], int(job["batch"]))
+    if job.latency:
+        plan["latency"] = list(job.latency)
+    if job.serve and job.batch:
+        plan["throughput"] = batches_of(job.serve, int(job.batch))
     return plan
 
 
 def _slice(r, plan: dict, workload: str, runs: int, state: dict) -> list[float]:
     import time
 
-    from .serve import _pass
-
     out = []
     if workload == "throughput":
-        _pass(r, plan["throughput"][:WARM_RUNS])
+        serve_pass(r, plan["throughput"][:WARM_RUNS])
         for _ in range(runs):
-            out.append(_pass(r, plan["throughput"])[0] * 1e3)
+            out.append(serve_pass(r, plan["throughput"])[0] * 1e3)
         return out
     feeds = plan["latency"]
     for k in range(WARM_RUNS + runs):
@@ -72,27 +72,27 @@ def slice_main(conn, env: dict | None = None) -> None:
     os.environ.update(env or {})
     workdir = Path(tempfile.mkdtemp(prefix="workbench-slices-"))
     try:
-        job = conn.recv()["job"]
+        job: msgs.SliceJob = conn.recv()
         from .runners import make_runner
-        from .worker_base import _set_threads, peak_rss_mb
+        from .worker_base import peak_rss_mb, set_threads
 
-        threads = int(job["threads"])
-        _set_threads(threads, job["variant"].get("kind") == "torch")
-        r = make_runner(job["variant"], threads, workdir)
+        threads = int(job.threads)
+        set_threads(threads, job.variant.get("kind") == "torch")
+        r = make_runner(job.variant, threads, workdir)
         plan, state = _prepare(r, job), {"next": 0}
-        conn.send({"type": "ready", "providers": r.providers})
+        conn.send(msgs.SliceReady(list(r.providers)))
         while True:
             msg = conn.recv()
-            if msg.get("cmd") != "slice":
+            if not isinstance(msg, msgs.Slice):
                 break
-            conn.send({"type": "slice", "ms": _slice(r, plan, msg["workload"], int(msg["runs"]), state)})
+            conn.send(msgs.SliceTimes(_slice(r, plan, msg.workload, int(msg.runs), state)))
         r.close()
-        conn.send({"type": "done", "peak_rss_mb": peak_rss_mb()})
+        conn.send(msgs.SliceDone(peak_rss_mb()))
     except BaseException as e:  # noqa: BLE001 - every failure goes back as one line
         from ..errors import first_line
 
         try:
-            conn.send({"type": "error", "message": f"{type(e).__name__}: {first_line(e)}"})
+            conn.send(msgs.Error("internal", f"{type(e).__name__}: {first_line(e)}"))
         except (OSError, ValueError):
             pass
     finally:
@@ -100,20 +100,17 @@ def slice_main(conn, env: dict | None = None) -> None:
 
 
 class _Proc:
-    def __init__(self, variant, job: dict, threads: int):
-        from .bench import _ENV_LOCK, _worker_launch_context
-
+    def __init__(self, variant, job: msgs.SliceJob, threads: int):
         ctx = mp.get_context("spawn")
         self.name = variant.name
         self.conn, child = ctx.Pipe(duplex=True)
         env = dict(SHIPPED_ENV, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         self.proc = ctx.Process(target=slice_main, args=(child, env), daemon=True, name="workbench-slice")
-        with _ENV_LOCK, _worker_launch_context(env):
-            self.proc.start()
+        spawn.start(self.proc, env)
         child.close()
-        self.conn.send({"job": job})
+        self.conn.send(job)
 
-    def recv(self, timeout: float) -> dict:
+    def recv(self, timeout: float) -> msgs.Message:
         from ..errors import BenchmarkError
 
         if not self.conn.poll(timeout):
@@ -124,8 +121,8 @@ class _Proc:
             self.proc.join(5)
             raise BenchmarkError(f"{self.name} (as shipped): its process died (exit status "
                                  f"{self.proc.exitcode})") from None
-        if msg.get("type") == "error":
-            raise BenchmarkError(f"{self.name} (as shipped): {msg['message']}")
+        if isinstance(msg, msgs.Error):
+            raise BenchmarkError(f"{self.name} (as shipped): {msg.message}")
         return msg
 
     def close(self) -> None:
@@ -158,13 +155,13 @@ def shipped(variants: list, threads: int, *, latency=None, serve: dict | None = 
     try:
         for v in variants:
             d = replace(v, spinning=True).describe()
-            job = {"variant": d, "threads": threads, "latency": list(latency.batches) if latency is not None else None,
-                   "serve": serve if (serve and (batches or {}).get(v.name)) else None,
-                   "batch": (batches or {}).get(v.name)}
+            job = msgs.SliceJob(d, threads, latency=list(latency.batches) if latency is not None else None,
+                                serve=serve if (serve and (batches or {}).get(v.name)) else None,
+                                batch=(batches or {}).get(v.name))
             procs.append(_Proc(v, job, threads))
         for k, p in enumerate(procs):
             say(f"as shipped: building {p.name}", 0.1 * k / len(procs))
-            out[p.name] = {"providers": p.recv(timeout).get("providers"), "latency_ms": [], "throughput_ms": [],
+            out[p.name] = {"providers": p.recv(timeout).providers, "latency_ms": [], "throughput_ms": [],
                            "sentences": len(serve["corpus"]) if serve else None}
         per = {"latency": max(1, -(-runs // slices)), "throughput": max(1, -(-passes // slices))}
         loads = [w for w, on in (("latency", latency is not None), ("throughput", bool(serve))) if on]
@@ -175,11 +172,11 @@ def shipped(variants: list, threads: int, *, latency=None, serve: dict | None = 
                 for p in order:
                     if w == "throughput" and not (batches or {}).get(p.name):
                         continue
-                    p.conn.send({"cmd": "slice", "workload": w, "runs": per[w]})
-                    out[p.name][f"{w}_ms"] += p.recv(timeout)["ms"]
+                    p.conn.send(msgs.Slice(w, per[w]))
+                    out[p.name][f"{w}_ms"] += p.recv(timeout).ms
         for p in procs:
-            p.conn.send({"cmd": "end"})
-            out[p.name]["peak_rss_mb"] = p.recv(timeout).get("peak_rss_mb")
+            p.conn.send(msgs.End())
+            out[p.name]["peak_rss_mb"] = p.recv(timeout).peak_rss_mb
         return out
     finally:
         for p in procs:

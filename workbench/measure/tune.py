@@ -14,8 +14,9 @@ then every variant measured twice:
 The text is split into a search part (what the int8 recipes tune and calibrate on) and a check part;
 the answers that decide are the check part's, at batch 1 and in the padded batches the variant is
 served in, both against PyTorch eager (or the unfused export for an ONNX file). The recommendation
-per workload is the fastest variant whose answers hold (:data:`.guarded.THRESHOLDS`), with one
-sentence why. Plain data in and out; :mod:`.tune_save` writes the deployable folder.
+per workload is the fastest variant whose answers hold (:data:`workbench.ort.answer_policy.THRESHOLDS`), with
+one sentence why. The result is typed (:class:`.tune_result.TuneResult`, ``to_json()`` for ``--json``);
+:mod:`.tune_save` writes the deployable folder.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from ..config import BenchConfig
 from . import variants as registry
 from .labels import VARIANT_LABELS as LABELS
 from .load import LoadSampler
-from .tune_rows import PEERS, peers_line
+from .tune_result import SessionSpec, Skipped, TuneResult
+from .tune_rows import PEERS, peers_line, row
 
 #: What the tune measures, in display order (the recipes with ``tune`` set).
 ORDER = registry.names(tune=True)
@@ -120,9 +122,34 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     return res, thr, ship, sampler.stop().with_spread(res.variants)
 
 
+def _recommend(rows: list, loads, res) -> dict:
+    """The recommendation per workload, each with its one sentence why; none at all is an error."""
+    from ..errors import BenchmarkError
+    from .tune_rows import recommend, why
+
+    recs = {}
+    for w in loads:
+        rec = recommend(rows, w)
+        if rec is not None:
+            rec.why = why(rec, rows, w, res.machine, res.rates)
+            recs[w] = rec
+    if not recs:
+        raise BenchmarkError("no variant kept its answers and was timed")
+    return recs
+
+
+def _variant_facts(vs) -> dict:
+    """The recipes' build reports (the int8 searches'), and each variant's model path and session."""
+    by = {v.name: v for v in vs}
+    return {**{r.report_key: r.report(by[r.name]) if r.name in by else None for r in registry.RECIPES if r.report_key},
+            "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
+            "sessions": {v.name: SessionSpec(v.kind, v.level, list(v.disabled_optimizers), dict(v.options or {}))
+                         for v in vs}}
+
+
 def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=None, exporter: str = "torchscript",
          attention: str = "eager", workload: str | None = None, shipped: bool = True, ablation_runs: int = 12,
-         progress: Progress | None = None, timeout: float | None = 3600) -> dict:
+         progress: Progress | None = None, timeout: float | None = 3600) -> TuneResult:
     """Measure every variant and recommend, per workload, the fastest whose answers hold (see the module doc).
 
     Args:
@@ -134,17 +161,13 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         shipped: also measure each variant as shipped (the decisive figures and the peak memory).
 
     Returns:
-        ``{"recommended": {workload: {"variant", "label", "p50_ms" | "sentences_per_s", "batch",
-        "task_parity", "task_parity_batched", "mode", "why"}}, "variants": [row, ...] (:func:`.tune_rows.row`),
-        "skipped", "workloads", "split", "machine", "config", "plan", "ablation", "int8_search",
-        "openvino_guard", "paths", "sessions", "threads", "reference", "machine_load"}`` (how busy: :mod:`.load`)
+        A :class:`.tune_result.TuneResult` (the recommendation per workload, one row per variant, what it
+        ran on); its ``to_json()`` is ``--json``.
     """
     from ..config import ExportConfig, FusionPlan
-    from ..errors import BenchmarkError
     from ..export import export
     from ..models import ModelSource, resolve
     from .recipes_extra import guard_text
-    from .tune_rows import recommend, row, why
     from .workload import workloads
 
     say = progress or _noop
@@ -164,31 +187,20 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     ref = "torch" if "torch" in names else "unfused"
     answers = guard_text(src) if lat is None else None
     res, thr, ship, machine_load = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
-    rows = [row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs]
-    rows.sort(key=lambda r: registry.order(r["name"]))
-    recs = {}
-    for w in (loads if lat is not None else ("latency",)):
-        rec = recommend(rows, w)
-        if rec is not None:
-            rec["why"] = why(rec, rows, w, res.machine, res.rates)
-            recs[w] = rec
-    if not recs:
-        raise BenchmarkError("no variant kept its answers and was timed")
-    by = {v.name: v for v in vs}
-    cfg_d = dict(res.config, answers_text=(lat or answers).describe(), split=parts.describe(),
-                 timed_on="text" if lat is not None else f"batch {cfg.batch}, sequence {cfg.seq}")
+    rows = sorted((row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs),
+                  key=lambda r: registry.order(r.name))
+    recs = _recommend(rows, loads if lat is not None else ("latency",), res)
     say("done", 1.0)
-    return {"model": src.describe(), "source": src.name, "recommended": recs, "workloads": list(recs),
-            "variants": rows, "skipped": skipped, "machine": res.machine, "config": cfg_d, "rates": res.rates,
-            "split": {"search": list(parts.search), "check": list(parts.check), "source": parts.source},
-            "reference": ref, "plan": {"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
-                                       "enabled": sorted(tuned_plan.opted_in)},
-            "ablation": ablation,
-            **{r.report_key: r.report(by[r.name]) if r.name in by else None for r in registry.RECIPES if r.report_key},
-            "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
-            "sessions": {v.name: {"kind": v.kind, "level": v.level, "disabled_optimizers": list(v.disabled_optimizers),
-                                  "options": dict(v.options or {})} for v in vs},
-            "threads": cfg.threads, "shipped": bool(shipped), "machine_load": machine_load.to_dict()}
+    return TuneResult(
+        model=src.describe(), source=src.name, recommended=recs, workloads=list(recs), variants=rows,
+        skipped=[Skipped(s["name"], s["why"]) for s in skipped], machine=res.machine, rates=res.rates,
+        config=dict(res.config, answers_text=(lat or answers).describe(), split=parts.describe(),
+                    timed_on="text" if lat is not None else f"batch {cfg.batch}, sequence {cfg.seq}"),
+        split={"search": list(parts.search), "check": list(parts.check), "source": parts.source},
+        reference=ref, plan={"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
+                             "enabled": sorted(tuned_plan.opted_in)},
+        ablation=ablation, threads=cfg.threads, shipped=bool(shipped), machine_load=machine_load.to_dict(),
+        **_variant_facts(vs))
 
 
 __all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]

@@ -1,4 +1,4 @@
-"""The tune's table as plain data: one row per variant, the recommendation per workload, why, and the peers.
+"""The tune's table, typed (:mod:`.tune_result`): one row per variant, the recommendation per workload, why, and the peers.
 
 Every figure names the mode it comes from (:data:`.labels.MODES`): ``p50_ms`` and ``sentences_per_s``
 are the as-shipped figures where the variant was measured that way, else the interleaved ones; the
@@ -7,12 +7,13 @@ are the as-shipped figures where the variant was measured that way, else the int
 
 from __future__ import annotations
 
+from ..ort.answer_policy import holds
 from .labels import variant_label, workload_figure
+from .tune_result import METRIC, Recommendation, TuneResult, VariantRow
 from .variants import peers, recipe
 
 #: What a user would pick instead, as its users ship it (the recipes marked ``peer``).
 PEERS = peers()
-METRIC = {"latency": "p50_ms", "throughput": "sentences_per_s"}
 
 
 def _median(xs) -> float | None:
@@ -38,10 +39,8 @@ def shipped_figures(s: dict | None) -> dict:
             "providers": s.get("providers")}
 
 
-def row(name: str, lat, thr: dict | None, shipped: dict | None, size_mb: float | None) -> dict:
+def row(name: str, lat, thr: dict | None, shipped: dict | None, size_mb: float | None) -> VariantRow:
     """One variant: its figures in both modes, its answers at batch 1 and batched, whether they hold."""
-    from .guarded import holds
-
     ship = shipped_figures(shipped)
     inter = {"p50_ms": lat.p50_ms if lat else None, "p90_ms": lat.p90_ms if lat else None,
              "runs": lat.runs if lat else 0, "sentences_per_s": (thr or {}).get("sentences_per_s")}
@@ -52,30 +51,34 @@ def row(name: str, lat, thr: dict | None, shipped: dict | None, size_mb: float |
     ok1, okb = ref or holds(tp), ref or thr is None or holds(tpb)
     pick = lambda k: ship.get(k) if ship.get(k) is not None else inter.get(k)  # noqa: E731
     mode = lambda k: "shipped" if ship.get(k) is not None else ("interleaved" if inter.get(k) else None)  # noqa: E731
-    return {"name": name, "label": variant_label(name), "p50_ms": pick("p50_ms"), "p90_ms": pick("p90_ms"),
-            "p50_mode": mode("p50_ms"), "sentences_per_s": pick("sentences_per_s"),
-            "throughput_mode": mode("sentences_per_s"), "batch": (thr or {}).get("batch"),
-            "batch_search": (thr or {}).get("tried"), "size_mb": size_mb, "peak_rss_mb": ship.get("peak_rss_mb"),
-            "task_parity": tp, "task_parity_search": parts.get("search"), "task_parity_batched": tpb,
-            "task_parity_batched_search": bparts.get("search"), "parity": lat.parity if lat else None,
-            "holds": bool(ok1 and okb), "holds_batch1": bool(ok1), "holds_batched": bool(okb),
-            "reference": ref, "interleaved": inter, "shipped": ship or None,
-            "session_providers": (lat.session_providers if lat else None) or ship.get("providers") or [],
-            "kind": lat.kind if lat else None, "floor_ms": lat.floor_ms if lat else None,
-            "floor_precision": lat.floor_precision if lat else None}
+    return VariantRow(
+        name=name, label=variant_label(name), p50_ms=pick("p50_ms"), p90_ms=pick("p90_ms"), p50_mode=mode("p50_ms"),
+        sentences_per_s=pick("sentences_per_s"), throughput_mode=mode("sentences_per_s"),
+        batch=(thr or {}).get("batch"), batch_search=(thr or {}).get("tried"), size_mb=size_mb,
+        peak_rss_mb=ship.get("peak_rss_mb"), task_parity=tp, task_parity_search=parts.get("search"),
+        task_parity_batched=tpb, task_parity_batched_search=bparts.get("search"),
+        parity=lat.parity if lat else None, holds=bool(ok1 and okb), holds_batch1=bool(ok1), holds_batched=bool(okb),
+        reference=ref, interleaved=inter, shipped=ship or None,
+        session_providers=(lat.session_providers if lat else None) or ship.get("providers") or [],
+        kind=lat.kind if lat else None, floor_ms=lat.floor_ms if lat else None,
+        floor_precision=lat.floor_precision if lat else None)
 
 
-def recommend(rows: list[dict], workload: str) -> dict | None:
+def _fastest(rows: list[VariantRow], workload: str) -> VariantRow:
+    fig_ = lambda r: r.figure(workload)  # noqa: E731
+    return min(rows, key=fig_) if workload == "latency" else max(rows, key=fig_)
+
+
+def recommend(rows: list[VariantRow], workload: str) -> Recommendation | None:
     """The fastest variant whose answers hold (batch 1 and batched) in this workload, by its decisive figure."""
-    key = METRIC[workload]
-    ok = [r for r in rows if r["holds"] and r.get(key)]
+    ok = [r for r in rows if r.holds and r.figure(workload)]
     if not ok:
         return None
-    best = min(ok, key=lambda r: r[key]) if key == "p50_ms" else max(ok, key=lambda r: r[key])
-    return {"variant": best["name"], "label": best["label"], key: best[key],
-            "mode": best["p50_mode"] if key == "p50_ms" else best["throughput_mode"], "batch": best["batch"]
-            if workload == "throughput" else 1, "task_parity": best["task_parity"],
-            "task_parity_batched": best["task_parity_batched"], "parity": best["parity"]}
+    best = _fastest(ok, workload)
+    return Recommendation(workload=workload, variant=best.name, label=best.label, figure=best.figure(workload),
+                          mode=best.p50_mode if workload == "latency" else best.throughput_mode,
+                          batch=best.batch if workload == "throughput" else 1, task_parity=best.task_parity,
+                          task_parity_batched=best.task_parity_batched, parity=best.parity)
 
 
 def _faster(workload: str, a: float, b: float) -> float:
@@ -86,18 +89,17 @@ def _faster(workload: str, a: float, b: float) -> float:
 fig = workload_figure
 
 
-def why(rec: dict, rows: list[dict], workload: str, machine: dict, rates: dict) -> str:
+def why(rec: Recommendation, rows: list[VariantRow], workload: str, machine: dict, rates: dict) -> str:
     """One sentence: why the recommended variant wins this workload here."""
     from .explain import INT8_UNITS
 
-    key = METRIC[workload]
-    peers = [r for r in rows if r["name"] in PEERS and r.get(key) and r["holds"] and r["name"] != rec["variant"]]
-    best = (min(peers, key=lambda r: r[key]) if key == "p50_ms" else max(peers, key=lambda r: r[key])) if peers \
-        else None
-    vs = (f", {_faster(workload, rec[key], best[key]):.2f}x the fastest peer whose answers hold ({best['label']}, "
-          f"{fig(workload, best[key])})" if best else "")
-    head = f"{rec['label']} is the fastest variant whose answers hold ({fig(workload, rec[key])}{vs})"
-    r = recipe(rec["variant"])
+    peers = [r for r in rows if r.name in PEERS and r.figure(workload) and r.holds and r.name != rec.variant]
+    best = _fastest(peers, workload) if peers else None
+    vs = (f", {_faster(workload, rec.figure, best.figure(workload)):.2f}x the fastest peer whose answers hold "
+          f"({best.label}, {fig(workload, best.figure(workload))})" if best else "")
+    head = f"{rec.label} is the fastest variant whose answers hold ({fig(workload, rec.figure)}{vs})"
+    name = rec.variant
+    r = recipe(name)
     if r is not None and r.quantized:
         isa = set(machine.get("isa") or ())
         units = [u for u in INT8_UNITS if u in isa]
@@ -108,17 +110,16 @@ def why(rec: dict, rows: list[dict], workload: str, machine: dict, rates: dict) 
     return f"{head}: {r.wins}" if r is not None and r.wins else head + "."
 
 
-def peers_line(result: dict, workload: str = "latency") -> str:
+def peers_line(result: TuneResult, workload: str = "latency") -> str:
     """How the recommendation compares with each peer whose answers hold, measured in the same run."""
-    rec = (result.get("recommended") or {}).get(workload)
+    rec = result.recommended.get(workload)
     if not rec:
         return "no recommendation"
-    key = METRIC[workload]
     parts = []
-    for r in result["variants"]:
-        if r["name"] in PEERS and r.get(key) and r["name"] != rec["variant"]:
-            note = "" if r["holds"] else " (its answers changed)"
-            parts.append(f"{r['label']} {_faster(workload, rec[key], r[key]):.2f}x slower{note}")
+    for r in result.variants:
+        if r.name in PEERS and r.figure(workload) and r.name != rec.variant:
+            note = "" if r.holds else " (its answers changed)"
+            parts.append(f"{r.label} {_faster(workload, rec.figure, r.figure(workload)):.2f}x slower{note}")
     return "; ".join(parts) or "no peer measured"
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from .tune_card import CARD_TEXT, model_card
+from .tune_result import SessionSpec, TuneResult
 #: What makes a model folder a sentence-transformers one, copied beside the model when present.
 ST_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 
@@ -43,36 +44,32 @@ def check_target(out_dir) -> Path:
     return out
 
 
-def _kind(result: dict, name: str) -> str | None:
-    return result["sessions"].get(name, {}).get("kind")
-
-
-def saved_variants(result: dict) -> dict:
+def saved_variants(result: TuneResult) -> dict:
     """``{"onnxruntime": variant, "openvino": variant or None}``: what the folder holds for each engine."""
-    recs = result["recommended"]
-    order = [recs[w]["variant"] for w in ("throughput", "latency") if w in recs]
-    ort = next((n for n in order if _kind(result, n) == "onnx"), None)
+    recs = result.recommended
+    order = [recs[w].variant for w in ("throughput", "latency") if w in recs]
+    ort = next((n for n in order if result.engine_kind(n) == "onnx"), None)
     if ort is None:
-        ok = [r for r in result["variants"] if r["holds"] and r["p50_ms"] and _kind(result, r["name"]) == "onnx"]
+        ok = [r for r in result.variants if r.holds and r.p50_ms and result.engine_kind(r.name) == "onnx"]
         if not ok:
             raise ConfigError("no ONNX Runtime variant kept the answers: nothing deployable to save")
-        ort = min(ok, key=lambda r: r["p50_ms"])["name"]
-    ov = next((n for n in order if _kind(result, n) == "openvino"), None)
+        ort = min(ok, key=lambda r: r.p50_ms).name
+    ov = next((n for n in order if result.engine_kind(n) == "openvino"), None)
     return {"onnxruntime": ort, "openvino": ov}
 
 
-def _write_ir(result: dict, variant: str, dest: Path) -> None:
+def _write_ir(result: TuneResult, variant: str, dest: Path) -> None:
     """The OpenVINO IR the variant ran, as ``dest/openvino_model.xml`` + ``.bin``."""
     from .peers import import_openvino
 
     dest.mkdir()
-    ir = (result["sessions"][variant].get("options") or {}).get("ir")
+    ir = result.sessions[variant].options.get("ir")
     if ir:
         shutil.copyfile(ir, dest / "openvino_model.xml")
         shutil.copyfile(Path(ir).with_suffix(".bin"), dest / "openvino_model.bin")
         return
     ov = import_openvino()
-    model = ov.Core().read_model(result["paths"][variant])
+    model = ov.Core().read_model(result.paths[variant])
     ov.save_model(model, str(dest / "openvino_model.xml"), compress_to_fp16=False)  # the weights it ran, not halved
 
 
@@ -102,38 +99,38 @@ def _card_feeds(src, names: set) -> dict:
         return {k: v for k, v in make_inputs(spec, 1, 8, seed=0).items() if k in names}
 
 
-def reproduce(saved: Path, session: dict, threads: int, feeds_of) -> float:
+def reproduce(saved: Path, session: SessionSpec, threads: int, feeds_of) -> float:
     """Max abs diff between the card's plain onnxruntime session and the session the tune timed."""
     import numpy as np
     import onnxruntime as ort
 
     from ..ort.session import create_session
 
-    timed = create_session(saved, "cpu", level=session.get("level", "all"), threads=threads,
-                           disabled_optimizers=tuple(session.get("disabled_optimizers") or ()))
-    kw = {"disabled_optimizers": list(session["disabled_optimizers"])} if session.get("disabled_optimizers") else {}
+    timed = create_session(saved, "cpu", level=session.level or "all", threads=threads,
+                           disabled_optimizers=tuple(session.disabled_optimizers))
+    kw = {"disabled_optimizers": list(session.disabled_optimizers)} if session.disabled_optimizers else {}
     plain = ort.InferenceSession(str(saved), providers=["CPUExecutionProvider"], **kw)
     feeds = feeds_of({i.name for i in plain.get_inputs()})
     a, b = timed.run(None, feeds)[0], plain.run(None, feeds)[0]
     return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
 
 
-def reproduce_openvino(result: dict, variant: str, xml: Path, feeds_of) -> float:
+def reproduce_openvino(result: TuneResult, variant: str, xml: Path, feeds_of) -> float:
     """Max abs diff between the card's OpenVINO lines (the saved IR) and the runner the tune timed."""
     import numpy as np
 
     from .peer_runners import OpenVinoRunner, ov_config
     from .peers import import_openvino
 
-    s = result["sessions"][variant]
-    timed = OpenVinoRunner({"name": variant, "provider": "cpu", "model": result["paths"][variant],
-                            "options": s.get("options") or {}}, result["threads"], xml.parent)
+    s = result.sessions[variant]
+    timed = OpenVinoRunner({"name": variant, "provider": "cpu", "model": result.paths[variant],
+                            "options": s.options}, result.threads, xml.parent)
     feeds = feeds_of(set(timed.input_names))
     timed.prepare(feeds)
     a = timed.output()
     ov = import_openvino()
-    card = ov.Core().compile_model(str(xml), "CPU", ov_config(result["threads"], (s.get("options") or {})
-                                                              .get("precision"), shipped=True))
+    card = ov.Core().compile_model(str(xml), "CPU", ov_config(result.threads, s.options.get("precision"),
+                                                              shipped=True))
     b = card({k: feeds[k] for k in (i.get_any_name() for i in card.inputs)})[0]
     timed.close()
     return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
@@ -163,7 +160,7 @@ def _write_model_files(src, tmp: Path) -> bool:
         return False
 
 
-def save(result: dict, out_dir, source) -> dict:
+def save(result: TuneResult, out_dir, source) -> dict:
     """Write the folder; returns ``{"dir", "variant", "engine", "openvino", "files", "saved_max_abs_diff",
     "saved_max_abs_diff_openvino"}`` (``variant``/``engine``: the recommendation the folder is for first).
 
@@ -176,11 +173,11 @@ def save(result: dict, out_dir, source) -> dict:
     out = check_target(out_dir)
     held = saved_variants(result)
     src = source if isinstance(source, ModelSource) else resolve(source)
-    first = result["recommended"][result["workloads"][-1]]["variant"]
+    first = result.recommended[result.workloads[-1]].variant
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
-        ort_model = Path(result["paths"][held["onnxruntime"]])
+        ort_model = Path(result.paths[held["onnxruntime"]])
         copy_model(ort_model, tmp / "model.onnx")
         has_tok = _write_model_files(src, tmp)
         feeds_of = lambda names: _card_feeds(src, names)  # noqa: E731
@@ -188,8 +185,8 @@ def save(result: dict, out_dir, source) -> dict:
                 "onnxruntime", "onnxruntime": held["onnxruntime"], "openvino": held["openvino"],
                 "tokenizer": has_tok, "fusions": _fusions(ort_model), "sentence_transformers":
                 (tmp / "modules.json").is_file(), "saved_max_abs_diff_openvino": None,
-                "saved_max_abs_diff": reproduce(tmp / "model.onnx", result["sessions"][held["onnxruntime"]],
-                                                result["threads"], feeds_of)}
+                "saved_max_abs_diff": reproduce(tmp / "model.onnx", result.sessions[held["onnxruntime"]],
+                                                result.threads, feeds_of)}
         if held["openvino"]:
             _write_ir(result, held["openvino"], tmp / "openvino")
             info["saved_max_abs_diff_openvino"] = reproduce_openvino(result, held["openvino"],

@@ -2,21 +2,10 @@
 
 Timing happens here, never in the caller (a notebook kernel's event loop
 disturbs timings, and a native crash must not take the kernel down). The
-protocol is plain dicts over a ``multiprocessing`` pipe:
-
-caller → worker
-    ``{"cmd": "start", "job": {...}}`` once, then optionally ``{"cmd": "stop"}``.
-worker → caller
-    ``{"type": "status", "stage", "variant", "index", "count"}`` while building,
-    ``{"type": "ready", "variants": [...], "machine": {...}}``,
-    ``{"type": "floor", "floor_ms", "flops", "gflops", "matmul_bound_ms", "stream_gflops"}``,
-    ``{"type": "sample", "variant", "run_index", "ms"}`` per timed run,
-    ``{"type": "parity", "variant", "max_abs_diff", "cosine"}``,
-    ``{"type": "profile", "records": [...], ...}`` for profiling jobs,
-    ``{"type": "batch", "variant", "batch", "tried", "sentences"}`` for throughput jobs (:mod:`.serve`),
-    ``{"type": "memory", "peak_rss_mb"}`` after the timed runs (the worker's, all variants together),
-    then exactly one of ``{"type": "done", "stopped"}`` or
-    ``{"type": "error", "error": class name, "message"}``.
+messages both ways are the dataclasses of :mod:`.protocol`, pickled over a
+``multiprocessing`` pipe: a :class:`~.protocol.Start` with the job, then
+status, ready, floor, a sample per timed run, parity, memory, and exactly
+one of done or error.
 
 This module imports neither torch nor onnxruntime at import time: the
 environment (OMP_WAIT_POLICY=PASSIVE, thread counts) must be in place before
@@ -31,10 +20,9 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from ..errors import first_line as _first_line
-
-from .worker_base import (WORKER_ENV, _Channel, _fault, _set_threads, _Stop, _worker_info,  # noqa: F401 (re-exported)
-                          build_runners, peak_rss_mb, send_ready)
+from ..errors import first_line
+from . import protocol as msgs
+from .worker_base import WORKER_ENV, Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
 
 
 def _prepare_inputs(runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> None:
@@ -55,7 +43,7 @@ def _prepare_inputs(runners: list, cfg: dict, batches: list, timed: list, batch:
             raise run_error(e, r.name, batch, seq) from e
 
 
-def _warm_up(ch: _Channel, runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> dict:
+def _warm_up(ch: Channel, runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> dict:
     """Round-robin warm-up; the first round keeps each variant's outputs (every text batch's, with text)."""
     from .runners import run_error
 
@@ -63,7 +51,7 @@ def _warm_up(ch: _Channel, runners: list, cfg: dict, batches: list, timed: list,
     for w in range(warm):
         for r in runners:
             ch.check_stop()
-            ch.send({"type": "status", "stage": "warm-up", "variant": r.name, "index": w, "count": warm})
+            ch.status("warm-up", r.name, w, warm)
             try:
                 if w == 0 and batches:
                     outputs[r.name] = [r.prepare(b) or r.output() for b in batches]
@@ -78,12 +66,12 @@ def _warm_up(ch: _Channel, runners: list, cfg: dict, batches: list, timed: list,
     return outputs
 
 
-def _send_parity(ch: _Channel, job: dict, runners: list, outputs: dict, batches: list) -> None:
+def _send_parity(ch: Channel, job: msgs.BenchJob, runners: list, outputs: dict, batches: list) -> None:
     """Each variant against the reference: numbers, and with text the answers (per part when the text has parts)."""
     from ..ort.parity import compare
 
-    text = job.get("text") or {}
-    ref_name = job.get("reference") or runners[0].name
+    text = job.text or {}
+    ref_name = job.reference or runners[0].name
     ref = outputs.get(ref_name)
     if ref is None:
         return
@@ -91,15 +79,14 @@ def _send_parity(ch: _Channel, job: dict, runners: list, outputs: dict, batches:
         if r.name == ref_name:
             continue
         p = compare(ref, outputs[r.name])
-        msg = {"type": "parity", "variant": r.name, "reference": ref_name,
-               "max_abs_diff": p.max_abs_diff, "cosine": p.cosine}
+        answers = {}
         if batches:
             from .serve import parity_of_parts
-            msg.update(parity_of_parts(text, ref, outputs[r.name], batches))
-        ch.send(msg)
+            answers = parity_of_parts(text, ref, outputs[r.name], batches)
+        ch.send(msgs.Parity(r.name, ref_name, p.max_abs_diff, p.cosine, **answers))
 
 
-def _timed_rounds(ch: _Channel, runners: list, cfg: dict, timed: list, batch: int, seq: int, fault) -> None:
+def _timed_rounds(ch: Channel, runners: list, cfg: dict, timed: list, batch: int, seq: int, hook) -> None:
     """The timed runs, round robin; with text each round's batch is fed outside the timed span."""
     import time as _t
 
@@ -118,22 +105,22 @@ def _timed_rounds(ch: _Channel, runners: list, cfg: dict, timed: list, batch: in
                 ms = (perf() - t0) * 1e3
             except Exception as e:
                 raise run_error(e, r.name, batch, seq) from e
-            ch.send({"type": "sample", "variant": r.name, "run_index": i, "ms": ms})
-            _fault(fault, "sample")
+            ch.send(msgs.Sample(r.name, i, ms))
+            fault(hook, "sample")
 
 
-def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
+def _bench(ch: Channel, job: msgs.BenchJob, workdir: Path) -> None:
     """Build, warm up, check parity, floor, then the timed rounds (see the module doc)."""
-    from .worker_jobs import floor_message
+    from .worker_jobs import floor_report
 
-    cfg = job["cfg"]
+    cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     runners = build_runners(ch, job, workdir)
-    _fault(job.get("fault"), "build")
+    fault(job.fault, "build")
     send_ready(ch, runners, threads)
     # Real text: tokenized batches of mixed lengths, cycled through round by round (the same batch for
     # every variant in a round); otherwise one seeded random batch at the configured shape.
-    text = job.get("text")
+    text = job.text
     batches = list(text["batches"]) if text else []
     # answers_only: the answers are checked on the text, the timing stays at the configured shape.
     timed = [] if text and text.get("answers_only") else batches
@@ -144,45 +131,49 @@ def _bench(ch: _Channel, job: dict, workdir: Path) -> None:
     outputs = _warm_up(ch, runners, cfg, batches, timed, batch, seq)
     _send_parity(ch, job, runners, outputs, batches)
     outputs.clear()
-    if job.get("floor", True):
-        ch.send({"type": "status", "stage": "floor", "variant": None, "index": 0, "count": 1})
-        ch.send(floor_message(job, runners, threads, batch, seq))
-    _timed_rounds(ch, runners, cfg, timed, batch, seq, job.get("fault"))
-    ch.send({"type": "memory", "peak_rss_mb": peak_rss_mb()})
+    if job.floor:
+        ch.status("floor", None, 0, 1)
+        ch.send(msgs.Floor(floor_report(runners, threads, batch, seq)))
+    _timed_rounds(ch, runners, cfg, timed, batch, seq, job.fault)
+    ch.send(msgs.Memory(peak_rss_mb()))
     for r in runners:
         r.close()
+
+
+def _run_job(ch: Channel, job, workdir: Path) -> None:
+    """The job its type names (the throughput and profile jobs' code loads only for them)."""
+    if isinstance(job, msgs.ProfileJob):
+        from .worker_jobs import profile_job
+        profile_job(ch, job, workdir)
+    elif isinstance(job, msgs.ThroughputJob):
+        from .serve import throughput_job
+        throughput_job(ch, job, workdir)
+    elif isinstance(job, msgs.BenchJob):
+        _bench(ch, job, workdir)
+    else:
+        raise TypeError(f"not a worker job: {type(job).__name__}")
 
 
 def worker_main(conn, env: dict | None = None) -> None:
     """Entry point of the spawned process."""
     os.environ.update(env or {})
-    ch = _Channel(conn)
+    ch = Channel(conn)
     workdir = Path(tempfile.mkdtemp(prefix="workbench-worker-"))
     try:
-        msg = conn.recv()
-        job = msg.get("job", {})
-        if job.get("mode") == "profile":
-            from .worker_jobs import profile_job
-            profile_job(ch, job, workdir)
-        elif job.get("mode") == "throughput":
-            from .serve import throughput_job
-            throughput_job(ch, job, workdir)
-        else:
-            _bench(ch, job, workdir)
-        ch.send({"type": "done", "stopped": False})
-    except _Stop:
-        _safe_send(ch, {"type": "done", "stopped": True})
+        job = conn.recv()
+        _run_job(ch, job, workdir)
+        ch.send(msgs.Done(stopped=False))
+    except Stopped:
+        _safe_send(ch, msgs.Done(stopped=True))
     except BaseException as e:  # every failure goes back as data; the caller decides
         from ..errors import WorkbenchError
         from .runners import is_oom
         if isinstance(e, WorkbenchError):
-            _safe_send(ch, {"type": "error", "error": type(e).__name__, "message": str(e)})
+            _safe_send(ch, msgs.Error(type(e).__name__, str(e)))
         elif is_oom(e):
-            _safe_send(ch, {"type": "error", "error": "BenchmarkError",
-                            "message": "out of memory: use a smaller batch or sequence"})
+            _safe_send(ch, msgs.Error("BenchmarkError", "out of memory: use a smaller batch or sequence"))
         else:
-            _safe_send(ch, {"type": "error", "error": "internal", "message": f"{type(e).__name__}: {_first_line(e)}",
-                            "traceback": traceback.format_exc()})
+            _safe_send(ch, msgs.Error("internal", f"{type(e).__name__}: {first_line(e)}", traceback.format_exc()))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         try:
@@ -191,7 +182,7 @@ def worker_main(conn, env: dict | None = None) -> None:
             pass
 
 
-def _safe_send(ch: _Channel, msg: dict) -> None:
+def _safe_send(ch: Channel, msg: msgs.Message) -> None:
     try:
         ch.send(msg)
     except (OSError, ValueError):

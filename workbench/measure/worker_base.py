@@ -9,39 +9,43 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import protocol as msgs
+
 #: Set in the worker's environment before torch or onnxruntime load.
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "TOKENIZERS_PARALLELISM": "false",
               "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
-class _Stop(Exception):
+class Stopped(Exception):
     """The caller asked the worker to stop."""
 
 
-
-class _Channel:
-    """The worker's end of the pipe: send dicts, notice a stop request."""
+class Channel:
+    """The worker's end of the pipe: send :mod:`.protocol` messages, notice a :class:`~.protocol.Stop`."""
 
     def __init__(self, conn):
         self.conn = conn
         self.stopped = False
 
-    def send(self, msg: dict) -> None:
+    def send(self, msg: msgs.Message) -> None:
         self.conn.send(msg)
+
+    def status(self, stage: str, variant: str | None, index: int, count: int) -> None:
+        self.send(msgs.Status(stage, variant, index, count))
 
     def check_stop(self) -> None:
         while not self.stopped and self.conn.poll():
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
-                msg = {"cmd": "stop"}  # the caller went away: stop rather than run on
-            if msg.get("cmd") == "stop":
+                msg = msgs.Stop()  # the caller went away: stop rather than run on
+            if isinstance(msg, msgs.Stop):
                 self.stopped = True
         if self.stopped:
-            raise _Stop
+            raise Stopped
 
 
-def _set_threads(threads: int, torch_needed: bool = True) -> None:
+def set_threads(threads: int, torch_needed: bool = True) -> None:
     """PyTorch's threads (imported only when a variant needs it, so an engine's peak memory is its own)."""
     import sys
 
@@ -58,7 +62,7 @@ def _set_threads(threads: int, torch_needed: bool = True) -> None:
         pass
 
 
-def _worker_info() -> dict:
+def worker_info() -> dict:
     """What the worker really runs with, for the caller to check."""
     info = {"pid": os.getpid(), "env": {k: os.environ.get(k) for k in WORKER_ENV}, "torch_threads": None}
     import sys
@@ -87,7 +91,7 @@ def peak_rss_mb() -> float | None:
         return None
 
 
-def _fault(kind: str | None, where: str) -> None:
+def fault(kind: str | None, where: str) -> None:
     """Test-only hooks that make the worker die the way native code does."""
     if not kind or not kind.endswith(where):
         return
@@ -100,22 +104,22 @@ def _fault(kind: str | None, where: str) -> None:
         os._exit(3)
 
 
-def build_runners(ch: _Channel, job: dict, workdir: Path) -> list:
+def build_runners(ch: Channel, job: msgs.BenchJob | msgs.ThroughputJob, workdir: Path) -> list:
     """Every variant's runner, in order, with ``status`` messages; the address-space cap first."""
     from .runners import make_runner, run_error
 
-    cfg = job["cfg"]
+    cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
-    if job.get("memory_limit_mb"):
+    if job.memory_limit_mb:
         import resource
-        limit = int(job["memory_limit_mb"]) * 1024 * 1024
+        limit = int(job.memory_limit_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    _set_threads(threads, any(v.get("kind") == "torch" for v in job["variants"]))
-    variants = [dict(v, dynamic_block_base=int(cfg.get("dynamic_block_base") or 0)) for v in job["variants"]]
+    set_threads(threads, any(v.get("kind") == "torch" for v in job.variants))
+    variants = [dict(v, dynamic_block_base=int(cfg.get("dynamic_block_base") or 0)) for v in job.variants]
     runners = []
     for i, v in enumerate(variants):
         ch.check_stop()
-        ch.send({"type": "status", "stage": "building", "variant": v["name"], "index": i, "count": len(variants)})
+        ch.status("building", v["name"], i, len(variants))
         try:
             runners.append(make_runner(v, threads, workdir))
         except MemoryError as e:
@@ -123,10 +127,9 @@ def build_runners(ch: _Channel, job: dict, workdir: Path) -> list:
     return runners
 
 
-def send_ready(ch: _Channel, runners: list, threads: int) -> None:
+def send_ready(ch: Channel, runners: list, threads: int) -> None:
     from ..ort.machine import describe_machine
 
     machine = describe_machine(threads, check_cuda=any(r.provider == "cuda" for r in runners))
-    ch.send({"type": "ready", "machine": machine, "worker": _worker_info(),
-             "variants": [{"name": r.name, "provider": r.provider, "session_providers": r.providers}
-                          for r in runners]})
+    ch.send(msgs.Ready(machine, worker_info(), [{"name": r.name, "provider": r.provider,
+                                                 "session_providers": r.providers} for r in runners]))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import first_line as _first_line
+from ..errors import first_line
+from . import protocol as msgs
+from .worker_base import set_threads
 
 
-def floor_message(job: dict, runners: list, threads: int, batch: int, seq: int) -> dict:
+def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
     """Each variant's FLOPs at this shape over this machine's measured rate for its own precision.
 
     An int8 model is held against the int8 rate (and its fp32 attention products against the fp32
@@ -33,7 +35,7 @@ def floor_message(job: dict, runners: list, threads: int, batch: int, seq: int) 
             try:
                 rate["stream"] = machine_matmul_info(threads, provider, prec, kind="stream")["gflops"]
             except Exception as e:  # optional; the floor stands without it
-                rate["stream_reason"] = _first_line(e)
+                rate["stream_reason"] = first_line(e)
             rates[prec] = rate
         variants = {}
         for name, f in per.items():
@@ -43,29 +45,28 @@ def floor_message(job: dict, runners: list, threads: int, batch: int, seq: int) 
                               "floor_precision": precision_label(f), "matmul_bound_ms": bound, "flops": f}
         flops = sum(next(iter(per.values())).values())
         fp32 = rates["fp32"]
-        out = {"type": "floor", "floor_ms": flops / (fp32["hot"] * 1e9) * 1e3, "flops": flops,
+        out = {"floor_ms": flops / (fp32["hot"] * 1e9) * 1e3, "flops": flops,
                "gflops": fp32["hot"], "rate_measured": fp32["measured"], "rate_quiet": fp32["quiet"],
                "matmul_bound_ms": flops / (fp32["stream"] * 1e9) * 1e3 if fp32["stream"] else None,
                "stream_gflops": fp32["stream"], "rates": rates, "variants": variants}
         return out
     except Exception as e:  # the floor is a reference line; never fail a benchmark for it
-        return {"type": "floor", "floor_ms": None, "flops": None, "gflops": None, "reason": _first_line(e)}
+        return {"floor_ms": None, "flops": None, "gflops": None, "reason": first_line(e)}
 
 
-def profile_job(ch, job: dict, workdir: Path) -> None:
+def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
     """Run one variant with ONNX Runtime's profiler on and send parsed records."""
     from ..ort.inputs import make_inputs
     from .profile_events import parse_profile_events, layer_map
     from .runners import OrtRunner, run_error
-    from .worker_base import _set_threads
 
-    cfg = job["cfg"]
+    cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
-    _set_threads(threads)
-    v = dict(job["variants"][0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
+    set_threads(threads)
+    v = dict(job.variants[0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
     v["profile_prefix"] = str(workdir / "ort_profile")
     v["optimized_model_path"] = str(workdir / "optimized.onnx")
-    ch.send({"type": "status", "stage": "building", "variant": v["name"], "index": 0, "count": 1})
+    ch.status("building", v["name"], 0, 1)
     r = OrtRunner(v, threads, workdir)
     if seq > r.spec.max_positions:
         from ..errors import BenchmarkError
@@ -75,7 +76,7 @@ def profile_job(ch, job: dict, workdir: Path) -> None:
     runs = int(cfg["runs"])
     for i in range(warm + runs):
         ch.check_stop()
-        ch.send({"type": "status", "stage": "profiling", "variant": r.name, "index": i, "count": warm + runs})
+        ch.status("profiling", r.name, i, warm + runs)
         try:
             r.run()
         except Exception as e:
@@ -86,6 +87,5 @@ def profile_job(ch, job: dict, workdir: Path) -> None:
         events = json.load(f)
     layers = layer_map(v["optimized_model_path"]) if Path(v["optimized_model_path"]).is_file() else {}
     records, total = parse_profile_events(events, skip_runs=warm, layers=layers)
-    ch.send({"type": "profile", "variant": r.name, "provider": r.provider, "records": records,
-             "run_ms": total, "runs": runs, "session_providers": r.providers})
+    ch.send(msgs.Profile(r.name, r.provider, records, total, runs, list(r.providers)))
     r.close()

@@ -61,14 +61,16 @@ def _ort_build() -> dict:
             "build": info.replace("ORT Build Info: ", "").strip()}
 
 
-def _version(pkg: str) -> str | None:
+def package_version(pkg: str) -> str | None:
+    """The installed version of a distribution, or None."""
     try:
         return metadata.version(pkg)
     except metadata.PackageNotFoundError:
         return None
 
 
-def _cpuinfo() -> tuple[str, list[str]]:
+def cpu_info() -> tuple[str, list[str]]:
+    """The processor's name and its instruction-set flags (``/proc/cpuinfo``, else the platform's words)."""
     model, flags = platform.processor() or platform.machine(), []
     try:
         with open("/proc/cpuinfo") as f:
@@ -108,7 +110,7 @@ def microarchitecture() -> str | None:
         return None
 
 
-def _gpus() -> list[str]:
+def gpu_names() -> list[str]:
     """GPU names from nvidia-smi, without importing a CUDA library."""
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -134,7 +136,7 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
         "providers", "cuda": {"available", "reason"}, "os", "python",
         "packages", "threads"}``.
     """
-    cpu, flags = _cpuinfo()
+    cpu, flags = cpu_info()
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -158,12 +160,12 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
         "isa": isa_from_flags(flags) or _mac_isa(),
         "microarch": microarchitecture(),
         "onnxruntime": _ort_build(),
-        "gpus": _gpus(),
+        "gpus": gpu_names(),
         "providers": providers,
         "cuda": cuda,
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
-        "packages": {p: v for p in PACKAGES if (v := _version(p))},
+        "packages": {p: v for p in PACKAGES if (v := package_version(p))},
         "threads": threads,
     }
 

@@ -226,13 +226,12 @@ class MeasureActions:
             res = tune(src, text=text, cfg=s.bench_config(), plan=self.timeline.plan, exporter=s.exporter,
                        attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
             if out is not None:
-                res["saved"] = save(res, out, src)
+                res.saved = save(res, out, src)
             s.tune = res
             from ..measure.tune_rows import fig
 
-            recs = ", ".join(f"{w} {r['variant']} {fig(w, r['p50_ms' if w == 'latency' else 'sentences_per_s'])}"
-                             for w, r in res["recommended"].items())
-            self.say(f"tuned: {recs}" + (f", saved to {res['saved']['dir']}" if res.get("saved") else ""), "ok")
+            recs = ", ".join(f"{w} {r.variant} {fig(w, r.figure)}" for w, r in res.recommended.items())
+            self.say(f"tuned: {recs}" + (f", saved to {res.saved['dir']}" if res.saved else ""), "ok")
 
         self.runner.start("tune", work, lane=_MEASURE)
 

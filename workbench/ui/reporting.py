@@ -38,7 +38,7 @@ class ReportActions:
         if s.ablation is not None:
             data["ablation"] = s.ablation.to_dict()
         if s.tune is not None:
-            data["tune"] = {k: v for k, v in s.tune.items() if k not in ("paths", "ablation")}
+            data["tune"] = s.tune.to_json(drop=("paths", "ablation") + (() if s.tune.saved else ("saved",)))
         if s.answers:
             data["answers"] = [dict(a) for a in s.answers]
         if s.error:

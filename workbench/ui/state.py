@@ -131,7 +131,7 @@ class AppState(T.HasTraits):
     explanation = T.Tuple()  # sentences on the measured rates and this CPU
     op_breakdown = T.Dict()  # label → op type → ms
     ablation = T.Any(None)
-    tune = T.Any(None)  # the last tune's result (dict, workbench.measure.tune), with "saved" when saved
+    tune = T.Any(None)  # the last tune's result (workbench.measure.tune_result.TuneResult), ``saved`` when saved
     report_path = T.Unicode("")
     #: Real text (issue: real models, real text): the sentences in use and their description.
     sentences = T.Tuple()

@@ -5,6 +5,7 @@ No widgets here; the fusion panel draws these rows and the tests read them direc
 
 from __future__ import annotations
 
+from ..ort.answer_policy import TaskParity
 from ..viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
 from .views import step_name
 from ..fusion import BY_NAME
@@ -66,28 +67,10 @@ def parity_of(sn) -> tuple[bool | None, str]:
                 f"cases: {'within' if ok else 'beyond'} atol 1e-4, rtol 1e-3 of the unfused export")
 
 
-def answers_text(tp: dict | None) -> tuple[str, str]:
-    """Task parity (answers on real text) in a few words, and in full for the hover."""
-    if not tp:
-        return "", ""
-    if tp.get("too_small"):
-        return "text too small", tp["too_small"]
-    kind = tp.get("kind", "")
-    if kind == "embedding":
-        short = f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"
-        full = (f"sentence embeddings: nearest-sentence top-1 agreement {tp.get('top1_agreement', 0) * 100:.1f}%, "
-                f"Spearman of pairwise similarities {tp.get('spearman', 0):.5f}")
-    elif kind == "masked_lm":
-        short = f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, top-5 {tp.get('top5_agreement', 0) * 100:.0f}%"
-        full = (f"masked LM: top-1 agreement {tp.get('top1_agreement', 0) * 100:.1f}%, top-5 overlap "
-                f"{tp.get('top5_agreement', 0) * 100:.1f}% at the masked positions")
-    elif kind == "classification":
-        short = f"labels {tp.get('label_agreement', 0) * 100:.0f}%"
-        full = (f"classification: label agreement {tp.get('label_agreement', 0) * 100:.1f}%, largest probability "
-                f"change {tp.get('max_prob_change', 0):.4f}")
-    else:
-        short = full = ", ".join(f"{k} {v}" for k, v in tp.items() if k != "kind")
-    return short, full
+def answers_text(tp) -> tuple[str, str]:
+    """Task parity (answers on real text) in a few words (the one formatter's), and in full for the hover."""
+    t = TaskParity.of(tp) if tp else None
+    return ("", "") if t is None else (t.words(), t.details())
 
 
 def fell_short(snapshots, step, i: int, layers: int) -> bool:

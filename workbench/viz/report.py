@@ -10,8 +10,9 @@ import html
 import os
 from pathlib import Path
 
-from ..measure.load import busy_words
 from ..cache.atomic import atomic_write_text
+from ..measure.load import busy_words
+from ..ort.answer_policy import TaskParity
 from ..report import plural
 from .labels import variant_label
 from .summary import task_parity_words
@@ -68,10 +69,7 @@ _KIND_SHORT = {"embedding": "sentence embeddings", "masked_lm": "masked LM", "cl
 
 def _answers_changed(tp: dict | None) -> bool:
     """True when some answer differs from the reference's (top-1 word, nearest sentence or label)."""
-    if not tp:
-        return False
-    key = "label_agreement" if tp.get("kind") == "classification" else "top1_agreement"
-    return tp.get(key) is not None and tp[key] < 1.0
+    return bool(tp) and TaskParity.of(tp).changed()
 
 
 class _Cell(str):
@@ -90,14 +88,14 @@ def _task_cell(tp: dict | None, empty: str = "", judged: bool = True) -> "_Cell"
 
 def _task_column(items: list[dict]) -> str | None:
     """The column header for the task parity of ``items`` (kind named), or None when none has any."""
-    kinds = [it["task_parity"]["kind"] for it in items if it.get("task_parity")]
+    kinds = [TaskParity.of(it["task_parity"]).kind for it in items if it.get("task_parity")]
     if not kinds:
         return None
     return f"answers on the text ({_KIND_SHORT.get(kinds[0], kinds[0])})"
 
 
 def _text_note(data: dict, items: list[dict], reference: str) -> str:
-    kinds = [it["task_parity"]["kind"] for it in items if it.get("task_parity")]
+    kinds = [TaskParity.of(it["task_parity"]).kind for it in items if it.get("task_parity")]
     t = data.get("text") or {}
     where = (f"{plural(t['sentences'], 'sentence')} in {plural(t['batches'], 'padded batch')}" if t.get("sentences")
              else "the text")
@@ -130,8 +128,8 @@ def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
            f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
-    kinds = [tp.get("kind") for tp in (bench.get("int8_answers") or {}).values()]
-    kinds += [v["task_parity"].get("kind") for v in bench.get("variants") or () if is_quantized(v["name"])
+    kinds = [TaskParity.of(tp).kind for tp in (bench.get("int8_answers") or {}).values() if tp]
+    kinds += [TaskParity.of(v["task_parity"]).kind for v in bench.get("variants") or () if is_quantized(v["name"])
               and v.get("task_parity")]
     if random_weights and kinds:
         out.append(f"<p class='note'>{_e(random_weights_words(kinds[0]))}</p>")

@@ -5,9 +5,8 @@ HTML report's first screen. Both come from :func:`workbench.report.summary` (pla
 from __future__ import annotations
 
 import html
-import json
-import math
 
+from ..ort.answer_policy import THRESHOLDS, TaskParity, words
 from .labels import variant_label
 
 #: What each fusion engine is called on screen.
@@ -88,60 +87,27 @@ def _shape(cfg: dict) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def _pct(x: float) -> str:
-    """A share as a percentage that says 100% only when every answer agrees (0.9996 is 99.9%)."""
-    if x >= 1.0:
-        return "100%"
-    return f"{math.floor(x * 1000) / 10:.1f}".removesuffix(".0") + "%"
+def task_parity_words(tp) -> str:
+    """One task parity check (``Snapshot.task_parity`` / ``VariantStats.task_parity``) in words: the one
+    formatter, :meth:`workbench.ort.answer_policy.TaskParity.words` ("top-1 99.6%, Spearman 0.9990"); "" for None."""
+    return words(tp)
 
 
-def task_parity_words(tp: dict | None) -> str:
-    """One task parity dict (``Snapshot.task_parity`` / ``VariantStats.task_parity``) in words.
-
-    "top-1 100%, Spearman 1.0000" for embeddings, "top-1 100%, top-5 98% (12 blanks)" for a masked
-    LM, "labels 100%, largest probability change 2.1e-05" for a classifier; "" for None.
-    """
-    if not tp:
-        return ""
-    if tp.get("too_small"):  # fewer than three distinct sentences: no figure means anything
-        return tp["too_small"]
-    kind = tp.get("kind")
-    if kind == "embedding":
-        return f"top-1 {_pct(tp['top1_agreement'])}, Spearman {tp['spearman']:.4f}"
-    if kind == "masked_lm":
-        if tp.get("top1_agreement") is None:
-            return "no masked positions"
-        return (f"top-1 {_pct(tp['top1_agreement'])}, top-5 {_pct(tp['top5_agreement'])} "
-                f"({tp.get('positions', '?')} blanks)")
-    if kind == "classification":
-        if tp.get("label_agreement") is None:
-            return "no answers"
-        return f"labels {_pct(tp['label_agreement'])}, largest probability change {tp['max_prob_change']:.2g}"
-    return json.dumps(tp)
+def answers_verdict(tp) -> bool | None:
+    """Whether a check's answers hold by the one policy (``workbench.ort.answer_policy``); None when the text
+    was too small to tell, or there was no check."""
+    t = TaskParity.of(tp) if tp else None
+    return None if t is None or t.too_small else t.holds()
 
 
 def answers_gloss(tp: dict) -> str:
     """What a task parity measured, in words a newcomer reads once: "the nearest other sentence is the same for
-    94.8% of them; their similarities rank alike at Spearman 0.9863"."""
-    kind = tp.get("kind")
-    if tp.get("too_small"):
-        return tp["too_small"]
-    if kind == "embedding" and tp.get("top1_agreement") is not None:
-        return (f"the nearest other sentence is the same for {_pct(tp['top1_agreement'])} of them; their "
-                f"similarities rank alike at Spearman {tp['spearman']:.4f}")
-    if kind == "masked_lm" and tp.get("top1_agreement") is not None:
-        return (f"the top word at {tp.get('positions', '?')} blanks is the same for {_pct(tp['top1_agreement'])}, "
-                f"the top 5 for {_pct(tp['top5_agreement'])}")
-    if kind == "classification" and tp.get("label_agreement") is not None:
-        return (f"the same label for {_pct(tp['label_agreement'])}; the largest change of a probability "
-                f"{tp['max_prob_change']:.2g}")
-    return task_parity_words(tp)
+    94.8% of them; their similarities rank alike at Spearman 0.9863" (:meth:`TaskParity.gloss`)."""
+    return TaskParity.of(tp).gloss()
 
 
 def random_weights_words(kind: str | None) -> str:
     """What an answer check means on a model with random weights: nothing yet; and what it would mean."""
-    from ..measure.guarded import THRESHOLDS
-
     need = THRESHOLDS.get(kind or "", {})
     parts = {"top1_agreement": "the same {x} for {v:.0%}", "spearman": "Spearman {v:g} or more",
              "label_agreement": "the same label for {v:.0%}"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...viz.summary import task_parity_words as words
 from .base import Panel, badge, esc, sync_figure
 
 _MEASURING = ("benchmark", "profile", "ablation", "tune", "answers", "sweep")
@@ -24,14 +25,7 @@ def results_html(r, explanation=()) -> str:
     for v in r.variants:
         par = v.parity or {}
         sp = f"{base / v.p50_ms:.2f}x" if base and v.p50_ms else ""
-        tp = getattr(v, "task_parity", None) or {}
-        ans = ""
-        if tp.get("too_small"):
-            ans = tp["too_small"]
-        elif tp:
-            ans = (f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"
-                   if tp.get("kind") == "embedding" else
-                   ", ".join(f"{k} {v_:.3f}" for k, v_ in tp.items() if isinstance(v_, float)))
+        ans = words(getattr(v, "task_parity", None))
         rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td>"
                     f"<td>{_f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
                     f"<td title='against the floor of its own precision ({esc(v.floor_precision or 'fp32')})'>"
@@ -267,22 +261,22 @@ class ProfilePanel(Panel):
                 sync_figure(f)
 
 
-def tune_html(res: dict) -> str:
-    """The tune's recommendation per workload, the peers, and each variant's figures and answers."""
+def tune_html(res) -> str:
+    """The tune's recommendation per workload, the peers, and each variant's figures and answers
+    (``res``: a :class:`workbench.measure.tune_result.TuneResult`)."""
     from ...viz.labels import variant_label, workload_figure as fig
-    from ...viz.summary import task_parity_words as answers_line
 
     heads = "".join(
-        f"<div class='wb-section'>{esc(w.capitalize())}: {esc(variant_label(rec['variant']))}, "
-        f"{esc(fig(w, rec['p50_ms' if w == 'latency' else 'sentences_per_s']))} (batch {rec['batch']})</div>"
-        f"<div>{esc(rec['why'])}</div>" for w, rec in res["recommended"].items())
+        f"<div class='wb-section'>{esc(w.capitalize())}: {esc(variant_label(rec.variant))}, "
+        f"{esc(fig(w, rec.figure))} (batch {rec.batch})</div>"
+        f"<div>{esc(rec.why)}</div>" for w, rec in res.recommended.items())
     rows = "".join(
-        f"<tr><td>{esc(variant_label(r['name']))}</td><td>{_f(r['p50_ms'])}</td>"
-        f"<td>{_f(r.get('sentences_per_s'))}</td><td>{r.get('batch') or ''}</td>"
-        f"<td>{'reference' if r['parity'] is None else esc(answers_line(r['task_parity']))}</td>"
-        f"<td>{'yes' if r['holds'] else 'no'}</td></tr>" for r in res["variants"])
-    skipped = "".join(f"<div>{esc(k['name'])} skipped: {esc(k['why'])}</div>" for k in res.get("skipped") or ())
-    saved = res.get("saved")
+        f"<tr><td>{esc(variant_label(r.name))}</td><td>{_f(r.p50_ms)}</td>"
+        f"<td>{_f(r.sentences_per_s)}</td><td>{r.batch or ''}</td>"
+        f"<td>{'reference' if r.parity is None else esc(words(r.task_parity))}</td>"
+        f"<td>{'yes' if r.holds else 'no'}</td></tr>" for r in res.variants)
+    skipped = "".join(f"<div>{esc(k.name)} skipped: {esc(k.why)}</div>" for k in res.skipped)
+    saved = res.saved
     where = f"<div>saved to {esc(saved['dir'])}</div>" if saved else ""
     return (f"{heads}<table><tr><th>variant</th><th>p50 ms</th><th>sentences/s</th><th>batch</th><th>answers</th>"
             f"<th>holds</th></tr>{rows}</table>{skipped}{where}")

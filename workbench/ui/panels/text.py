@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...viz.summary import answers_verdict, task_parity_words
 from .base import Panel, badge, esc
 
 
@@ -15,18 +16,7 @@ def answers_html(rows) -> str:
             out.append(f"<tr><td>{esc(a['name'])}</td><td colspan='4'>{esc(a['error'])}</td></tr>")
             continue
         kind = a.get("kind", "")
-        if a.get("too_small"):
-            main, ok = a["too_small"], None
-        elif kind == "embedding":
-            main = f"top-1 {a.get('top1_agreement', 0) * 100:.1f}%, Spearman {a.get('spearman', 0):.4f}"
-            ok = (a.get("top1_agreement") or 0) >= 0.9 and (a.get("spearman") or 0) >= 0.98
-        elif kind == "masked_lm":
-            main = f"top-1 {(a.get('top1_agreement') or 0) * 100:.1f}%, top-5 {(a.get('top5_agreement') or 0) * 100:.1f}%"
-            ok = (a.get("top1_agreement") or 0) >= 0.9
-        else:
-            main = (f"labels {(a.get('label_agreement') or 0) * 100:.1f}%, largest probability change "
-                    f"{a.get('max_prob_change') or 0:.4f}")
-            ok = (a.get("label_agreement") or 0) >= 0.99
+        main, ok = task_parity_words(a), answers_verdict(a)  # the one formatter, the one policy
         changed = a.get("changed") or []
         out.append(f"<tr><td>{esc(a['name'])}</td><td>{esc(kind)}</td><td>{esc(main)}</td>"
                    f"<td>{a.get('max_abs_diff', float('nan')):.2e} / {a.get('cosine', float('nan')):.5f}</td>"
