@@ -126,6 +126,7 @@ class AppState(T.HasTraits):
     session_line = T.Unicode("")
     netron_html = T.Unicode("")
     providers = T.Tuple(("cpu",))
+    gpu_note = T.Unicode("")  # the latency panel's line: what its GPU column times, or why there is none
     series = T.Dict()  # variant → tuple of latencies (ms) while a benchmark streams
     bench_result = T.Any(None)
     explanation = T.Tuple()  # sentences on the measured rates and this CPU

@@ -17,7 +17,7 @@ def _f(x) -> str:
 
 def results_html(r, explanation=()) -> str:
     """The benchmark's table: each variant against the first, its own precision's floor and the MatMuls alone."""
-    from ...viz.labels import variant_label
+    from ...viz.labels import on_gpu, variant_label
 
     base = r.variants[0].p50_ms if r.variants else None
     rows = []
@@ -32,11 +32,13 @@ def results_html(r, explanation=()) -> str:
             ans = (f"top-1 {tp.get('top1_agreement', 0) * 100:.0f}%, ρ {tp.get('spearman', 0):.4f}"
                    if tp.get("kind") == "embedding" else
                    ", ".join(f"{k} {v_:.3f}" for k, v_ in tp.items() if isinstance(v_, float)))
-        rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td>"
-                    f"<td>{_f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
+        gpu = on_gpu(v.name)  # the floor is the CPU's MatMul rate: no GPU row is held against it
+        rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{'GPU' if gpu else 'CPU'}</td>"
+                    f"<td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td><td>{_f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
                     f"<td title='against the floor of its own precision ({esc(v.floor_precision or 'fp32')})'>"
-                    f"{_f(v.floor_ratio)} <span style='color:#888'>{esc(v.floor_precision or '')}</span></td>"
-                    f"<td>{_f(v.bound_ratio)}</td>"
+                    f"{'' if gpu else _f(v.floor_ratio)} <span style='color:#888'>"
+                    f"{'' if gpu else esc(v.floor_precision or '')}</span></td>"
+                    f"<td>{'' if gpu else _f(v.bound_ratio)}</td>"
                     f"<td>{badge(par.get('ok'), 'ok' if par.get('ok') else ('—' if not par else 'diff'))}</td>"
                     f"<td>{esc(ans)}</td></tr>")
     floor = ""
@@ -47,7 +49,7 @@ def results_html(r, explanation=()) -> str:
     elif (r.floor or {}).get("floor_ms"):  # computed, but above a measured time: impossible, so unknown (its rate is measured again next time)
         floor = "<div style='font-size:11px'>hardware floor unknown (the rate probe was disturbed by other work)</div>"
     why = "".join(f"<div style='font-size:11px'>{esc(line)}</div>" for line in explanation)
-    return ("<div class='wb-table'><table><tr><th>variant</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
+    return ("<div class='wb-table'><table><tr><th>variant</th><th>device</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
             "<th>runs</th><th>speed-up</th><th>x floor</th><th>x MatMuls alone</th><th>parity</th>"
             "<th>answers</th></tr>" + "".join(rows) + "</table></div>" + floor + why)
 
@@ -107,15 +109,14 @@ class ProfilePanel(Panel):
                         layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
             self.boxes.append(box)
         self.boxes[0].add_class("wb-live-plot")
-        self.w_results = W.HTML()
-        self.w_results.add_class("wb-results")
-        self.w_ablation = W.HTML()
-        self.w_ablation.add_class("wb-ablation")
+        self.w_results = W.HTML().add_class("wb-results")
+        self._wire_gpu_note(W)
+        self.w_ablation = W.HTML().add_class("wb-ablation")
         row = lambda *kids: W.HBox(list(kids), layout=L(flex_flow="row wrap"))  # noqa: E731
         self.widget = W.VBox([
             W.HTML("<div class='wb-section'>Latency (measured in a worker process, variants interleaved, "
                    "thread spinning off)</div>"),
-            row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs),
+            row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs), self.w_gpu,
             W.HBox([self.w_variants, W.VBox([self.w_int8, row(self.w_run, self.w_stop, self.w_profile, *extra),
                                              self.w_ablate, self.w_tune])]),
             row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results,
@@ -205,6 +206,19 @@ class ProfilePanel(Panel):
         stats = {v.name: {"p50": v.p50_ms or 0, "p90": v.p90_ms or 0, "p99": v.p99_ms or 0} for v in r.variants}
         self._show(self.fig_pct, vl.percentile_figure(stats, floor_ms=r.floor_ms))
         self.w_results.value = results_html(r, self.state.explanation)
+
+    def _wire_gpu_note(self, W) -> None:
+        """The GPU column's line (what it times, or why there is none), asked of the controller now and whenever
+        the provider or the text changes."""
+        self.w_gpu = W.HTML().add_class("wb-gpu-note")
+        self.watch("gpu_note", self.draw_gpu_note)
+        self.watch(["provider", "bench_on_text"], lambda: self.controller.gpu_column())
+        self.controller.gpu_column()
+        self.draw_gpu_note()
+
+    def draw_gpu_note(self) -> None:
+        note = self.state.gpu_note
+        self.w_gpu.value = f"<div style='font-size:11px;color:#666'>{esc(note)}</div>" if note else ""
 
     def draw_ablation(self) -> None:
         res = self.state.ablation
