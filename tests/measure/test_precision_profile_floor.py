@@ -166,9 +166,16 @@ def test_parse_profile_cuda_kernels(fused, tmp_path):
     assert prof.kernel_totals()["ampere_sgemm_64x32_sliced1x4_nn"] == 7.0 * len(nodes)
     assert list(prof.by_kernel["kernel"])[0] == "ampere_sgemm_64x32_sliced1x4_nn"
     assert "cuda" in set(prof.by_provider["provider"])
-    # the same trace on the CPU: no kernel, no "cuda"
-    cpu_only, _ = parse_profile_events(trace, skip_runs=1)
-    assert all(r["kernel"] == "" and r["provider"] != "cuda" for r in cpu_only)
+    assert prof.kernel_note().startswith("3 GPU kernels, ") and "on the GPU" in prof.kernel_note()
+    # the same trace without the kernel events (what an onnxruntime built without CUDA profiling writes): the
+    # CUDA nodes keep their host records, and the note says those are launch times, not the GPU's
+    launch, _ = parse_profile_events(trace, skip_runs=1)
+    assert all(r["kernel"] == "" and r["provider"] != "cuda" for r in launch)
+    assert {r["op_type"] for r in launch if r["provider"] == "CUDAExecutionProvider"} == gpu
+    assert "host's launch time" in OpProfile("fused", "cuda", launch, run_ms, 2).kernel_note()
+    for r in launch:
+        r["provider"] = "CPUExecutionProvider"
+    assert OpProfile("fused", "cpu", launch, run_ms, 2).kernel_note() == ""
 
 
 def test_flops_formula_and_graph_count_agree(tiny, fused):

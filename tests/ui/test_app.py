@@ -278,6 +278,7 @@ def test_profile_button_fills_the_op_breakdown_and_the_overlay(app):
     assert app.profiles, app.model_bar.status.value
     assert len(app.profile_panel.fig_ops.data) >= 1 and any(len(t.x or ()) for t in app.profile_panel.fig_ops.data)
     assert app.view_bar.w_overlay.value is True
+    assert app.state.kernels == {} and app.profile_panel.w_kernels.value == ""  # a CPU profile: no GPU kernels
 
 
 def test_clicking_a_row_selects_its_snapshot_and_off_steps_cannot_be_selected(app):

@@ -66,7 +66,8 @@ class OpProfile:
 
     @property
     def by_kernel(self):
-        """DataFrame: the GPU kernels (CUDA provider), mean_us per run, nodes, share; slowest first (empty on the CPU)."""
+        """DataFrame: the GPU kernels (CUDA provider), mean_us per run, nodes, share; slowest first (empty on
+        the CPU)."""
         import pandas as pd
 
         g = self._group("kernel")
@@ -79,6 +80,19 @@ class OpProfile:
             if r.get("kernel"):
                 out[r["kernel"]] += r["mean_us"]
         return dict(out)
+
+    def kernel_note(self) -> str:
+        """One line on where a profile's times come from on the GPU ("" for a CPU profile): the kernels' own
+        times, or, when the trace has no kernel events (an onnxruntime built without ``--enable_cuda_profiling``,
+        which the CUDA profiler needs), that the CUDA nodes show the host's launch time, not the GPU's."""
+        kernels = self.kernel_totals()
+        if kernels:
+            return (f"{len(kernels)} GPU kernels, {sum(kernels.values()) / 1e3:.3f} ms per run on the GPU "
+                    f"(ONNX Runtime's CUDA profiler)")
+        if any(r["provider"] == "CUDAExecutionProvider" for r in self.records):
+            return ("no GPU kernel events in this trace (this onnxruntime was built without CUDA profiling, "
+                    "--enable_cuda_profiling): CUDA nodes show the host's launch time, not the GPU's")
+        return ""
 
     @property
     def by_op_type(self):

@@ -226,6 +226,9 @@ class MeasureActions:
 
             s.op_breakdown = {label(i): {k: v / 1e3 for k, v in self.profiles[i].op_type_totals().items()}
                               for i in sorted(self.profiles)}
+            s.kernels = {label(i): {"note": p.kernel_note(),  # {} for CPU profiles
+                                    "ms": {k: us / 1e3 for k, us in p.kernel_totals().items()}}
+                         for i, p in sorted(self.profiles.items()) if p.kernel_note()}
             self.set_view(overlay=True)
             self.say("profile done: nodes coloured by their share of latency", "ok")
 

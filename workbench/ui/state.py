@@ -131,6 +131,7 @@ class AppState(T.HasTraits):
     bench_result = T.Any(None)
     explanation = T.Tuple()  # sentences on the measured rates and this CPU
     op_breakdown = T.Dict()  # label → op type → ms
+    kernels = T.Dict()  # label → {"note": where the GPU times come from, "ms": GPU kernel → ms}; {} on the CPU
     ablation = T.Any(None)
     tune = T.Any(None)  # the last tune's result (dict, workbench.measure.tune), with "saved" when saved
     report_path = T.Unicode("")

@@ -34,7 +34,8 @@ def results_html(r, explanation=()) -> str:
                    ", ".join(f"{k} {v_:.3f}" for k, v_ in tp.items() if isinstance(v_, float)))
         gpu = on_gpu(v.name)  # the floor is the CPU's MatMul rate: no GPU row is held against it
         rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{'GPU' if gpu else 'CPU'}</td>"
-                    f"<td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td><td>{_f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
+                    f"<td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td><td>{_f(v.p99_ms)}</td><td>{v.runs}</td>"
+                    f"<td>{sp}</td>"
                     f"<td title='against the floor of its own precision ({esc(v.floor_precision or 'fp32')})'>"
                     f"{'' if gpu else _f(v.floor_ratio)} <span style='color:#888'>"
                     f"{'' if gpu else esc(v.floor_precision or '')}</span></td>"
@@ -110,7 +111,7 @@ class ProfilePanel(Panel):
             self.boxes.append(box)
         self.boxes[0].add_class("wb-live-plot")
         self.w_results = W.HTML().add_class("wb-results")
-        self._wire_gpu_note(W)
+        self._wire_gpu(W)
         self.w_ablation = W.HTML().add_class("wb-ablation")
         row = lambda *kids: W.HBox(list(kids), layout=L(flex_flow="row wrap"))  # noqa: E731
         self.widget = W.VBox([
@@ -119,7 +120,7 @@ class ProfilePanel(Panel):
             row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs), self.w_gpu,
             W.HBox([self.w_variants, W.VBox([self.w_int8, row(self.w_run, self.w_stop, self.w_profile, *extra),
                                              self.w_ablate, self.w_tune])]),
-            row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results,
+            row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results, self.w_kernels,
             row(self.boxes[4], self.w_ablation), self.w_tune_result])
         self.widget.add_class("wb-profile-panel")
         self.watch("series", self.draw_live)
@@ -207,10 +208,12 @@ class ProfilePanel(Panel):
         self._show(self.fig_pct, vl.percentile_figure(stats, floor_ms=r.floor_ms))
         self.w_results.value = results_html(r, self.state.explanation)
 
-    def _wire_gpu_note(self, W) -> None:
+    def _wire_gpu(self, W) -> None:
         """The GPU column's line (what it times, or why there is none), asked of the controller now and whenever
-        the provider or the text changes."""
+        the provider or the text changes; and a CUDA profile's GPU kernels."""
         self.w_gpu = W.HTML().add_class("wb-gpu-note")
+        self.w_kernels = W.HTML().add_class("wb-kernels")
+        self.watch("kernels", lambda: setattr(self.w_kernels, "value", kernels_html(self.state.kernels)))
         self.watch("gpu_note", self.draw_gpu_note)
         self.watch(["provider", "bench_on_text"], lambda: self.controller.gpu_column())
         self.controller.gpu_column()
@@ -281,6 +284,17 @@ class ProfilePanel(Panel):
                 sync_figure(f)
 
 
+def kernels_html(kernels: dict, top: int = 12) -> str:
+    """A CUDA profile's GPU kernels, slowest first, per profiled snapshot ("" when every profile ran on the CPU)."""
+    out = []
+    for label, k in kernels.items():
+        rows = "".join(f"<tr><td style='font-family:monospace'>{esc(name)}</td><td>{ms * 1e3:.1f}</td></tr>"
+                       for name, ms in sorted(k["ms"].items(), key=lambda kv: -kv[1])[:top])
+        table = (f"<table><tr><th>GPU kernel</th><th>µs per run</th></tr>{rows}</table>" if rows else "")
+        out.append(f"<div class='wb-section'>{esc(label)}: {esc(k['note'])}</div>{table}")
+    return f"<div class='wb-table'>{''.join(out)}</div>" if out else ""
+
+
 def tune_html(res: dict) -> str:
     """The tune's recommendation per workload, the peers, and each variant's figures and answers."""
     from ...viz.labels import variant_label, workload_figure as fig
@@ -302,4 +316,4 @@ def tune_html(res: dict) -> str:
             f"<th>holds</th></tr>{rows}</table>{skipped}{where}")
 
 
-__all__ = ["ProfilePanel", "results_html", "ablation_html", "tune_html"]
+__all__ = ["ProfilePanel", "results_html", "ablation_html", "kernels_html", "tune_html"]
