@@ -466,3 +466,21 @@ def test_the_first_figure_widget_skips_a_grammar_compile_and_iri_checks_still_wo
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["False", "True", "False"]
+
+
+def test_gpu_column_variants_are_the_fused_model_on_cuda_and_never_run_on_the_cpu(app):
+    """The GPU column's variants: the same fused file as the CPU's, on the CUDA provider, named ``name@gpu``;
+    without a GPU the benchmark refuses them in one line before any timing (never a CPU figure)."""
+    from workbench.errors import RuntimeUnavailableError
+    from workbench.measure.bench import stream_benchmark
+    from workbench.measure.gpu_column import DevicePlan
+    from workbench.ort.gpu import gpu_status
+
+    vs = app.controller.gpu_variants(DevicePlan(("fused", "fused-cudagraph"), "GPU column: fused"))
+    assert [v.name for v in vs] == ["fused@gpu", "fused-cudagraph@gpu"]
+    assert all(v.provider == "cuda" for v in vs) and vs[1].kind == "onnx-cudagraph"
+    cpu = next(v for v in app.controller.variants() if v.name == "fused")
+    assert cpu.provider == "cpu" and vs[0].model == cpu.model == vs[1].model
+    if not gpu_status()[0]:
+        with pytest.raises(RuntimeUnavailableError, match="^GPU asked for, but "):
+            stream_benchmark(vs, app.state.bench_config())
