@@ -271,3 +271,42 @@ def test_bench_on_cuda_without_a_gpu_is_one_error_line_and_no_figure():
     p = _cli("bench", "bert-tiny", "--provider", "cuda", "--seq", "16", "--runs", "2", "--warmup", "1")
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith("workbench: error: GPU asked for, but ")
+
+
+def test_the_apps_gpu_column_follows_the_registry_and_the_real_status():
+    """What the app's benchmark times on the GPU: a function of the variant registry and ``gpu_status()``."""
+    from workbench.measure import variants
+    from workbench.measure.gpu_column import device_plan, gpu_key, gpu_recipes
+    from workbench.measure.labels import on_gpu, variant_label
+
+    assert gpu_recipes() == ("fused", "fp16", "fused-cudagraph", "fp16-cudagraph")  # trt-fp16: unfused, TensorRT
+    assert all("cuda" in variants.get(n).devices for n in gpu_recipes())
+    status = gpu_status()
+    plan = device_plan(status)
+    if NO_GPU:  # this machine: the CPU only, and the reason in one line, naming the CUDA the package needs
+        assert plan.gpu == () and not plan.has_gpu
+        assert plan.note == f"no GPU column: {status[1]}" and "\n" not in plan.note
+        assert cuda_build().words() in plan.note and metadata.version("onnxruntime-gpu") in plan.note
+    else:
+        assert plan.gpu == gpu_recipes() and plan.note.startswith("GPU column: ")
+    # where a GPU is usable (the status as gpu_status returns it there): fused and fp16 with IO binding, the
+    # CUDA graphs at the benchmark's one shape, and left out, in words, when a text's mix of lengths is timed
+    up = device_plan((True, "NVIDIA GPU, CUDA execution provider usable"), batch=1, seq=64)
+    assert up.gpu == gpu_recipes() and "batch 1 × sequence 64" in up.note
+    mixed = device_plan((True, "usable"), text_timed=True)
+    assert mixed.gpu == ("fused", "fp16") and "fused-cudagraph, fp16-cudagraph left out" in mixed.note
+    assert gpu_key("fused") == "fused@gpu" == gpu_key("fused@gpu") and on_gpu("fp16@gpu") and not on_gpu("fp16")
+    assert variant_label("fused@gpu") == f"{variant_label('fused')} · GPU"
+
+
+def test_a_gpu_variant_on_a_cpu_session_is_an_error():
+    """The app's guard on the worker's real session providers: a GPU name on a CPU session never gives a number."""
+    from workbench.measure.gpu_column import check_on_gpu
+    from workbench.ort.session import probe_model
+
+    got = ort.InferenceSession(probe_model(), providers=["CPUExecutionProvider"]).get_providers()
+    check_on_gpu({"fused": got})  # a CPU variant on the CPU is fine
+    with pytest.raises(RuntimeUnavailableError, match="fused@gpu: CUDA asked for, but the session runs on "
+                                                      "CPUExecutionProvider"):
+        check_on_gpu({"fused": got, "fused@gpu": got})
+    check_on_gpu({"fused@gpu": [CUDA, "CPUExecutionProvider"]})

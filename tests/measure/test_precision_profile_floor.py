@@ -104,9 +104,78 @@ def test_parse_profile_skips_warmup():
         ev.append({"cat": "Node", "name": "mm_kernel_time", "ts": ts + 10, "dur": 100 * (run + 1),
                    "args": {"op_name": "MatMul", "provider": "CPUExecutionProvider"}})
     recs, run_ms = parse_profile_events(ev, skip_runs=1, layers={"mm": "layer 3"})
-    assert recs == [{"node": "mm", "op_type": "MatMul", "provider": "CPUExecutionProvider", "layer": "layer 3",
+    assert recs == [{"node": "mm", "op_type": "MatMul", "provider": "CPUExecutionProvider", "kernel": "",
+                     "layer": "layer 3",
                      "mean_us": 250.0, "calls_per_run": 1.0, "share": 1.0}]
     assert run_ms == pytest.approx(0.5015)
+
+
+def _cpu_trace(model, tmp_path, runs: int = 3) -> list[dict]:
+    """A real profile of ``model`` on ONNX Runtime's CPU provider (the JSON its profiler writes)."""
+    import onnxruntime as ort
+
+    from workbench.ort.inputs import make_inputs, spec_from_onnx
+
+    so = ort.SessionOptions()
+    so.enable_profiling, so.profile_file_prefix = True, str(tmp_path / "prof")
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    feeds = {k: v for k, v in make_inputs(spec_from_onnx(onnx.load(str(model))), 1, 16).items() if k in names}
+    for _ in range(runs):
+        sess.run(None, feeds)
+    with open(sess.end_profiling()) as f:
+        return json.load(f)
+
+
+def test_parse_profile_cuda_kernels(fused, tmp_path):
+    """On the CUDA provider, the GPU's kernels and times, not the host's launch times.
+
+    A real CPU trace of the fused model, its Attention and MatMul nodes then turned into what the CUDA
+    profiler writes, taken from onnxruntime's source (microsoft/onnxruntime,
+    onnxruntime/core/common/gpu_profiler_common.cc, ``GPUProfilerBase::MergeEvents``, and
+    docs/performance/tune-performance/profiling-tools.md, "GPU Profiling"): each node's event is followed by
+    one ``{"cat": "Kernel", "name": <kernel>, "dur": ...}`` per kernel it launched, ``args.op_name`` copied
+    from the node, ``ts`` the node's plus 1, 2, ...; the node's own event says ``CUDAExecutionProvider``.
+    """
+    from workbench.measure.profile import OpProfile, parse_profile_events
+
+    trace = _cpu_trace(fused, tmp_path)
+    gpu, events = {"Attention", "MatMul"}, []
+    for e in trace:
+        events.append(e)
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["args"].get("op_name") in gpu:
+            e["args"]["provider"] = "CUDAExecutionProvider"
+            for i, k in enumerate(("ampere_sgemm_64x32_sliced1x4_nn", f"{e['args']['op_name']}_kernel")):
+                events.append({"cat": "Kernel", "name": k, "pid": 1, "tid": 1, "ts": e["ts"] + i + 1, "dur": 7 + i,
+                               "ph": "X", "args": {"op_name": e["args"]["op_name"], "stream": "7", "grid_x": "4",
+                                                   "block_x": "128", "correlation": "9"}})
+    recs, run_ms = parse_profile_events(events, skip_runs=1)
+    assert run_ms and run_ms > 0
+    on_gpu = [r for r in recs if r["provider"] == "cuda"]
+    nodes = {r["node"] for r in on_gpu}
+    assert {r["op_type"] for r in on_gpu} == gpu and len(nodes) >= 3
+    assert {r["kernel"] for r in on_gpu} == {"ampere_sgemm_64x32_sliced1x4_nn", "Attention_kernel", "MatMul_kernel"}
+    for r in on_gpu:
+        assert r["mean_us"] == (7.0 if r["kernel"].startswith("ampere") else 8.0) and r["calls_per_run"] == 1.0
+    # a node whose kernels ran on the GPU gives no host record; the others stay on the CPU, with their times
+    assert not any(r["node"] in nodes and r["kernel"] == "" for r in recs)
+    cpu = [r for r in recs if r["provider"] == "CPUExecutionProvider"]
+    assert cpu and all(r["kernel"] == "" and r["op_type"] not in gpu for r in cpu)
+    assert sum(r["share"] for r in recs) == pytest.approx(1.0)
+    prof = OpProfile("fused", "cuda", recs, run_ms, 2)
+    assert prof.kernel_totals()["ampere_sgemm_64x32_sliced1x4_nn"] == 7.0 * len(nodes)
+    assert list(prof.by_kernel["kernel"])[0] == "ampere_sgemm_64x32_sliced1x4_nn"
+    assert "cuda" in set(prof.by_provider["provider"])
+    assert prof.kernel_note().startswith("3 GPU kernels, ") and "on the GPU" in prof.kernel_note()
+    # the same trace without the kernel events (what an onnxruntime built without CUDA profiling writes): the
+    # CUDA nodes keep their host records, and the note says those are launch times, not the GPU's
+    launch, _ = parse_profile_events(trace, skip_runs=1)
+    assert all(r["kernel"] == "" and r["provider"] != "cuda" for r in launch)
+    assert {r["op_type"] for r in launch if r["provider"] == "CUDAExecutionProvider"} == gpu
+    assert "host's launch time" in OpProfile("fused", "cuda", launch, run_ms, 2).kernel_note()
+    for r in launch:
+        r["provider"] = "CPUExecutionProvider"
+    assert OpProfile("fused", "cpu", launch, run_ms, 2).kernel_note() == ""
 
 
 def test_flops_formula_and_graph_count_agree(tiny, fused):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from workbench.errors import ConfigError
@@ -130,9 +132,16 @@ def test_live_benchmark_feeds_the_plots(app):
     r = app.bench_result
     # The default comparison: unfused against fused (all steps), stable keys in the result,
     # the words a user understands on screen.
-    assert [v.name for v in r.variants] == ["unfused", "fused"]
+    from workbench.measure.gpu_column import device_plan, gpu_key
+    from workbench.measure.labels import on_gpu
+    from workbench.ort.gpu import gpu_status
+
+    assert [v.name for v in r.variants if not on_gpu(v.name)] == ["unfused", "fused"]
+    # the GPU column: the GPU variants where a GPU is usable, none here without one (never a CPU figure)
+    assert [v.name for v in r.variants if on_gpu(v.name)] == [gpu_key(n) for n in device_plan(gpu_status()).gpu]
     assert all(v.runs == 4 for v in r.variants)
-    assert [t.name for t in app.profile_panel.fig_live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
+    assert [t.name for t in app.profile_panel.fig_live.data][:2] == ["ONNX Runtime, no optimizations",
+                                                                     "fused (all steps)"]
     assert len(app.profile_panel.fig_live.data[0].y) == 4
     assert list(app.profile_panel.fig_pct.data[0].y) == pytest.approx([v.p50_ms for v in r.variants])
     assert "speed-up" in app.profile_panel.w_results.value
@@ -144,6 +153,23 @@ def test_live_benchmark_feeds_the_plots(app):
         assert f"weights read from memory: {r.matmul_bound_ms:.2f} ms" in app.profile_panel.w_results.value
     else:
         assert "weights read from memory:" not in app.profile_panel.w_results.value
+
+
+def test_latency_panel_says_why_there_is_no_gpu_column(app):
+    """Without a usable GPU the latency panel says why in one line (the CUDA the installed onnxruntime-gpu
+    needs, read from the package), and offers no GPU; with one, what its GPU column times."""
+    from workbench.ort.cuda_build import cuda_build
+    from workbench.ort.gpu import gpu_status
+
+    ok, why = gpu_status()
+    note = app.profile_panel.w_gpu.value
+    if ok:
+        assert "GPU column: fused, fp16" in note
+        return
+    assert html.escape(f"no GPU column: {why}") in note
+    assert cuda_build().words() in note and app.state.gpu_note.count("\n") == 0
+    # no GPU is offered as a provider either (a CUDA session that lands on the CPU is refused: test_gpu.py)
+    assert list(app.profile_panel.w_provider.options) == ["cpu"]
 
 
 def test_compat_names_what_to_install():
@@ -252,6 +278,7 @@ def test_profile_button_fills_the_op_breakdown_and_the_overlay(app):
     assert app.profiles, app.model_bar.status.value
     assert len(app.profile_panel.fig_ops.data) >= 1 and any(len(t.x or ()) for t in app.profile_panel.fig_ops.data)
     assert app.view_bar.w_overlay.value is True
+    assert app.state.kernels == {} and app.profile_panel.w_kernels.value == ""  # a CPU profile: no GPU kernels
 
 
 def test_clicking_a_row_selects_its_snapshot_and_off_steps_cannot_be_selected(app):
@@ -439,3 +466,21 @@ def test_the_first_figure_widget_skips_a_grammar_compile_and_iri_checks_still_wo
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["False", "True", "False"]
+
+
+def test_gpu_column_variants_are_the_fused_model_on_cuda_and_never_run_on_the_cpu(app):
+    """The GPU column's variants: the same fused file as the CPU's, on the CUDA provider, named ``name@gpu``;
+    without a GPU the benchmark refuses them in one line before any timing (never a CPU figure)."""
+    from workbench.errors import RuntimeUnavailableError
+    from workbench.measure.bench import stream_benchmark
+    from workbench.measure.gpu_column import DevicePlan
+    from workbench.ort.gpu import gpu_status
+
+    vs = app.controller.gpu_variants(DevicePlan(("fused", "fused-cudagraph"), "GPU column: fused"))
+    assert [v.name for v in vs] == ["fused@gpu", "fused-cudagraph@gpu"]
+    assert all(v.provider == "cuda" for v in vs) and vs[1].kind == "onnx-cudagraph"
+    cpu = next(v for v in app.controller.variants() if v.name == "fused")
+    assert cpu.provider == "cpu" and vs[0].model == cpu.model == vs[1].model
+    if not gpu_status()[0]:
+        with pytest.raises(RuntimeUnavailableError, match="^GPU asked for, but "):
+            stream_benchmark(vs, app.state.bench_config())

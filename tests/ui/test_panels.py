@@ -155,6 +155,18 @@ def test_profile_panel_plots_samples_results_and_disables_buttons(stub):
     assert p.w_variants.value == ("0: export", "1: attention")
     s.pane_width = 300
     assert all(f.layout.width == 300 for f in p.figures)
+    # a CUDA profile's GPU kernels, slowest first, with where their times come from
+    s.kernels = {"after attention": {"note": "3 GPU kernels, 0.020 ms per run on the GPU",
+                                     "ms": {"ampere_sgemm_64x32": 0.012, "Attention_kernel": 0.006, "Add<": 0.002}}}
+    html = p.w_kernels.value
+    assert "after attention: 3 GPU kernels" in html and "Add&lt;" in html
+    assert html.index("ampere_sgemm_64x32") < html.index("Attention_kernel") < html.index("Add&lt;")
+    assert "<td>12.0</td>" in html
+    s.kernels = {}
+    assert p.w_kernels.value == ""
+    assert stub.calls[0][0] == "gpu_column"  # the GPU column's line is the controller's, asked at once
+    s.gpu_note = "no GPU column: no NVIDIA GPU driver"
+    assert "no GPU column: no NVIDIA GPU driver" in p.w_gpu.value
 
 
 def test_text_and_sweep_panels_send_their_inputs(stub):

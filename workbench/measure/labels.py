@@ -13,6 +13,8 @@ from .variants import RECIPES
 #: key → label: each recipe's (:mod:`.variants`), and ONNX Runtime at its default session level.
 VARIANT_LABELS = {"default": "ONNX Runtime default", **{r.name: r.label for r in RECIPES}}
 WITHOUT = "fused-without-"
+#: A variant timed on the GPU beside its CPU twin (the app's GPU column): ``fused@gpu``.
+GPU_TAG = "@gpu"
 
 #: How a figure was measured (every figure of the tune names one).
 MODES = {"interleaved": "interleaved in one worker, thread spinning off",
@@ -29,9 +31,16 @@ def workload_figure(workload: str, value: float | None) -> str:
 def variant_label(name: str) -> str:
     """``"unfused"`` → ``"ONNX Runtime, no optimizations"``; ``"fused-without-gelu"`` → ``"fused without gelu"``;
     any other name (a single snapshot) is shown as it is."""
+    if name.endswith(GPU_TAG):
+        return f"{variant_label(name[: -len(GPU_TAG)])} · GPU"
     if name.startswith(WITHOUT):
         return f"fused without {name[len(WITHOUT):]}"
     return VARIANT_LABELS.get(name, name)
 
 
-__all__ = ["VARIANT_LABELS", "WITHOUT", "MODES", "variant_label", "workload_figure"]
+def on_gpu(name: str) -> bool:
+    """The variant was timed on the GPU (the app's GPU column)."""
+    return name.endswith(GPU_TAG)
+
+
+__all__ = ["VARIANT_LABELS", "WITHOUT", "GPU_TAG", "on_gpu", "MODES", "variant_label", "workload_figure"]

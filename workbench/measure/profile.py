@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from .profile_events import layer_map, parse_profile_events  # noqa: F401  (public here too)
 
 
+_COLUMNS = ["node", "op_type", "provider", "kernel", "layer", "mean_us", "calls_per_run", "share"]
+
+
 def _layer_key(label: str):
     if label.startswith("layer "):
         return (1, int(label.split()[1]))
@@ -28,8 +31,8 @@ class OpProfile:
 
     Attributes:
         variant: the profiled variant's name.
-        records: one dict per node (node, op_type, provider, layer, mean_us,
-            calls_per_run, share of kernel time).
+        records: one dict per node (node, op_type, provider, kernel, layer, mean_us,
+            calls_per_run, share of kernel time); on CUDA one per node and GPU kernel (provider "cuda").
         run_ms: mean wall time of a profiled run (profiling adds overhead).
         runs: profiled runs after warm-up.
         session_providers: providers the session really had.
@@ -50,8 +53,7 @@ class OpProfile:
     def _group(self, key: str):
         import pandas as pd
 
-        df = pd.DataFrame(self.records, columns=["node", "op_type", "provider", "layer", "mean_us",
-                                                 "calls_per_run", "share"])
+        df = pd.DataFrame(self.records, columns=_COLUMNS)
         g = df.groupby(key, sort=False).agg(mean_us=("mean_us", "sum"), nodes=("node", "count"),
                                             share=("share", "sum"))
         return g.sort_values("mean_us", ascending=False).reset_index()
@@ -60,8 +62,37 @@ class OpProfile:
     def by_node(self):
         """DataFrame, one row per node, slowest first."""
         import pandas as pd
-        return pd.DataFrame(self.records, columns=["node", "op_type", "provider", "layer", "mean_us",
-                                                   "calls_per_run", "share"])
+        return pd.DataFrame(self.records, columns=_COLUMNS)
+
+    @property
+    def by_kernel(self):
+        """DataFrame: the GPU kernels (CUDA provider), mean_us per run, nodes, share; slowest first (empty on
+        the CPU)."""
+        import pandas as pd
+
+        g = self._group("kernel")
+        return g[g["kernel"].fillna("") != ""].reset_index(drop=True) if len(g) else pd.DataFrame(g)
+
+    def kernel_totals(self) -> dict[str, float]:
+        """GPU kernel name → microseconds per run ({} for a profile taken on the CPU)."""
+        out: dict[str, float] = defaultdict(float)
+        for r in self.records:
+            if r.get("kernel"):
+                out[r["kernel"]] += r["mean_us"]
+        return dict(out)
+
+    def kernel_note(self) -> str:
+        """One line on where a profile's times come from on the GPU ("" for a CPU profile): the kernels' own
+        times, or, when the trace has no kernel events (an onnxruntime built without ``--enable_cuda_profiling``,
+        which the CUDA profiler needs), that the CUDA nodes show the host's launch time, not the GPU's."""
+        kernels = self.kernel_totals()
+        if kernels:
+            return (f"{len(kernels)} GPU kernels, {sum(kernels.values()) / 1e3:.3f} ms per run on the GPU "
+                    f"(ONNX Runtime's CUDA profiler)")
+        if any(r["provider"] == "CUDAExecutionProvider" for r in self.records):
+            return ("no GPU kernel events in this trace (this onnxruntime was built without CUDA profiling, "
+                    "--enable_cuda_profiling): CUDA nodes show the host's launch time, not the GPU's")
+        return ""
 
     @property
     def by_op_type(self):

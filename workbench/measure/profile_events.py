@@ -80,9 +80,28 @@ def layer_map(model) -> dict[str, str]:
     return out
 
 
+def _kernels_by_node(events: list[dict], start: float) -> dict[str, list[dict]]:
+    """The GPU kernels each node launched: ONNX Runtime's CUDA profiler writes them (``cat: "Kernel"``, the
+    kernel's name, ``args.op_name`` its node's op type) right after the node's own event, its ``ts`` the
+    node's plus 1, 2, ... (``GPUProfilerBase::MergeEvents``), so a kernel belongs to the node just before it."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    node = None
+    for e in sorted((e for e in events if e.get("ts", 0) >= start), key=lambda e: e["ts"]):
+        name = str(e.get("name", ""))
+        if e.get("cat") == "Node" and name.endswith("_kernel_time"):
+            node = name[: -len("_kernel_time")]
+        elif e.get("cat") == "Kernel" and node is not None:
+            out[node].append(e)
+    return out
+
+
 def parse_profile_events(events: list[dict], *, skip_runs: int = 0,
                          layers: dict[str, str] | None = None) -> tuple[list[dict], float | None]:
-    """Aggregate a profiler trace into one record per node.
+    """Aggregate a profiler trace into one record per node (per node and GPU kernel on CUDA).
+
+    On the CUDA provider a node's own event times its launch on the host; the GPU's time is in the kernel
+    events after it, so such a node gives one record per kernel it launched (``provider`` "cuda",
+    ``kernel`` the kernel's name) instead of its host record.
 
     Args:
         events: the JSON list ONNX Runtime writes (Chrome trace format).
@@ -90,8 +109,8 @@ def parse_profile_events(events: list[dict], *, skip_runs: int = 0,
         layers: node name → layer label (see :func:`layer_map`).
 
     Returns:
-        ``(records, run_ms)``: records with ``node, op_type, provider, layer,
-        mean_us, calls_per_run, share``; ``run_ms`` the mean measured run.
+        ``(records, run_ms)``: records with ``node, op_type, provider, kernel, layer, mean_us, calls_per_run,
+        share`` (``kernel`` "" for a node timed on the host); ``run_ms`` the mean measured run.
     """
     runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
                   key=lambda e: e["ts"])
@@ -100,27 +119,36 @@ def parse_profile_events(events: list[dict], *, skip_runs: int = 0,
         return [], None
     start = kept[0]["ts"]
     n_runs = len(kept)
-    per_node: dict[str, dict] = {}
+    kernels = _kernels_by_node(events, start)
+    per_key: dict[tuple, dict] = {}
     layers = layers or {}
+
+    def add(key: tuple, node: str, op: str, provider: str, kernel: str, dur: float) -> None:
+        rec = per_key.get(key)
+        if rec is None:
+            rec = per_key[key] = {"node": node, "op_type": op, "provider": provider, "kernel": kernel,
+                                  "layer": layers.get(node, "?"), "total_us": 0.0, "calls": 0}
+        rec["total_us"] += dur
+        rec["calls"] += 1
+
     for e in events:
         if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e["ts"] < start:
             continue
         args = e.get("args", {})
         node = e["name"][: -len("_kernel_time")]
-        rec = per_node.get(node)
-        if rec is None:
-            rec = per_node[node] = {"node": node, "op_type": args.get("op_name", "?"),
-                                    "provider": args.get("provider", "?"), "layer": layers.get(node, "?"),
-                                    "total_us": 0.0, "calls": 0}
-        rec["total_us"] += float(e.get("dur", 0))
-        rec["calls"] += 1
+        if node not in kernels:
+            add((node, ""), node, args.get("op_name", "?"), args.get("provider", "?"), "", float(e.get("dur", 0)))
+    for node, ks in kernels.items():
+        for k in ks:
+            name = str(k.get("name", "?"))
+            add((node, name), node, k.get("args", {}).get("op_name", "?"), "cuda", name, float(k.get("dur", 0)))
     run_us = sum(float(r["dur"]) for r in kept) / n_runs
-    node_sum = sum(r["total_us"] for r in per_node.values()) / n_runs
+    node_sum = sum(r["total_us"] for r in per_key.values()) / n_runs
     records = []
-    for rec in per_node.values():
+    for rec in per_key.values():
         mean = rec["total_us"] / n_runs
         records.append({"node": rec["node"], "op_type": rec["op_type"], "provider": rec["provider"],
-                        "layer": rec["layer"], "mean_us": mean, "calls_per_run": rec["calls"] / n_runs,
-                        "share": mean / node_sum if node_sum else 0.0})
+                        "kernel": rec["kernel"], "layer": rec["layer"], "mean_us": mean,
+                        "calls_per_run": rec["calls"] / n_runs, "share": mean / node_sum if node_sum else 0.0})
     records.sort(key=lambda r: -r["mean_us"])
     return records, run_us / 1e3

@@ -68,6 +68,9 @@ def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
     v["optimized_model_path"] = str(workdir / "optimized.onnx")
     ch.status("building", v["name"], 0, 1)
     r = OrtRunner(v, threads, workdir)
+    if r.provider == "cuda":  # a CUDA profile that landed on the CPU is an error, never a CPU profile
+        from ..ort.gpu import CUDA, guard_providers
+        guard_providers(r.sess, CUDA)
     if seq > r.spec.max_positions:
         from ..errors import BenchmarkError
         raise BenchmarkError(f"sequence {seq} is longer than {r.name}'s {r.spec.max_positions} positions")

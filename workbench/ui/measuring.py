@@ -82,6 +82,48 @@ class MeasureActions:
             out.append(get("int8").make(ctx))
         return out
 
+    def gpu_column(self):
+        """What the benchmark also times on the GPU (:func:`workbench.measure.gpu_column.device_plan`: none
+        without a usable GPU, or with the GPU chosen as the provider) and its line, ``state.gpu_note``."""
+        from ..measure.gpu_column import DevicePlan, device_plan
+        from ..ort.gpu import gpu_status
+
+        s = self.state
+        if getattr(self, "_gpu_status", None) is None:
+            self._gpu_status = gpu_status()  # a one-node CUDA session where a GPU is: probed once
+        if s.provider == "cuda":
+            plan = DevicePlan((), "every variant runs on the GPU (provider cuda)")
+        else:
+            plan = device_plan(self._gpu_status, text_timed=self.text is not None and s.bench_on_text,
+                               batch=s.batch, seq=s.seq)
+        s.gpu_note = plan.note
+        return plan
+
+    def gpu_variants(self, plan) -> list:
+        """The plan's GPU variants, built from the fused snapshot on the CUDA provider, named ``name@gpu``."""
+        import dataclasses
+
+        from ..measure.gpu_column import gpu_key
+        from ..measure.variants import Build, get
+
+        ctx = Build(self.export_result.source, provider="cuda", plan=self.state.fusion_plan(),
+                    snapshot=self.state.snapshots[-1].model)
+        return [dataclasses.replace(get(n).make(ctx), name=gpu_key(n), provider="cuda") for n in plan.gpu]
+
+    def _gpu_guard(self, fell: list):
+        """The benchmark's event hook: a GPU variant whose session came up without CUDA stops the run."""
+        from ..measure.gpu_column import check_on_gpu
+
+        def on_event(msg: dict) -> None:
+            if msg.get("type") == "ready":
+                try:
+                    check_on_gpu({v["name"]: v.get("session_providers") for v in msg.get("variants", [])})
+                except WorkbenchError as e:
+                    fell.append(str(e))
+                    if self._bench is not None:
+                        self._bench.stop()
+        return on_event
+
     def _check_provider(self) -> None:
         if self.state.provider == "cuda":
             from ..ort.session import cuda_status
@@ -102,12 +144,16 @@ class MeasureActions:
 
             self._check_provider()
             vs = self.variants(names)
+            vs += self.gpu_variants(self.gpu_column())
+            fell: list[str] = []  # a GPU variant that landed on the CPU: an error, never a number
             series: dict[str, list[float]] = {v.name: [] for v in vs}
             s.bench_result, s.explanation, s.series = None, (), {k: () for k in series}
             text = self.text if (self.text is not None and s.bench_on_text) else None
             job.progress(f"benchmarking {len(vs)} variants (warm-up first)")
 
             def on_sample(sample) -> None:
+                if fell:
+                    return
                 series.setdefault(sample.variant, []).append(float(sample.ms))
                 now = time.perf_counter()
                 if now - self._last_series >= 0.2:  # at most 5 redraws a second while samples stream
@@ -122,8 +168,11 @@ class MeasureActions:
                 answers = builtin_answers_text(self.export_result.source)
             self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample,
                                            text=text if text is not None else answers,
-                                           text_answers_only=text is None)
+                                           text_answers_only=text is None, on_event=self._gpu_guard(fell))
             r = self._bench.result(None)
+            if fell:
+                s.series = {}
+                raise WorkbenchError(fell[0])
             from ..measure.answers import int8_flags
 
             busy = r.machine_load.words() if r.machine_load else ""  # "" when the machine was quiet
@@ -177,6 +226,9 @@ class MeasureActions:
 
             s.op_breakdown = {label(i): {k: v / 1e3 for k, v in self.profiles[i].op_type_totals().items()}
                               for i in sorted(self.profiles)}
+            s.kernels = {label(i): {"note": p.kernel_note(),  # {} for CPU profiles
+                                    "ms": {k: us / 1e3 for k, us in p.kernel_totals().items()}}
+                         for i, p in sorted(self.profiles.items()) if p.kernel_note()}
             self.set_view(overlay=True)
             self.say("profile done: nodes coloured by their share of latency", "ok")
 

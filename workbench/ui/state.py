@@ -126,10 +126,12 @@ class AppState(T.HasTraits):
     session_line = T.Unicode("")
     netron_html = T.Unicode("")
     providers = T.Tuple(("cpu",))
+    gpu_note = T.Unicode("")  # the latency panel's line: what its GPU column times, or why there is none
     series = T.Dict()  # variant → tuple of latencies (ms) while a benchmark streams
     bench_result = T.Any(None)
     explanation = T.Tuple()  # sentences on the measured rates and this CPU
     op_breakdown = T.Dict()  # label → op type → ms
+    kernels = T.Dict()  # label → {"note": where the GPU times come from, "ms": GPU kernel → ms}; {} on the CPU
     ablation = T.Any(None)
     tune = T.Any(None)  # the last tune's result (workbench.measure.tune_result.TuneResult), ``saved`` when saved
     report_path = T.Unicode("")

@@ -76,10 +76,13 @@ class GraphViews:
         if profile is None:
             return None
         tab = self.table(sn, constants)
-        out = {}
+        per_node: dict[str, float] = {}  # on CUDA a node has one record per GPU kernel it launched
         for r in profile.records:
-            for nid in tab.resolve([r["node"]]):
-                out[nid] = r["mean_us"] / 1e3
+            per_node[r["node"]] = per_node.get(r["node"], 0.0) + r["mean_us"]
+        out = {}
+        for node, us in per_node.items():
+            for nid in tab.resolve([node]):
+                out[nid] = us / 1e3
         return out
 
     def pair(self, snapshots, index: int, state, profiles: dict[int, Any] | None = None) -> PairView:

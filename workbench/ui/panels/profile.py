@@ -18,7 +18,7 @@ def _f(x) -> str:
 
 def results_html(r, explanation=()) -> str:
     """The benchmark's table: each variant against the first, its own precision's floor and the MatMuls alone."""
-    from ...viz.labels import variant_label
+    from ...viz.labels import on_gpu, variant_label
 
     base = r.variants[0].p50_ms if r.variants else None
     rows = []
@@ -26,11 +26,14 @@ def results_html(r, explanation=()) -> str:
         par = v.parity or {}
         sp = f"{base / v.p50_ms:.2f}x" if base and v.p50_ms else ""
         ans = words(getattr(v, "task_parity", None))
-        rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td>"
-                    f"<td>{_f(v.p99_ms)}</td><td>{v.runs}</td><td>{sp}</td>"
+        gpu = on_gpu(v.name)  # the floor is the CPU's MatMul rate: no GPU row is held against it
+        rows.append(f"<tr><td>{esc(variant_label(v.name))}</td><td>{'GPU' if gpu else 'CPU'}</td>"
+                    f"<td>{_f(v.p50_ms)}</td><td>{_f(v.p90_ms)}</td><td>{_f(v.p99_ms)}</td><td>{v.runs}</td>"
+                    f"<td>{sp}</td>"
                     f"<td title='against the floor of its own precision ({esc(v.floor_precision or 'fp32')})'>"
-                    f"{_f(v.floor_ratio)} <span style='color:#888'>{esc(v.floor_precision or '')}</span></td>"
-                    f"<td>{_f(v.bound_ratio)}</td>"
+                    f"{'' if gpu else _f(v.floor_ratio)} <span style='color:#888'>"
+                    f"{'' if gpu else esc(v.floor_precision or '')}</span></td>"
+                    f"<td>{'' if gpu else _f(v.bound_ratio)}</td>"
                     f"<td>{badge(par.get('ok'), 'ok' if par.get('ok') else ('—' if not par else 'diff'))}</td>"
                     f"<td>{esc(ans)}</td></tr>")
     floor = ""
@@ -41,7 +44,7 @@ def results_html(r, explanation=()) -> str:
     elif (r.floor or {}).get("floor_ms"):  # computed, but above a measured time: impossible, so unknown (its rate is measured again next time)
         floor = "<div style='font-size:11px'>hardware floor unknown (the rate probe was disturbed by other work)</div>"
     why = "".join(f"<div style='font-size:11px'>{esc(line)}</div>" for line in explanation)
-    return ("<div class='wb-table'><table><tr><th>variant</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
+    return ("<div class='wb-table'><table><tr><th>variant</th><th>device</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
             "<th>runs</th><th>speed-up</th><th>x floor</th><th>x MatMuls alone</th><th>parity</th>"
             "<th>answers</th></tr>" + "".join(rows) + "</table></div>" + floor + why)
 
@@ -101,18 +104,17 @@ class ProfilePanel(Panel):
                         layout=L(width=f"{s.pane_width + 4}px", overflow="hidden", flex="0 0 auto"))
             self.boxes.append(box)
         self.boxes[0].add_class("wb-live-plot")
-        self.w_results = W.HTML()
-        self.w_results.add_class("wb-results")
-        self.w_ablation = W.HTML()
-        self.w_ablation.add_class("wb-ablation")
+        self.w_results = W.HTML().add_class("wb-results")
+        self._wire_gpu(W)
+        self.w_ablation = W.HTML().add_class("wb-ablation")
         row = lambda *kids: W.HBox(list(kids), layout=L(flex_flow="row wrap"))  # noqa: E731
         self.widget = W.VBox([
             W.HTML("<div class='wb-section'>Latency (measured in a worker process, variants interleaved, "
                    "thread spinning off)</div>"),
-            row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs),
+            row(self.w_provider, self.w_batch, self.w_seq, self.w_threads, self.w_runs), self.w_gpu,
             W.HBox([self.w_variants, W.VBox([self.w_int8, row(self.w_run, self.w_stop, self.w_profile, *extra),
                                              self.w_ablate, self.w_tune])]),
-            row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results,
+            row(self.boxes[0], self.boxes[1]), row(self.boxes[2], self.boxes[3]), self.w_results, self.w_kernels,
             row(self.boxes[4], self.w_ablation), self.w_tune_result])
         self.widget.add_class("wb-profile-panel")
         self.watch("series", self.draw_live)
@@ -200,6 +202,21 @@ class ProfilePanel(Panel):
         self._show(self.fig_pct, vl.percentile_figure(stats, floor_ms=r.floor_ms))
         self.w_results.value = results_html(r, self.state.explanation)
 
+    def _wire_gpu(self, W) -> None:
+        """The GPU column's line (what it times, or why there is none), asked of the controller now and whenever
+        the provider or the text changes; and a CUDA profile's GPU kernels."""
+        self.w_gpu = W.HTML().add_class("wb-gpu-note")
+        self.w_kernels = W.HTML().add_class("wb-kernels")
+        self.watch("kernels", lambda: setattr(self.w_kernels, "value", kernels_html(self.state.kernels)))
+        self.watch("gpu_note", self.draw_gpu_note)
+        self.watch(["provider", "bench_on_text"], lambda: self.controller.gpu_column())
+        self.controller.gpu_column()
+        self.draw_gpu_note()
+
+    def draw_gpu_note(self) -> None:
+        note = self.state.gpu_note
+        self.w_gpu.value = f"<div style='font-size:11px;color:#666'>{esc(note)}</div>" if note else ""
+
     def draw_ablation(self) -> None:
         res = self.state.ablation
         if res is None:
@@ -261,6 +278,17 @@ class ProfilePanel(Panel):
                 sync_figure(f)
 
 
+def kernels_html(kernels: dict, top: int = 12) -> str:
+    """A CUDA profile's GPU kernels, slowest first, per profiled snapshot ("" when every profile ran on the CPU)."""
+    out = []
+    for label, k in kernels.items():
+        rows = "".join(f"<tr><td style='font-family:monospace'>{esc(name)}</td><td>{ms * 1e3:.1f}</td></tr>"
+                       for name, ms in sorted(k["ms"].items(), key=lambda kv: -kv[1])[:top])
+        table = (f"<table><tr><th>GPU kernel</th><th>µs per run</th></tr>{rows}</table>" if rows else "")
+        out.append(f"<div class='wb-section'>{esc(label)}: {esc(k['note'])}</div>{table}")
+    return f"<div class='wb-table'>{''.join(out)}</div>" if out else ""
+
+
 def tune_html(res) -> str:
     """The tune's recommendation per workload, the peers, and each variant's figures and answers
     (``res``: a :class:`workbench.measure.tune_result.TuneResult`)."""
@@ -282,4 +310,4 @@ def tune_html(res) -> str:
             f"<th>holds</th></tr>{rows}</table>{skipped}{where}")
 
 
-__all__ = ["ProfilePanel", "results_html", "ablation_html", "tune_html"]
+__all__ = ["ProfilePanel", "results_html", "ablation_html", "kernels_html", "tune_html"]
