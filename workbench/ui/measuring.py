@@ -114,10 +114,10 @@ class MeasureActions:
         """The benchmark's event hook: a GPU variant whose session came up without CUDA stops the run."""
         from ..measure.gpu_column import check_on_gpu
 
-        def on_event(msg: dict) -> None:
-            if msg.get("type") == "ready":
+        def on_event(msg) -> None:  # a protocol.Message
+            if msg.kind == "ready":
                 try:
-                    check_on_gpu({v["name"]: v.get("session_providers") for v in msg.get("variants", [])})
+                    check_on_gpu({v["name"]: v.get("session_providers") for v in msg.variants})
                 except WorkbenchError as e:
                     fell.append(str(e))
                     if self._bench is not None:
