@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import igraph
 
 #: Horizontal gap between two boxes of one rank, and room kept for an edge passing between them (pixels).
 GAP = 10.0
@@ -138,6 +137,8 @@ def _extend(n: int, edges: Sequence[tuple[int, int]],
             ranks: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
     """igraph's Sugiyama layout on ``ranks``: the rank of every item and dummy vertex (one per rank an edge
     skips), each edge's chain of vertices, and each rank's vertices in igraph's order."""
+    import igraph  # lazy: importing it pulls in its plotly drawing module, which the compute layers never need
+
     g = igraph.Graph(n=n, edges=list(edges), directed=True)
     lay = g.layout_sugiyama(layers=ranks, hgap=1, vgap=1, maxiter=100)
     pos = [c[0] for c in lay.coords[:n]]
@@ -186,6 +187,8 @@ def _layering(n: int, edges: list[tuple[int, int]], top: set[int], tall: list[in
     """Longest-path layering of ``n`` units ``tall`` ranks each (igraph breaks cycles: Eades' feedback arc set,
     the heuristic its Sugiyama layout uses), sources other than ``top`` pulled down to their first reader."""
     tall = tall or [1] * n
+    import igraph  # lazy, as above
+
     g = igraph.Graph(n=n, edges=edges, directed=True)
     cut = set(g.feedback_arc_set(algo="eades")) if not g.is_dag() else set()
     dag = [e for i, e in enumerate(edges) if i not in cut]
