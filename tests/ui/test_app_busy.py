@@ -21,8 +21,8 @@ def test_the_latency_panel_says_the_machine_was_busy(tiny_export):
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
                                  preexec_fn=lambda: os.sched_setaffinity(0, cores)) for _ in range(2)]
         time.sleep(1.0)
-        app.w_runs.value = 10
-        app.w_seq.value = 16
+        app.profile_panel.w_runs.value = 10
+        app.profile_panel.w_seq.value = 16
         app.run_benchmark()
         app.wait_benchmark(600)
     finally:
@@ -36,7 +36,7 @@ def test_the_latency_panel_says_the_machine_was_busy(tiny_export):
         assert app.bench_result.machine_load.busy()
         words = app.bench_result.machine_load.words()
         assert words.startswith("the machine was busy while measuring (other processes used")
-        assert words in app.status.value  # the status line, beside "benchmark done: ..."
-        assert "the machine was busy while measuring" in app.w_results.value  # under the latency table
+        assert words in app.model_bar.status.value  # the status line, beside "benchmark done: ..."
+        assert "the machine was busy while measuring" in app.profile_panel.w_results.value  # under the latency table
     finally:
         app.close()
