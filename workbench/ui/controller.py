@@ -250,7 +250,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
 
         def work(job: Job) -> None:
             t0 = time.perf_counter()
-            self.say(f"{'enabling' if on else 'disabling'} {name}", "busy")
+            if not self.scheduler.toggle_ready(name):  # a lookup says nothing until it is done
+                self.say(f"{'enabling' if on else 'disabling'} {name}", "busy")
             try:
                 snaps = self.scheduler.toggle(name, on)
             finally:
@@ -277,12 +278,14 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         want = step_near(snaps, self.timeline.steps() if self.timeline else [], self._chosen)
         if self._chosen is None and snaps:
             self._chosen = names[want]  # remembered, so switching this step off and on comes back to it
+        # One batch: the panels see the new snapshots, step, rows and pair together, so the slider and
+        # the rows are drawn once with what is now true (not once with stale rows and again).
         with s.hold_trait_notifications():
             s.snapshots = tuple(snaps)
             s.step = want
             layers = self.views.table(snaps[0], s.constants).layers if snaps else []
             s.layer_max = max(layers) if layers else 0
-        self.refresh()
+            self.refresh()
         if parity:
             self.parity.kick_auto()
 
