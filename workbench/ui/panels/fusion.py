@@ -51,16 +51,7 @@ class FusionPanel(Panel):
                         "head": L(flex="0 0 auto")}
         self._heads: dict[tuple, object] = {}  # the column heads and group titles, made once
         self._shape = None
-        # Steps that cannot apply to this model (none of their anchors in the graph) fold under one line.
-        self.w_na_toggle = W.Button(description="not applicable to this model", icon="caret-right",
-                                    layout=L(width="auto", align_self="flex-start", flex="0 0 auto", display="none"),
-                                    style=W.ButtonStyle(button_color="transparent"),
-                                    tooltip="steps whose anchor ops this model's graph lacks: the engine did not "
-                                            "run them; click to show them")
-        self.w_na_toggle.add_class("wb-na-toggle")
-        self.w_na_box = W.VBox(layout=L(display="none", flex="0 0 auto", border="1px solid #e3e3e3"))
-        self.w_na_box.add_class("wb-na-rows")
-        self.w_na_toggle.on_click(lambda _: self._fold(self.w_na_box.layout.display == "none"))
+        self._make_fold(W)
         self.w_rows = W.VBox([W.HTML("<div class='wb-why' style='color:#666;padding:4px'>the steps appear after "
                                      "the first run</div>")])
         self.w_rows.add_class("wb-rows")
@@ -99,6 +90,19 @@ class FusionPanel(Panel):
         self.draw_slider()  # a panel made after a load shows what is there
         self.draw_pair()
         self.draw_rows()
+
+    def _make_fold(self, W) -> None:
+        """Steps that cannot apply to this model (none of their anchors in the graph) fold under one line."""
+        L = W.Layout
+        self.w_na_toggle = W.Button(description="not applicable to this model", icon="caret-right",
+                                    layout=L(width="auto", align_self="flex-start", flex="0 0 auto", display="none"),
+                                    style=W.ButtonStyle(button_color="transparent"),
+                                    tooltip="steps whose anchor ops this model's graph lacks: the engine did not "
+                                            "run them; click to show them")
+        self.w_na_toggle.add_class("wb-na-toggle")
+        self.w_na_box = W.VBox(layout=L(display="none", flex="0 0 auto", border="1px solid #e3e3e3"))
+        self.w_na_box.add_class("wb-na-rows")
+        self.w_na_toggle.on_click(lambda _: self._fold(self.w_na_box.layout.display == "none"))
 
     # ----------------------------------------------------------------- rows
     def _row(self, r: dict):
