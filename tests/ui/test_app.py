@@ -484,3 +484,40 @@ def test_gpu_column_variants_are_the_fused_model_on_cuda_and_never_run_on_the_cp
     if not gpu_status()[0]:
         with pytest.raises(RuntimeUnavailableError, match="^GPU asked for, but "):
             stream_benchmark(vs, app.state.bench_config())
+
+
+def test_a_warm_toggle_sends_only_what_changed(tiny_export, monkeypatch):
+    """A warm click (a lookup) creates no widget in the browser and moves the step slider in one message.
+
+    Every widget message goes through a comm; ``comm.create_comm`` is the seam the ``comm`` package
+    offers for a kernel's own Comm class, so a recording one sees what a kernel would send to the page.
+    """
+    import comm
+    from comm import DummyComm
+
+    from workbench.ui.app import Workbench
+
+    sent = []
+
+    class Recording(DummyComm):
+        def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+            sent.append((msg_type, self, data))
+
+    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: Recording(*a, **k))
+    tiny_export()
+    w = Workbench("bert-tiny", background=False)
+    try:
+        assert w.controller.scheduler.wait_warm(timeout=600)
+        slider = w.fusion.w_step.comm
+        for on in (False, True, False, True):
+            sent.clear()
+            nodes = w.snapshots[-1].nodes
+            w.fusion.toggles["attention"].value = on  # what a click does
+            assert w.error is None, w.error
+            assert (w.snapshots[-1].nodes > nodes) if not on else (w.snapshots[-1].nodes < nodes)
+            opened = [d["state"].get("_model_name") for t, _, d in sent if t == "comm_open"]
+            assert opened == [], f"a warm toggle made new widgets: {opened}"
+            assert len([1 for _, c, _ in sent if c is slider]) <= 1, "the step slider was sent more than once"
+            assert len(sent) <= 30, [(t, (d or {}).get("state", {}).keys()) for t, _, d in sent]
+    finally:
+        w.close()

@@ -1,15 +1,14 @@
 """The app's actions, and the only writer of its state.
 
-The controller loads a model, toggles and selects steps, checks parity, shows the session layer,
-and (through :class:`~workbench.ui.measuring.MeasureActions`) benchmarks, profiles, ablates, checks
-answers on real text and runs sweeps. It calls the compute modules and writes what comes back into
+The controller loads a model (through :class:`~workbench.ui.loading.ModelLoading`), toggles and selects
+steps, checks parity, shows the session layer, and (through :class:`~workbench.ui.measuring.MeasureActions`)
+benchmarks, profiles, ablates, checks answers on real text and runs sweeps. It calls the compute modules and writes what comes back into
 the :class:`~workbench.ui.state.AppState`; every piece of background work goes through the
 :class:`~workbench.ui.jobs.JobRunner`. It never imports ipywidgets: panels observe the state.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -21,15 +20,11 @@ from .measuring import MeasureActions
 from .reporting import ReportActions
 from .graph_tools import GraphTools
 from .live_rules import LiveRules
+from .loading import ModelLoading
 from .parity_checks import ParityChecks
 from .state import AppState, JobStatus, Status
-from .step_rows import ENGINE_TITLES, default_step, engine_summary, step_near, step_rows
+from .step_rows import default_step, step_near, step_rows
 from .views import GraphViews, step_name
-from ..export import export
-from ..fusion import Timeline
-from ..fusion.scheduler import FusionScheduler
-from ..fusion.timeline import likely_engine
-from ..models import resolve
 from ..ort.session import cuda_status
 
 #: Jobs whose start clears the last error (background upkeep does not).
@@ -59,7 +54,6 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.profiles: dict[int, Any] = {}
         self._profiled: dict[int, Any] = {}
         self.timings: dict[str, float] = {}
-        self._export_key = None
         self._pending: dict[str, bool] = {}  # toggles clicked whose run has not finished
         self._clicks, self._last_click = 0, {}  # the latest click per step (its pending state stays until that one ran)
         self._chosen: str | None = None  # the step the user looks at, by name
@@ -73,6 +67,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.graph_tools = GraphTools(self)
         #: Each snapshot checked against the unfused export (the rows' badges), in the background.
         self.parity = ParityChecks(self)
+        #: Export (or reuse the export) and run the fusion timeline: the "load" job.
+        self.loading = ModelLoading(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
@@ -136,81 +132,25 @@ class Controller(EngineActions, MeasureActions, ReportActions):
     # ----------------------------------------------------------------- load
     def load(self) -> None:
         """Export (or reuse the cached export) and run the fusion timeline."""
-        self.runner.start("load", self._load)
+        self.runner.start("load", self.loading.run)
 
-    def _export(self, job: Job) -> None:
-        """Export the model the settings name (or reuse the export of the last load)."""
-
-        s = self.state
-        if self._export_key == s.export_key() and self.export_result is not None:
-            return
-        t0 = time.perf_counter()
-        job.progress("resolving model", 0.01)
-        source = resolve(s.source)
-        self.export_result = export(source, s.export_config(), progress=job.progress)
-        self._export_key = s.export_key()
-        self.text = None
-        s.sentences, s.text_line, s.answers = (), "", ()
-        self.timings["export_s"] = time.perf_counter() - t0
-
-    def _load(self, job: Job) -> None:
-        s = self.state
-        self._export(job)
-        src = self.export_result.source
-        job.progress(f"fusing with {s.engine}", 0.9)
-        t1 = time.perf_counter()
-        kw = {k: v for k, v in (("num_layers", src.num_layers), ("num_heads", src.num_heads),
-                                ("hidden_size", src.hidden_size)) if v}
-        if self.scheduler is not None:
-            self.scheduler.stop_warming(wait=False)
-        # Under auto, the engine that fuses this exporter's graphs best is shown first; the other runs
-        # afterwards in the background (_compare_engines), and auto switches if it fuses more.
-        likely = likely_engine(s.exporter, src.model_type) if s.engine == "auto" else None
-        plan = s.fusion_plan()
-        tl = Timeline(self.export_result.path, dataclasses.replace(plan, engine=likely) if likely else plan, **kw)
-        self._show_export_first(tl)
-        sch = FusionScheduler(tl)
-        snaps = sch.run()
-        if likely:
-            s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports of "
-                             f"{src.model_type or 'this model'} best); "
-                             f"the other engine is being compared in the background")
-            s.engine_line = f"auto → {ENGINE_TITLES.get(likely, likely)} (comparing with the other engine…)"
-        else:
-            s.engine_note = tl.engine_note or ""  # the auto run's reasons (set_plan below replaces tl's)
-            s.engine_line = engine_summary(s.engine, tl.engine_used,
-                                           {e: r[-1].fused for e, r in tl.runs.items() if r})
-        if s.engine == "auto" and tl.engine_used and not likely:
-            # Keep the engine auto chose: a later toggle must not switch engines (and step lists) under
-            # the user. Its snapshots are cached, so this costs nothing.
-            snaps = sch.set_plan(dataclasses.replace(tl.plan, engine=tl.engine_used))
-        if self.text is not None:
-            tl.use_text(self.text)
+    def adopt(self, tl, sch, snaps, *, fusion_s: float = 0.0) -> None:
+        """Show a new timeline's snapshots (what :class:`~workbench.ui.loading.ModelLoading` ran), then start its
+        warm-up, the parity checks and the warm-up line."""
         self.timeline, self.scheduler = tl, sch
         self.profiles, self._profiled = {}, {}
         self._set_snapshots(snaps, parity=False)
-        self.timings["fusion_s"] = time.perf_counter() - t1
+        self.timings["fusion_s"] = fusion_s
         # Precompute each single toggle in the background, at low priority: a click is then a lookup.
         # The selected step's own toggle first: the checkbox a user looking at it clicks first.
         sch.warm_first = (self._chosen,) if self._chosen else ()
         sch.start_warming()
         self.parity.kick_auto()  # after the warm-up started: parity holds back until that toggle is ready
         self.runner.every("warm", self._watch_warm)
-        last = s.snapshots[-1] if s.snapshots else None
-        summary = f"{src.label}: {self.export_result.nodes} nodes exported"
-        if last is not None:
-            summary += f" → {last.nodes} after fusion ({ENGINE_TITLES.get(tl.engine_used, tl.engine_used)})"
-        self.say(summary, "ok")
-        if likely:  # after the status line above: a switch says so after it
-            self.runner.start("compare engines", lambda job, sch=sch: self._compare_engines(sch, job), lane="compare")
 
-    def _show_export_first(self, tl) -> None:
-        """On a first open, draw the exported graph (``tl``'s input) while the fusion steps run."""
-        s = self.state
-        if not s.snapshots:
-            with s.hold_trait_notifications():
-                s.snapshots, s.step = (tl.input,), 0
-            self.refresh(rows=False)
+    def compare_engines(self, sch) -> None:
+        """Under auto, run the other engine in the background; auto switches if it fuses more."""
+        self.runner.start("compare engines", lambda job, sch=sch: self._compare_engines(sch, job), lane="compare")
 
     # ----------------------------------------------------------------- toggles and steps
     @property
@@ -250,7 +190,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
 
         def work(job: Job) -> None:
             t0 = time.perf_counter()
-            self.say(f"{'enabling' if on else 'disabling'} {name}", "busy")
+            if not self.scheduler.toggle_ready(name):  # a lookup says nothing until it is done
+                self.say(f"{'enabling' if on else 'disabling'} {name}", "busy")
             try:
                 snaps = self.scheduler.toggle(name, on)
             finally:
@@ -277,12 +218,14 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         want = step_near(snaps, self.timeline.steps() if self.timeline else [], self._chosen)
         if self._chosen is None and snaps:
             self._chosen = names[want]  # remembered, so switching this step off and on comes back to it
+        # One batch: the panels see the new snapshots, step, rows and pair together, so the slider and
+        # the rows are drawn once with what is now true (not once with stale rows and again).
         with s.hold_trait_notifications():
             s.snapshots = tuple(snaps)
             s.step = want
             layers = self.views.table(snaps[0], s.constants).layers if snaps else []
             s.layer_max = max(layers) if layers else 0
-        self.refresh()
+            self.refresh()
         if parity:
             self.parity.kick_auto()
 

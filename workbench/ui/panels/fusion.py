@@ -47,18 +47,11 @@ class FusionPanel(Panel):
         # of its own, about 150 more models for the browser to make before bert-base's first graph.
         self._shared = {"cb": L(width="20px", flex="0 0 auto"), "name": L(width="215px", flex="0 0 auto"),
                         "info": L(flex="1 1 auto"), "row": L(width="100%", flex="0 0 auto"), "cb_style": CheckboxStyle(),
-                        "name_style": W.ButtonStyle(), "info_style": HTMLStyle()}
+                        "name_style": W.ButtonStyle(), "info_style": HTMLStyle(),
+                        "head": L(flex="0 0 auto")}
+        self._heads: dict[tuple, object] = {}  # the column heads and group titles, made once
         self._shape = None
-        # Steps that cannot apply to this model (none of their anchors in the graph) fold under one line.
-        self.w_na_toggle = W.Button(description="not applicable to this model", icon="caret-right",
-                                    layout=L(width="auto", align_self="flex-start", flex="0 0 auto", display="none"),
-                                    style=W.ButtonStyle(button_color="transparent"),
-                                    tooltip="steps whose anchor ops this model's graph lacks: the engine did not "
-                                            "run them; click to show them")
-        self.w_na_toggle.add_class("wb-na-toggle")
-        self.w_na_box = W.VBox(layout=L(display="none", flex="0 0 auto", border="1px solid #e3e3e3"))
-        self.w_na_box.add_class("wb-na-rows")
-        self.w_na_toggle.on_click(lambda _: self._fold(self.w_na_box.layout.display == "none"))
+        self._make_fold(W)
         self.w_rows = W.VBox([W.HTML("<div class='wb-why' style='color:#666;padding:4px'>the steps appear after "
                                      "the first run</div>")])
         self.w_rows.add_class("wb-rows")
@@ -98,6 +91,19 @@ class FusionPanel(Panel):
         self.draw_pair()
         self.draw_rows()
 
+    def _make_fold(self, W) -> None:
+        """Steps that cannot apply to this model (none of their anchors in the graph) fold under one line."""
+        L = W.Layout
+        self.w_na_toggle = W.Button(description="not applicable to this model", icon="caret-right",
+                                    layout=L(width="auto", align_self="flex-start", flex="0 0 auto", display="none"),
+                                    style=W.ButtonStyle(button_color="transparent"),
+                                    tooltip="steps whose anchor ops this model's graph lacks: the engine did not "
+                                            "run them; click to show them")
+        self.w_na_toggle.add_class("wb-na-toggle")
+        self.w_na_box = W.VBox(layout=L(display="none", flex="0 0 auto", border="1px solid #e3e3e3"))
+        self.w_na_box.add_class("wb-na-rows")
+        self.w_na_toggle.on_click(lambda _: self._fold(self.w_na_box.layout.display == "none"))
+
     # ----------------------------------------------------------------- rows
     def _row(self, r: dict):
         W, sh = self._W, self._shared
@@ -135,25 +141,34 @@ class FusionPanel(Panel):
             self.rows["__export__"] = (row, info)
         return self.rows["__export__"][0]
 
+    def _header(self, label: str, answers: bool = False):
+        """The column heads or a group's title: made once and reused (a toggle that moves a row between the
+        list and the folded steps sends the containers' new children, never new widgets)."""
+        key = (label, answers)
+        if key not in self._heads:
+            W = self._W
+            html = (f"<div class='wb-sub' style='padding:0 4px'>{label}</div>" if label != "head" else
+                    "<div class='wb-head'><span style='width:20px'>on</span><span style='width:215px'>step"
+                    "</span><span style='width:44px;text-align:right'>nodes</span><span style='width:120px'>"
+                    "fused here</span><span style='width:56px'>parity</span>"
+                    + ("<span>answers</span>" if answers else "") + "</div>")
+            self._heads[key] = W.HTML(html, layout=self._shared["head"], style=self._shared["info_style"])
+        return self._heads[key]
+
     def draw_rows(self) -> None:
-        """Fill the rows from ``state.rows`` (widgets change only where a value did)."""
-        W = self._W
+        """Fill the rows from ``state.rows``: the row widgets are reused, and only values that changed are sent,
+        in one batch per widget (a warm toggle sends what it changed, nothing more)."""
         rows, snaps = self.state.rows, self.state.snapshots
         if not rows or not snaps:
             return
         answers = any(r.get("answers") for r in rows)
         shape = (tuple((r["name"], r.get("applies", True)) for r in rows), answers)
         if self._shape != shape:
-            head = W.HTML("<div class='wb-head'><span style='width:20px'>on</span><span style='width:215px'>step"
-                          "</span><span style='width:44px;text-align:right'>nodes</span><span style='width:120px'>"
-                          "fused here</span><span style='width:56px'>parity</span>"
-                          + ("<span>answers</span>" if answers else "") + "</div>", layout=W.Layout(flex="0 0 auto"))
-            kids = [head, self._export_row()]
+            kids = [self._header("head", answers), self._export_row()]
             for kind, label in (("fusion", "Fusions"), ("cleanup", "Graph clean-ups")):
                 group = [r for r in rows if r["kind"] == kind and r.get("applies", True)]
                 if group:
-                    kids.append(W.HTML(f"<div class='wb-sub' style='padding:0 4px'>{label}</div>",
-                                       layout=W.Layout(flex="0 0 auto")))
+                    kids.append(self._header(label))
                     kids += [self._row(r)[0] for r in group]
             # Under the list (not inside its scroll area), so what opens shows where the user clicked.
             na = [r for r in rows if not r.get("applies", True)]
@@ -173,25 +188,27 @@ class FusionPanel(Panel):
             row, cb, btn, info = self._row(r)
             self.silently(cb, "value", bool(r["on"]), self._quiet)
             btn.disabled = r["index"] is None
-            why = r["why"] or r.get("na_why", "")
-            short = why if len(why) <= 170 else why[:169] + "…"
-            why_html = (f"<div class='wb-why' title='{esc(why)}'>{esc(short)}</div>"
-                        if why and r["index"] is not None else "")
-            ran = r["index"] is not None
-            if not r.get("applies", True):  # folded: what a user needs is why it cannot apply
-                value = f"<div class='wb-why' title='{esc(why)}'>{esc(short)}</div>"
-            else:
-                par = "" if not ran else badge(r["parity"], "ok" if r["parity"] else
-                                               ("differs" if r["parity"] is False else "…"), r["parity_tip"])
-                ans = (f"<span class='wb-ans' title='{esc(r.get('answers_tip', ''))}'>"
-                       f"{esc(r.get('answers', ''))}</span>" if answers and ran else "")
-                value = (f"<div class='wb-cells'><span class='wb-n'>{r['nodes'] if ran else 'off'}</span>"
-                         f"<span class='wb-h' title='{esc(r['here'])}'>{esc(r['here'])}</span>"
-                         f"<span class='wb-p'>{par}</span>{ans}</div>{why_html}")
-            if info.value != value:
-                info.value = value
-            (row.add_class if ran and r["index"] == sel else row.remove_class)("wb-row-sel")
-            (row.remove_class if r["on"] else row.add_class)("wb-row-off")
+            info.value = self._cells(r, answers)  # (traitlets sends nothing when the value is the same)
+            with row.hold_sync():  # both classes in one message
+                (row.add_class if r["index"] is not None and r["index"] == sel else row.remove_class)("wb-row-sel")
+                (row.remove_class if r["on"] else row.add_class)("wb-row-off")
+
+    @staticmethod
+    def _cells(r: dict, answers: bool) -> str:
+        """A row's cells as HTML: nodes, what it fused, parity, answers, and why it fell short."""
+        why = r["why"] or r.get("na_why", "")
+        short = why if len(why) <= 170 else why[:169] + "…"
+        ran = r["index"] is not None
+        if not r.get("applies", True):  # folded: what a user needs is why it cannot apply
+            return f"<div class='wb-why' title='{esc(why)}'>{esc(short)}</div>"
+        why_html = f"<div class='wb-why' title='{esc(why)}'>{esc(short)}</div>" if why and ran else ""
+        par = "" if not ran else badge(r["parity"], "ok" if r["parity"] else
+                                       ("differs" if r["parity"] is False else "…"), r["parity_tip"])
+        ans = (f"<span class='wb-ans' title='{esc(r.get('answers_tip', ''))}'>"
+               f"{esc(r.get('answers', ''))}</span>" if answers and ran else "")
+        return (f"<div class='wb-cells'><span class='wb-n'>{r['nodes'] if ran else 'off'}</span>"
+                f"<span class='wb-h' title='{esc(r['here'])}'>{esc(r['here'])}</span>"
+                f"<span class='wb-p'>{par}</span>{ans}</div>{why_html}")
 
     def _fold(self, open_: bool) -> None:
         """Show or hide the steps that cannot apply (what the one line folds)."""
@@ -207,12 +224,15 @@ class FusionPanel(Panel):
         na = {r["index"] for r in self.state.rows or () if not r.get("applies", True)} - {step}  # folded away
         opts = [(f"{i}: {getattr(sn.step, 'name', sn.step) or 'export'}", i) for i, sn in enumerate(snaps)
                 if i not in na]
+        if list(self.w_step.options) == opts and self.w_step.value == step:
+            return  # nothing changed: nothing to send
         self._quiet.append(True)
         try:
-            if list(self.w_step.options) != opts:
-                self.w_step.options = opts
-            if self.w_step.value != step:
-                self.w_step.value = step
+            with self.w_step.hold_sync():  # new options and the step in one message, not three
+                if list(self.w_step.options) != opts:
+                    self.w_step.options = opts
+                if self.w_step.value != step:
+                    self.w_step.value = step
         finally:
             self._quiet.pop()
 
