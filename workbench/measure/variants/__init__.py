@@ -6,6 +6,9 @@ the report, the app and the fleet sweep. Adding a variant is adding a recipe to 
 engine: a new file with its recipes and its runner, its ``RECIPES`` added in :mod:`.registry`). The GPU's
 recipes are ordinary ones: :mod:`.cuda` (CUDA graphs, TensorRT) and ``torch-compile``'s CUDA mode; each says
 the devices it runs on, its check (no GPU, TensorRT missing: skipped with that line) and its tolerance.
+
+Third stage of ``measure``: worker ← harness ← variants ← tune (fleet beside tune). Imports the worker and
+the harness, never tune or fleet: this machine's plan reaches the ``tuned`` recipe as ``Build.tuned_plan``.
 """
 
 from __future__ import annotations
