@@ -107,7 +107,7 @@ def test_answers_decide_on_sentences_the_search_never_saw(tuned, tiny):
         assert by[name]["task_parity"]["sentences"] == len(check)
         assert by[name]["task_parity_search"]["sentences"] == len(search)
     # The guarded int8 model's answers on the check part, recomputed here from the file the tune timed.
-    from workbench.measure.tune.workload import one_at_a_time
+    from workbench.measure.variants.split import one_at_a_time
     from workbench.models import resolve
     from workbench.ort.session import create_session
     from workbench.ort.task_parity import task_parity
@@ -290,7 +290,7 @@ def test_torch_compile_without_a_compiler_is_skipped_with_the_reason(monkeypatch
 
 def test_the_split_keeps_parts_apart_and_refuses_too_little_text():
     from workbench.errors import ConfigError
-    from workbench.measure.tune.workload import split
+    from workbench.measure.variants.split import split
     from workbench.text import BUILTIN_SENTENCES
 
     b = split(None)

@@ -105,6 +105,7 @@ def _measure(args, cfg, variants, text, answers):
 
 def run(args) -> int:
     from ..measure.variants.answers import int8_flags
+    from ..measure.tune.plan import tuned_plan_of
     from ..measure.variants import build_variants
     from ..models import resolve
     from . import print_json
@@ -116,7 +117,8 @@ def run(args) -> int:
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = build_variants(args.model, names, provider=args.provider, attention=args.attention, progress=bar,
-                                  plan=plan, exporter=args.exporter, extra={"text": text, "threads": cfg.threads})
+                                  plan=plan, exporter=args.exporter,
+                                  extra={"text": text, "threads": cfg.threads, "tuned_plan": tuned_plan_of})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)

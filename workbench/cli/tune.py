@@ -134,7 +134,8 @@ def run(args) -> int:
     src = resolve(args.model)
     text = common.text_sentences(args)
     if text is not None or args.workload:
-        from ..measure.tune.workload import split, workloads
+        from ..measure.tune.workload import workloads
+        from ..measure.variants.split import split
         workloads(args.workload, text is not None)
         split(text)  # too few sentences: one line now, not after the export
     with common.StageBar(f"tune {args.model}") as bar:

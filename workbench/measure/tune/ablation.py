@@ -203,16 +203,14 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     """
     from ...config import ExportConfig
     from ...export import export
-    from ...fusion.catalog import BY_NAME, session_optimizers_off
-    from ...fusion.engines import engine_steps
+    from ...fusion.catalog import session_optimizers_off
     from ...fusion.timeline import run_fusion
     from ...models import ModelSource, resolve
     from ..harness.bench import Variant, benchmark
     from ..variants.models import fuse_bert
 
     progress = progress or _noop
-    cfg = cfg or BenchConfig()
-    plan = plan or FusionPlan()
+    cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
     src = model if isinstance(model, ModelSource) else resolve(model)
     progress("export", 0.02)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
@@ -220,21 +218,12 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     progress("fusion timeline", 0.05)
     tl = run_fusion(exp.path, plan, num_heads=heads or None, hidden_size=hidden or None)
     engine = tl.engine_used or plan.engine
-    fired = [s.step for s in tl.snapshots[1:]
-             if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion" and s.fused_here]
-    emitted = {s.step: s.fused_here for s in tl.snapshots[1:]}
-    todo = [s for s in (steps or fired) if s in BY_NAME]
+    todo, switch_on, emitted = _steps(tl, engine, steps)
     base = FusionPlan(engine=engine, disabled=plan.disabled, opted_in=plan.opted_in)
-    # A step of this engine's chain that the plan leaves off is timed switched on instead.
-    ran = {s.step for s in tl.snapshots[1:]}
-    chain = {es.name for es in engine_steps(engine)} if engine in ("ort", "onnxscript") else set()
-    switch_on = {s for s in todo if s not in ran and s in chain}
     full = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base)
     keep_off = session_optimizers_off(base.disabled)
-    variants = [Variant(FULL, full, provider=cfg.provider, disabled_optimizers=keep_off),
-                Variant(AGAIN, full, provider=cfg.provider, disabled_optimizers=keep_off)]
-    full_ops = _op_counts(full)
-    change: dict[str, dict] = {}
+    variants = [Variant(n, full, provider=cfg.provider, disabled_optimizers=keep_off) for n in (FULL, AGAIN)]
+    full_ops, change = _op_counts(full), {}
     for i, step in enumerate(todo):
         on = step in switch_on
         progress(f"fusing {'with' if on else 'without'} {step}", 0.1 + 0.6 * i / max(1, len(todo)))
@@ -253,6 +242,22 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     progress("done", 1.0)
     return AblationResult(src.name, engine, rows, res[FULL].p50_ms, band, res[UNFUSED].p50_ms, res.floor_ms,
                           res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"))
+
+
+def _steps(tl, engine: str, steps: list[str] | None) -> tuple[list[str], set, dict]:
+    """The steps to time (those asked for, else every fusion step that emitted something), those of the
+    engine's chain the plan leaves off (timed switched on instead), and what each step emitted."""
+    from ...fusion.catalog import BY_NAME
+    from ...fusion.engines import engine_steps
+
+    fired = [s.step for s in tl.snapshots[1:]
+             if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion" and s.fused_here]
+    emitted = {s.step: s.fused_here for s in tl.snapshots[1:]}
+    todo = [s for s in (steps or fired) if s in BY_NAME]
+    # A step of this engine's chain that the plan leaves off is timed switched on instead.
+    ran = {s.step for s in tl.snapshots[1:]}
+    chain = {es.name for es in engine_steps(engine)} if engine in ("ort", "onnxscript") else set()
+    return todo, {s for s in todo if s not in ran and s in chain}, emitted
 
 
 def _rows(res, todo: list, switch_on: set, emitted: dict, change: dict) -> tuple[list[AblationRow], float]:

@@ -21,7 +21,8 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
     from ...config import BenchConfig, FusionPlan
     from ...models import file_identity
     from ...ort.machine import describe_machine
-    from ...paths import atomic_write_text, cache_root
+    from ...cache.atomic import atomic_write_text
+    from ...cache.root import cache_root
     from .ablation import fusion_ablation
 
     plan = plan or FusionPlan()
@@ -35,8 +36,11 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
         res = fusion_ablation(src, BenchConfig(threads=threads, runs=runs, warmup=2), plan=plan, exporter=exporter,
                               attention=attention, progress=progress)
         doc = res.to_dict()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(doc, default=str))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(doc, default=str))
+        except OSError:
+            pass  # a read-only or full cache only costs the ablation again next time
     t = doc["tuned_plan"]
     return FusionPlan(engine=t["engine"], disabled=frozenset(t["disabled"]), opted_in=frozenset(t["enabled"])), doc
 

@@ -64,7 +64,8 @@ def size_mb(v, export_path: Path) -> float | None:
 def _texts(src, text):
     """The split, the latency text (batch 1, both parts) and its parts; no tokenizer: ``(split, None, None)``."""
     from ...errors import WorkbenchError
-    from .workload import latency_text, split
+    from ..variants.split import split
+    from .workload import latency_text
 
     sentences = None if text is None else list(getattr(text, "sentences", text))
     parts = split(sentences)
@@ -78,8 +79,9 @@ def _texts(src, text):
 
 
 def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say):
-    from ..variants.extra import guard_text, machine_plan
-    from .workload import one_at_a_time
+    from ..variants.extra import guard_text
+    from .plan import machine_plan
+    from ..variants.split import one_at_a_time
 
     say("this machine's plan (ablation)", 0.05)
     tuned_plan, ablation = machine_plan(src, exp.path, plan, threads=cfg.threads, runs=ablation_runs,

@@ -1,7 +1,7 @@
-"""What the tuned and int8 recipes build from: this machine's plan, the guarded int8 search, the text they tune on.
+"""What the int8 recipes build from: the guarded int8 search and the text they tune on.
 
-``machine_plan`` runs a short ``fusion_ablation`` once per export, plan, processor and thread count
-and caches its result (``cache/plans/<key>.json``); ``guarded_int8_of`` runs the answer-guarded
+(This machine's plan, which the ``tuned`` recipe builds from, is the tune's: :mod:`workbench.measure.tune.plan`
+computes it and its caller hands it to the recipe as ``Build.tuned_plan``.) ``guarded_int8_of`` runs the answer-guarded
 int8 search once per fused model and text (``cache/variants/<key>/model.onnx`` with
 ``search.json`` beside it). The recipes themselves are in :mod:`workbench.measure.variants`.
 """
@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 GUARD_VERSION = 2
-PLAN_VERSION = 1
 
 
 def guard_text(src):
@@ -53,41 +52,11 @@ def guarded_int8_of(fused: Path, text, *, threads: int = 2, progress=None) -> Pa
     return cached(Path(fused), f"int8-guarded-{h}", build)
 
 
-def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: int = 12, progress=None,
-                 exporter: str = "torchscript", attention: str = "eager") -> tuple[object, dict]:
-    """This machine's fusion plan (the ablation's tuned plan) and the ablation's result as a dict, cached."""
-    from ...config import BenchConfig, FusionPlan
-    from ...models import file_identity
-    from ...ort.machine import describe_machine
-    from ...cache.atomic import atomic_write_text
-    from ...cache.root import cache_root
-    from ..tune.ablation import fusion_ablation
-
-    plan = plan or FusionPlan()
-    cpu = describe_machine(threads, check_cuda=False).get("cpu")
-    key = hashlib.sha256(json.dumps([file_identity(Path(export_path)), plan.engine, sorted(plan.disabled),
-                                     sorted(plan.opted_in), cpu, threads, PLAN_VERSION]).encode()).hexdigest()[:24]
-    path = cache_root() / "plans" / f"{key}.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        res = fusion_ablation(src, BenchConfig(threads=threads, runs=runs, warmup=2), plan=plan, exporter=exporter,
-                              attention=attention, progress=progress)
-        doc = res.to_dict()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(doc, default=str))
-        except OSError:
-            pass  # a read-only or full cache only costs the ablation again next time
-    t = doc["tuned_plan"]
-    return FusionPlan(engine=t["engine"], disabled=frozenset(t["disabled"]), opted_in=frozenset(t["enabled"])), doc
-
-
 def search_text_of(src, text=None):
     """The search part of the text (of the built-in sentences without one), one sentence per batch: what the
     calibrated recipes calibrate on and the guarded ones guard on; seeded random sequences without a tokenizer."""
     from ...errors import WorkbenchError
-    from ..tune.workload import one_at_a_time, split
+    from .split import one_at_a_time, split
 
     try:
         return one_at_a_time(src, split(list(text.sentences) if text is not None else None).search)
@@ -97,4 +66,4 @@ def search_text_of(src, text=None):
         return guard_text(src)
 
 
-__all__ = ["guard_text", "search_text_of", "guarded_int8_of", "machine_plan", "GUARD_VERSION"]
+__all__ = ["guard_text", "search_text_of", "guarded_int8_of", "GUARD_VERSION"]

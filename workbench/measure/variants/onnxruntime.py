@@ -30,14 +30,15 @@ def _fused(ctx: Build, name: str):
 
 def _tuned(ctx: Build, name: str):
     from ...fusion.catalog import session_optimizers_off
+    from ...errors import BenchmarkError
     from .models import fuse_bert
-    from .extra import machine_plan
     from ..harness.results import Variant
 
     ctx.progress("this machine's plan (ablation)", 0.6)
-    plan = ctx.tuned_plan
-    if plan is None:
-        plan, _ = machine_plan(ctx.src, ctx.export_path, ctx.plan, threads=ctx.threads, progress=None)
+    plan = ctx.tuned_plan(ctx) if callable(ctx.tuned_plan) else ctx.tuned_plan
+    if plan is None:  # the plan is the caller's (the tune's ablation): variants do not import tune
+        raise BenchmarkError(f"{name}: this machine's fusion plan was not given (Build.tuned_plan: "
+                             "workbench.measure.tune.plan.tuned_plan_of computes it)")
     path = fuse_bert(ctx.export_path, num_heads=ctx.heads, hidden_size=ctx.hidden, plan=plan)
     return Variant(name, path, provider=ctx.provider, disabled_optimizers=session_optimizers_off(plan.disabled))
 

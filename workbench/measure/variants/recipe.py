@@ -140,7 +140,8 @@ class Build:
     ``snapshot``: the fused model the app shows (its last snapshot, a ModelProto or bytes), built from
     ``plan`` there: the fusions the user switched on; None: the cached :func:`~workbench.measure.variants.models.fuse_bert`
     of the export under ``plan``. ``text`` / ``search_text``: sentences to guard and calibrate on (default:
-    the built-in ones); ``tuned_plan``: this machine's plan (default: a short, cached ablation).
+    the built-in ones); ``tuned_plan``: this machine's plan, or a callable ``(Build) -> plan`` giving it
+    (:func:`workbench.measure.tune.plan.tuned_plan_of`); the ``tuned`` recipe needs it, its caller passes it in.
     """
 
     src: object
@@ -202,7 +203,7 @@ class Build:
                 "seed": src.seed}
 
     def search(self):
-        """The part of the text the calibrated and guarded recipes tune on (:func:`.recipes_extra.search_text_of`)."""
+        """The part of the text the calibrated and guarded recipes tune on (:func:`.extra.search_text_of`)."""
         from .extra import search_text_of
 
         return self.search_text if self.search_text is not None else search_text_of(self.src, self.text)

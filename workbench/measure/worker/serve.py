@@ -17,6 +17,21 @@ from . import protocol as msgs
 COARSE = (1, 8, 64)
 
 
+def pad_batch(rows: list[dict], pad_id: int) -> dict:
+    """Sentences of one row each (their own lengths) → one batch right-padded to its longest."""
+    import numpy as np
+
+    longest = max(int(r["input_ids"].shape[1]) for r in rows)
+    out = {}
+    for k in rows[0]:
+        fill = pad_id if k == "input_ids" else 0
+        a = np.full((len(rows), longest), fill, dtype=np.int64)
+        for i, r in enumerate(rows):
+            a[i, :r[k].shape[1]] = r[k][0]
+        out[k] = a
+    return out
+
+
 def parity_of_parts(text: dict, ref: list, cand: list, batches: list) -> dict:
     """``task_parity`` (the check part's when the text is split, else all) and ``task_parity_parts``."""
     from ...ort.task_parity import task_parity
@@ -37,8 +52,6 @@ def parity_of_parts(text: dict, ref: list, cand: list, batches: list) -> dict:
 
 def batches_of(serve: dict, b: int) -> list[tuple[list[int], dict]]:
     """The corpus cut into batches of ``b``: (sentence indices, padded feeds)."""
-    from ..tune.workload import pad_batch
-
     sents, corpus = serve["sentences"], serve["corpus"]
     out = []
     for j in range(0, len(corpus), b):
@@ -170,4 +183,4 @@ def throughput_job(ch, job: msgs.ThroughputJob, workdir) -> None:
         r.close()
 
 
-__all__ = ["parity_of_parts", "search_batch", "throughput_job", "batches_of", "serve_pass"]
+__all__ = ["pad_batch", "parity_of_parts", "search_batch", "throughput_job", "batches_of", "serve_pass"]
