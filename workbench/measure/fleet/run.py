@@ -167,62 +167,76 @@ def _ray(todo: list[dict], done: Done, cancelled: Cancelled, address: str | None
                               f"with ray start --resources '{{\"{MEASURE_RESOURCE}\": 1}}'")
         build_task = ray.remote(num_cpus=1, max_retries=BUILD_RETRIES)(build)
         measure_task = ray.remote(num_cpus=0, resources={MEASURE_RESOURCE: 1}, max_retries=retries)(measure)
-        # 1. One build per distinct model, in parallel, all before any measurement (a build must not
-        #    share a node's cores with a timed run). The driver puts each model in the object store
-        #    itself, so it outlives the node that built it.
-        groups: dict[str, list[dict]] = {}
-        for cfg in todo:
-            groups.setdefault(model_key(cfg), []).append(cfg)
-        pending = {build_task.remote(cfgs[0]): key for key, cfgs in groups.items()}
-        models = {}
-        while pending:
-            if cancelled():
-                return True
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
-            for ref in ready:
-                key = pending.pop(ref)
-                try:
-                    models[key] = ray.put(ray.get(ref))
-                except Exception as e:  # a failed build loses its points, reported, and nothing else
-                    for cfg in groups[key]:
-                        done(_error_row(cfg, e))
-        # 2. Measurements, each holding a node's measuring resource; as many in flight as there are slots.
+        models = _ray_builds(ray, build_task, todo, done, cancelled, pending)
+        if models is None:
+            return True
         queue = [cfg for cfg in todo if model_key(cfg) in models]
-        dropped, no_node_since = False, None
-        while queue or pending:
-            if queue and cancelled():
-                queue.clear()
-                dropped = True
-            slots = _measuring_slots(ray)
-            if queue and len(pending) < max(1, slots):
-                cfg = queue.pop(0)
-                pending[measure_task.remote(models[model_key(cfg)], cfg)] = cfg
-                continue
-            no_node_since = None if slots else (no_node_since or time.monotonic())
-            if no_node_since and time.monotonic() - no_node_since > NO_NODE_GRACE_S:
-                lost = ConfigError(f"no node with the {MEASURE_RESOURCE} resource left in the cluster "
-                                   f"for {NO_NODE_GRACE_S:g} s")
-                for ref, cfg in list(pending.items()):
-                    ray.cancel(ref, force=False)
-                    done(_error_row(cfg, lost))
-                for cfg in queue:
-                    done(_error_row(cfg, lost))
-                pending, queue = {}, []
-                break
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
-            for ref in ready:
-                cfg = pending.pop(ref)
-                try:
-                    row = ray.get(ref)
-                except Exception as e:  # the task failed, or its node was lost beyond its retries: this row only
-                    row = _error_row(cfg, e)
-                done(row)
-        return dropped
+        return _ray_measures(ray, measure_task, models, queue, done, cancelled, pending)
     finally:
         for ref in pending:  # left only when the sweep ends early (an error, a broken callback)
             ray.cancel(ref, force=False)
         if started_here:
             ray.shutdown()
+
+
+def _ray_builds(ray, build_task, todo: list[dict], done: Done, cancelled: Cancelled, pending: dict) -> dict | None:
+    """One build per distinct model, in parallel, all before any measurement (a build must not share a node's
+    cores with a timed run): ``{model key: object ref}``, None when cancelled. The driver puts each model in the
+    object store itself, so it outlives the node that built it."""
+    groups: dict[str, list[dict]] = {}
+    for cfg in todo:
+        groups.setdefault(model_key(cfg), []).append(cfg)
+    pending.update({build_task.remote(cfgs[0]): key for key, cfgs in groups.items()})
+    models = {}
+    while pending:
+        if cancelled():
+            return None
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
+        for ref in ready:
+            key = pending.pop(ref)
+            try:
+                models[key] = ray.put(ray.get(ref))
+            except Exception as e:  # a failed build loses its points, reported, and nothing else
+                for cfg in groups[key]:
+                    done(_error_row(cfg, e))
+    return models
+
+
+def _ray_measures(ray, measure_task, models: dict, queue: list[dict], done: Done, cancelled: Cancelled,
+                  pending: dict) -> bool:
+    """Measurements, each holding a node's measuring resource, as many in flight as there are slots; True when
+    cancelled. With no measuring node left for :data:`NO_NODE_GRACE_S`, the rest become error rows."""
+    dropped, no_node_since = False, None
+    while queue or pending:
+        if queue and cancelled():
+            queue.clear()
+            dropped = True
+        slots = _measuring_slots(ray)
+        if queue and len(pending) < max(1, slots):
+            cfg = queue.pop(0)
+            pending[measure_task.remote(models[model_key(cfg)], cfg)] = cfg
+            continue
+        no_node_since = None if slots else (no_node_since or time.monotonic())
+        if no_node_since and time.monotonic() - no_node_since > NO_NODE_GRACE_S:
+            lost = ConfigError(f"no node with the {MEASURE_RESOURCE} resource left in the cluster "
+                               f"for {NO_NODE_GRACE_S:g} s")
+            for ref, cfg in list(pending.items()):
+                ray.cancel(ref, force=False)
+                done(_error_row(cfg, lost))
+            for cfg in queue:
+                done(_error_row(cfg, lost))
+            pending.clear()
+            queue.clear()
+            break
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
+        for ref in ready:
+            cfg = pending.pop(ref)
+            try:
+                row = ray.get(ref)
+            except Exception as e:  # the task failed, or its node was lost beyond its retries: this row only
+                row = _error_row(cfg, e)
+            done(row)
+    return dropped
 
 
 def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, address: str | None = None,
@@ -254,31 +268,12 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
             missing or no node measuring.
         ModelSourceError: a model of the spec does not exist here.
     """
-    if not callable(executor) and executor not in ("local", "ray"):
-        raise ConfigError(f"executor must be local or ray, not {executor!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ConfigError(f"retries must be a whole number of at least 0, not {retries!r}")
-    if cancel is None:
-        cancelled: Cancelled = lambda: False  # noqa: E731
-    elif hasattr(cancel, "is_set"):
-        cancelled = cancel.is_set
-    elif callable(cancel):
-        cancelled = lambda: bool(cancel())  # noqa: E731
-    else:
-        raise ConfigError("cancel must be a threading.Event or a callable returning True to stop")
+    cancelled = _checked(executor, retries, cancel)
     configs = expand(spec)  # counted before it is expanded: a spec past the limit is refused here
     if executor == "local" or (executor == "ray" and not address):
         _check_models(configs)  # a model that does not exist is the user's error, not a row's
-    out = Path(out).expanduser() if out is not None else None
-    if out is not None:
-        from ...path_checks import check_output_path
-
-        check_output_path(out, existing_ok=True)
-    keys = {config_key(c) for c in configs}
-    rows = read_rows(out)  # rows of points outside this spec stay in the file, but do not count as done
-    resumed = [r for r in rows if r.get("key") in keys]
-    have = {r["key"] for r in resumed}
-    todo = [c for c in configs if config_key(c) not in have]
+    out = _output(out)
+    rows, resumed, todo = _resume(out, configs)
     ledger = Ledger(out, rows, len(configs))
     state = {"done": len(resumed)}
 
@@ -302,6 +297,42 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
     finally:
         result = ledger.close()
     return result
+
+
+def _checked(executor, retries, cancel) -> Cancelled:
+    """``run_sweep``'s executor and retries checked, and its ``cancel`` (None, an Event, or a callable) as a
+    check: one line for anything else."""
+    if not callable(executor) and executor not in ("local", "ray"):
+        raise ConfigError(f"executor must be local or ray, not {executor!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"retries must be a whole number of at least 0, not {retries!r}")
+    if cancel is None:
+        return lambda: False
+    if hasattr(cancel, "is_set"):
+        return cancel.is_set
+    if callable(cancel):
+        return lambda: bool(cancel())
+    raise ConfigError("cancel must be a threading.Event or a callable returning True to stop")
+
+
+def _resume(out: Path | None, configs: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """The rows ``out`` holds, those of this spec's points (kept, not measured again), and the points left."""
+    keys = {config_key(c) for c in configs}
+    rows = read_rows(out)  # rows of points outside this spec stay in the file, but do not count as done
+    resumed = [r for r in rows if r.get("key") in keys]
+    have = {r["key"] for r in resumed}
+    return rows, resumed, [c for c in configs if config_key(c) not in have]
+
+
+def _output(out) -> Path | None:
+    """``run_sweep``'s ``out`` as a checked path (a folder or an unwritable place: one line)."""
+    if out is None:
+        return None
+    from ...path_checks import check_output_path
+
+    out = Path(out).expanduser()
+    check_output_path(out, existing_ok=True)
+    return out
 
 
 def _check_models(configs: list[dict]) -> None:

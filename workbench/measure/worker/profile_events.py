@@ -55,27 +55,7 @@ def layer_map(model) -> dict[str, str]:
     for idx, n in enumerate(nodes):
         lay = known.get(idx)
         if lay is None:
-            # Named nodes downstream: a fused Attention feeds its own layer's output projection;
-            # mask and shape preparation feeds every layer, so it is "shared".
-            seen, todo, found = {idx}, deque((c, 1) for o in n.output for c in consumers[o]), set()
-            while todo:
-                c, depth = todo.popleft()
-                if c in seen or depth > 8:
-                    continue
-                seen.add(c)
-                if c in known:
-                    found.add(known[c])
-                else:
-                    todo.extend((cc, depth + 1) for o in nodes[c].output for cc in consumers[o])
-            ints = sorted(f for f in found if isinstance(f, int))
-            if len(ints) > 1:
-                lay = "shared"
-            elif ints:
-                lay = ints[0]
-            elif found:
-                lay = next(iter(found))
-            else:
-                lay = "embeddings" if idx < first_layer else "output"
+            lay = _downstream_layer(nodes, consumers, known, idx, first_layer)
         out[n.name] = f"layer {lay}" if isinstance(lay, int) else lay
     return out
 
@@ -93,6 +73,29 @@ def _kernels_by_node(events: list[dict], start: float) -> dict[str, list[dict]]:
         elif e.get("cat") == "Kernel" and node is not None:
             out[node].append(e)
     return out
+
+
+def _downstream_layer(nodes: list, consumers: dict, known: dict, idx: int, first_layer: int):
+    """The layer of an unnamed node from the named nodes downstream: a fused Attention feeds its own layer's
+    output projection; mask and shape preparation feeds every layer, so it is "shared"."""
+    seen, todo, found = {idx}, deque((c, 1) for o in nodes[idx].output for c in consumers[o]), set()
+    while todo:
+        c, depth = todo.popleft()
+        if c in seen or depth > 8:
+            continue
+        seen.add(c)
+        if c in known:
+            found.add(known[c])
+        else:
+            todo.extend((cc, depth + 1) for o in nodes[c].output for cc in consumers[o])
+    ints = sorted(f for f in found if isinstance(f, int))
+    if len(ints) > 1:
+        return "shared"
+    if ints:
+        return ints[0]
+    if found:
+        return next(iter(found))
+    return "embeddings" if idx < first_layer else "output"
 
 
 def parse_profile_events(events: list[dict], *, skip_runs: int = 0,
