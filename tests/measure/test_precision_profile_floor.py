@@ -190,7 +190,7 @@ def test_flops_formula_and_graph_count_agree(tiny, fused):
 
 
 def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
-    from workbench.measure.worker.main import floor
+    from workbench.measure.worker import floor
 
     calls = []
     real = floor.measure_matmul_gflops
@@ -227,7 +227,7 @@ def test_probe_reports_its_spread_and_retries_when_disturbed():
 
 def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
     """A rate measured while other work ran is slower; it must not replace a quiet one (it would fake a pass)."""
-    from workbench.measure.worker.main import floor
+    from workbench.measure.worker import floor
 
     base = floor.measure_matmul_gflops(threads=1, seconds=0.2)  # one real probe: its record's shape
     mode = {"quiet": True, "scale": 1.0}

@@ -257,7 +257,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
     from workbench.cli.bench import _names
     from workbench.errors import RuntimeUnavailableError
-    from workbench.measure.worker.main import peers
+    from workbench.measure.worker import peers
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino → ImportError, as when not installed
@@ -268,7 +268,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
 
 def test_missing_openvino_says_how_to_add_it(monkeypatch):
-    from workbench.measure.worker.main import peers
+    from workbench.measure.worker import peers
     from workbench.measure.variants import available
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
