@@ -91,7 +91,7 @@ def bookkeeping(rows_list=(100, 2000), out_dir: Path | None = None) -> list[dict
     """Per-row bookkeeping cost of ``run_sweep`` at each row count (measurements faked)."""
     import tempfile
 
-    from workbench.measure.fleet import rows
+    from workbench.measure.fleet import rows as fleet_rows
 
     figures = []
     for rows in rows_list:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from workbench.errors import ConfigError
-from workbench.measure.fleet import rows
+from workbench.measure.fleet import rows as fleet_rows
 from workbench.measure.fleet.run import config_key, expand, run_sweep
 from workbench.measure.fleet.rows import journal_path, machine_type, summarize
 from workbench.measure.fleet.spec import MAX_POINTS_ENV, count_points, load_spec
