@@ -22,7 +22,7 @@ from pathlib import Path
 
 from workbench.config import BenchConfig
 from workbench.cache.atomic import atomic_write_text
-from workbench.measure.bench import benchmark
+from workbench.measure.harness.bench import benchmark
 from workbench.ort.machine import describe_machine, machine_line
 from workbench.measure.variants import standard_variants
 from workbench.ort.session import cuda_status
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
 
     cfg = BenchConfig(batch=args.batch, seq=args.seq, threads=args.threads, runs=args.runs, warmup=args.warmup)
     # The floor's MatMul rates, measured now, next to the latencies they are compared with.
-    from workbench.measure.floor import refresh_rates
+    from workbench.measure.worker.floor import refresh_rates
     for kind, info in refresh_rates(args.threads).items():
         log(f"{kind} MatMul rate {info['gflops']:.0f} GFLOP/s (quiet: {info['quiet']})")
     gpu_ok, gpu_reason = cuda_status()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from workbench.config import BenchConfig
-from workbench.measure.bench import Variant, benchmark
+from workbench.measure.harness.bench import Variant, benchmark
 from workbench.measure.variants import standard_variants
 from workbench.cache.atomic import atomic_write_text
 

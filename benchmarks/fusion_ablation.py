@@ -19,7 +19,7 @@ from pathlib import Path
 
 from workbench.config import BenchConfig
 from workbench.cache.atomic import atomic_write_text
-from workbench.measure.ablation import fusion_ablation
+from workbench.measure.tune.ablation import fusion_ablation
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

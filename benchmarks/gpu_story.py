@@ -12,7 +12,7 @@ What it runs (random weights, the project's presets; sequence 128; batches 1 and
   the article's 1.7 ms / 4.0 ms rows (V100, batch 1).
 
 The models come from the project's own path: ``workbench.export.export`` (TorchScript, eager attention, cached),
-ONNX Runtime's transformers optimizer with its GPU options (``workbench.measure.recipes.fuse_bert``) and the fp16
+ONNX Runtime's transformers optimizer with its GPU options (``workbench.measure.variants.models.fuse_bert``) and the fp16
 conversion of the ``fp16`` variant (``fp16_of``). Timing is in this process: each session's inputs and outputs
 stay on the GPU (IO binding, :class:`workbench.ort.gpu.BoundSession`), each call waits for the device, and the
 engines of one model and batch are timed round robin (MEASURING.md). Every output is compared with PyTorch fp32
@@ -173,7 +173,7 @@ def build_models(model: str, precision: str) -> dict:
     """The ONNX files of one model: the cached export (unfused), the GPU fusions, their fp16 conversion."""
     from workbench.config import ExportConfig
     from workbench.export import export
-    from workbench.measure.recipes import fp16_of, fuse_bert
+    from workbench.measure.variants.models import fp16_of, fuse_bert
     from workbench.models import resolve
 
     src = resolve(model)

@@ -14,9 +14,9 @@ from pathlib import Path
 from workbench.models import resolve
 from workbench.export import export
 from workbench.config import ExportConfig
-from workbench.measure.recipes import fuse_bert
-from workbench.measure.workload import one_at_a_time, split
-from workbench.measure import guarded as g
+from workbench.measure.variants.models import fuse_bert
+from workbench.measure.tune.workload import one_at_a_time, split
+from workbench.measure.variants import guarded as g
 from workbench.ort.task_parity import task_parity
 from workbench.ort.answer_policy import pct
 from workbench.ort.machine import describe_machine, machine_line

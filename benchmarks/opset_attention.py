@@ -30,9 +30,9 @@ from workbench.config import BenchConfig, ExportConfig, FusionPlan
 from workbench.export import export
 from workbench.fusion.catalog import session_optimizers_off
 from workbench.graph.summary import attention_kinds
-from workbench.measure.bench import Variant, benchmark
-from workbench.measure.profile import profile_ops
-from workbench.measure.recipes import fuse_bert
+from workbench.measure.harness.bench import Variant, benchmark
+from workbench.measure.harness.profile import profile_ops
+from workbench.measure.variants.models import fuse_bert
 from workbench.models import resolve
 from workbench.ort.machine import machine_line
 from workbench.cache.atomic import atomic_write_text

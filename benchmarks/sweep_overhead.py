@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.measure.fleet import MEASURE_RESOURCE, build_path, config_key, expand, model_key, run_sweep
+from workbench.measure.fleet.run import MEASURE_RESOURCE, build_path, config_key, expand, model_key, run_sweep
 from workbench.cache.atomic import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -91,7 +91,7 @@ def bookkeeping(rows_list=(100, 2000), out_dir: Path | None = None) -> list[dict
     """Per-row bookkeeping cost of ``run_sweep`` at each row count (measurements faked)."""
     import tempfile
 
-    from workbench.measure import fleet_rows
+    from workbench.measure.fleet import rows as fleet_rows
 
     figures = []
     for rows in rows_list:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from workbench.config import BenchConfig
 from workbench.cache.atomic import atomic_write_text
-from workbench.measure.bench import benchmark
+from workbench.measure.harness.bench import benchmark
 from workbench.ort.machine import machine_line
 from workbench.measure.variants import standard_variants
 
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         variants.append(replace(tv, name="tuned"))
     # The floor's MatMul rates are measured now, next to the latencies they are compared with (the
     # rate of this VM drifts by a few percent from hour to hour).
-    from workbench.measure.floor import refresh_rates
+    from workbench.measure.worker.floor import refresh_rates
 
     def rates() -> dict:
         out = {}
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
         print(f"  {v.name:<8} p50 {v.p50_ms:8.2f} ms  p90 {v.p90_ms:8.2f}  p99 {v.p99_ms:8.2f}  "
               f"x {v.floor_precision} floor {v.floor_ratio:.2f}  x MatMuls alone {v.bound_ratio or 0:.2f}  "
               f"second run p50 {b[v.name].p50_ms:8.2f}")
-    from workbench.measure.explain import explain
+    from workbench.measure.harness.explain import explain
     for line in explain(a.rates, a.machine):
         print(f"  {line}")
     for k, v in figures.items():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from workbench.measure.answers import task_answers  # noqa: E402
+from workbench.measure.variants.answers import task_answers  # noqa: E402
 from workbench.cache.atomic import atomic_write_text  # noqa: E402
 from workbench.ort.answer_policy import pct  # noqa: E402  (a share says 100% only when every answer agrees)
 

@@ -74,7 +74,7 @@ def _table(res: dict, w: str) -> None:
 def _checks(res: dict, w: str, typed) -> None:
     """The benchmark's checks on the ``--json`` document ``res`` (``typed``: the TuneResult it came from)."""
     from workbench.ort.answer_policy import words
-    from workbench.measure.tune_rows import PEERS, fig, peers_line
+    from workbench.measure.tune.rows import PEERS, fig, peers_line
 
     key = "p50_ms" if w == "latency" else "sentences_per_s"
     rec = res["recommended"].get(w)
@@ -108,7 +108,7 @@ def _checks(res: dict, w: str, typed) -> None:
 def main(argv=None) -> int:
     from workbench.config import BenchConfig
     from workbench.ort.answer_policy import words
-    from workbench.measure.tune import tune
+    from workbench.measure.tune.run import tune
     from workbench.models import resolve
     from workbench.text import BUILTIN_SENTENCES, read_sentences
 

@@ -38,7 +38,7 @@ def test_a_share_reads_100_percent_only_when_every_answer_agrees(n):
 
 
 def test_every_place_that_words_answers_says_the_same():
-    from workbench.measure.answers import int8_flags
+    from workbench.measure.variants.answers import int8_flags
     from workbench.ui.step_rows import answers_text
     from workbench.viz.summary import task_parity_words
 

@@ -105,6 +105,35 @@ def test_no_import_circles():
     assert not cycles, "import circles:\n" + "\n".join(" → ".join(c) for c in cycles)
 
 
+#: The stages inside ``workbench.measure``, bottom first (docs/architecture.md): the worker process, the
+#: parent's timing harness, the variants it times, then tuning; fleet sweeps sit beside tune (they use the harness
+#: and the variants). A module imports its own stage or a lower one; tune and fleet never import each other.
+ORDER = "worker ← harness ← variants ← tune"
+STAGES = {"worker": 0, "harness": 1, "variants": 2, "tune": 3, "fleet": 3}
+
+
+def _stage(mod: str) -> str | None:
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "measure" else None
+
+
+def test_measure_is_one_package_per_stage():
+    flat = sorted(p.name for p in (ROOT / "measure").glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"measure/ holds stages only (worker, harness, variants, tune, fleet); move {flat} into one"
+    packages = {p.parent.name for p in (ROOT / "measure").glob("*/__init__.py")}
+    assert packages == set(STAGES), f"add {sorted(packages - set(STAGES))} to STAGES here and to docs/architecture.md"
+    for name in STAGES:  # each stage says the order it sits in
+        assert ORDER in ast.get_docstring(ast.parse((ROOT / "measure" / name / "__init__.py").read_text())), name
+
+
+def test_measure_stages_import_one_way():
+    graph = _graph()
+    wrong = [f"{m} ({_stage(m)}) imports {d} ({_stage(d)})" for m, deps in graph.items() if _stage(m)
+             for d in sorted(deps) if _stage(d) and _stage(d) != _stage(m)
+             and STAGES[_stage(d)] >= STAGES[_stage(m)]]
+    assert not wrong, f"measure's stages run {ORDER} (fleet beside tune):\n" + "\n".join(wrong)
+
+
 @pytest.mark.parametrize("low", ["ort"])
 def test_bottom_layer_imports_nothing_above_it(low):
     graph = _graph()

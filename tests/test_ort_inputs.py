@@ -21,7 +21,7 @@ def test_spec_of_a_fused_graph_reads_the_embedding_tables(tmp_path):
     assert (unfused.vocab_size, unfused.type_vocab_size, unfused.max_positions) == (1000, 2, 160)
     assert fused == unfused
     # The int8 variant's QEmbedLayerNormalization keeps the tables in the same places.
-    from workbench.measure.precision import quantize_int8
+    from workbench.measure.worker.precision import quantize_int8
 
     qm = quantize_int8(tl.final.model, per_channel=True)
     assert any(n.op_type == "QEmbedLayerNormalization" for n in qm.graph.node)

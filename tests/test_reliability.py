@@ -90,7 +90,7 @@ def test_every_bad_file_through_the_python_api(zoo):
 
 def test_non_bert_models_say_so_and_still_profile(tmp_path):
     from workbench.fusion import run_fusion
-    from workbench.measure.bench import Variant, benchmark
+    from workbench.measure.harness.bench import Variant, benchmark
 
     for name, model in (("add", bm.add_model()), ("cnn", small_cnn())):
         p = tmp_path / f"{name}.onnx"
@@ -108,7 +108,7 @@ def test_the_process_still_works_after_the_bad_input_suite(zoo, tiny_export):
     from workbench.export import export
     from workbench.fusion import run_fusion
     from workbench.modelio import load_model
-    from workbench.measure.bench import Variant, benchmark
+    from workbench.measure.harness.bench import Variant, benchmark
 
     _, files = zoo
     for path in files.values():

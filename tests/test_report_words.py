@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from workbench.measure.load import MachineLoad
+from workbench.measure.harness.load import MachineLoad
 from workbench.report import summary
 from workbench.viz.report import render
 from workbench.viz.summary import summary_lines

@@ -64,7 +64,7 @@ def test_a_prepared_folder_copied_to_a_laptop_runs_no_engine_step(tmp_path, monk
     ex._RUNS.clear()
     assert ex.prerequisite_off(src).holds
     # nothing was exported or fused again (notebook 02's ablation models included)
-    from workbench.measure.recipes import fuse_bert
+    from workbench.measure.variants.models import fuse_bert
 
     fuse_bert(export(src, ExportConfig()).path, num_heads=src.num_heads, hidden_size=src.hidden_size,
               plan=FusionPlan(engine="ort", disabled=frozenset({"attention"})))

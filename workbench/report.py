@@ -37,7 +37,7 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
             no single hardware floor) and gives each variant ``task_parity``.
             ``data["text"]`` then describes the text (sentences, batches,
             bucket mix, padding share).
-        tune: also run :func:`workbench.measure.tune.tune` (the recommendation against PyTorch,
+        tune: also run :func:`workbench.measure.tune.run.tune` (the recommendation against PyTorch,
             torch.compile and OpenVINO); the report then leads with it (``data["tune"]``).
 
     Raises:
@@ -71,7 +71,7 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     if tune:
         progress("tune", 0.8)
         try:
-            from .measure.tune import tune as _tune
+            from .measure.tune.run import tune as _tune
 
             res = _tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
                         exporter=export_cfg.exporter, attention=export_cfg.attention,
@@ -113,7 +113,7 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                  bench_cfg: BenchConfig | None, text, progress: Progress) -> None:
     """The standard variants timed in one worker, into ``data["bench"]``."""
     try:
-        from .measure.bench import benchmark
+        from .measure.harness.bench import benchmark
         from .measure.variants import build_variants, default_variants
 
         cfg = bench_cfg or BenchConfig(runs=20)
@@ -127,7 +127,7 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                                      progress=progress)
         # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
         # Without text, int8's answers are still checked, on the built-in sentences (cheap).
-        from .measure.answers import builtin_answers_text, int8_report
+        from .measure.variants.answers import builtin_answers_text, int8_report
 
         answers = builtin_answers_text(src) if text is None and cfg.provider == "cpu" else None
         res = benchmark(variants, cfg, text=text or answers, text_answers_only=text is None, floor=text is None)
@@ -181,7 +181,7 @@ def summary(data: dict) -> dict:
     ``int8`` where timed, the p50 and the speed-up against the reference; ``int8``: whether its
     answers on text held (``holds`` None when no text check ran), its task parity, its outputs' cosine, and
     whether the weights are random (then the check is no verdict); ``busy``: the sentence saying the machine was
-    busy while the benchmark or the tune measured (:class:`~workbench.measure.load.MachineLoad`), "" when quiet.
+    busy while the benchmark or the tune measured (:class:`~workbench.measure.harness.load.MachineLoad`), "" when quiet.
     """
     model = data.get("model") or {}
     exp = data.get("export") or {}
@@ -200,7 +200,7 @@ def summary(data: dict) -> dict:
 
 def _busy(data: dict) -> str:
     """The busy sentence of the benchmark's or the tune's machine load ("" when both were quiet)."""
-    from .measure.load import busy_words
+    from .measure.harness.load import busy_words
 
     return next((w for part in ("bench", "tune") if (w := busy_words((data.get(part) or {}).get("machine_load")))), "")
 

@@ -94,7 +94,7 @@ def test_the_prepared_folder_covers_notebook_06(tmp_path, monkeypatch):
     from workbench.config import ExportConfig
     from workbench.export import export
     from workbench.fusion import persist, register_rule
-    from workbench.measure.recipes import fuse_bert
+    from workbench.measure.variants.models import fuse_bert
     from workbench.models import resolve
     from workbench.workshop.prepare import STAGES, write_a_fusion
 

@@ -8,7 +8,7 @@ from workbench.config import BenchConfig
 
 
 def test_ablation_rows_graph_changes_and_tuned_plan():
-    from workbench.measure.ablation import fusion_ablation
+    from workbench.measure.tune.ablation import fusion_ablation
 
     stages = []
     res = fusion_ablation("bert-tiny", BenchConfig(seq=16, runs=6, warmup=1, threads=1),
@@ -63,7 +63,7 @@ def test_ablate_cli_json_and_bad_step():
 
 def test_ablation_measures_the_standard_attention_step_left_out_and_switched_on():
     from workbench.config import FusionPlan
-    from workbench.measure.ablation import fusion_ablation
+    from workbench.measure.tune.ablation import fusion_ablation
 
     cfg = BenchConfig(seq=16, runs=6, warmup=1, threads=1)
     kw = dict(exporter="dynamo", attention="sdpa", opset=23, steps=["standard_attention"])
@@ -90,7 +90,7 @@ def test_ablation_measures_the_standard_attention_step_left_out_and_switched_on(
 
 def test_tuned_plan_switches_on_a_step_that_helps_and_off_one_that_hurts():
     from workbench.config import FusionPlan
-    from workbench.measure.ablation import AblationResult, AblationRow
+    from workbench.measure.tune.ablation import AblationResult, AblationRow
 
     rows = [AblationRow("standard_attention", {"MultiHeadAttention": 12}, {"Attention (standard)": 12}, 100.0, 4.0,
                         4.0, "helps", 0.0, "on", 96.0),
@@ -105,8 +105,8 @@ def test_tuned_plan_switches_on_a_step_that_helps_and_off_one_that_hurts():
 
 
 def test_savings_are_round_by_round_ratios_that_load_in_a_few_rounds_does_not_move():
-    from workbench.measure.ablation import _round_by_round
-    from workbench.measure.bench import VariantStats
+    from workbench.measure.tune.ablation import _round_by_round
+    from workbench.measure.harness.bench import VariantStats
 
     def stats(samples):
         return VariantStats.from_samples({"name": "v", "provider": "cpu"}, samples, 1, None, None, [])

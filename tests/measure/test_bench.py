@@ -12,7 +12,7 @@ import pytest
 
 from workbench.config import BenchConfig
 from workbench.errors import BenchmarkError, ConfigError, RuntimeUnavailableError, WorkbenchError
-from workbench.measure.bench import BenchResult, RunSample, Variant, benchmark, stream_benchmark
+from workbench.measure.harness.bench import BenchResult, RunSample, Variant, benchmark, stream_benchmark
 
 FAST = BenchConfig(seq=16, runs=4, warmup=1, threads=1)
 
@@ -64,7 +64,7 @@ def test_samples_stream_round_robin_and_iterate(tiny):
     assert [s.variant for s in got] == ["a", "b"] * 5
     assert [s.run_index for s in got] == [i // 2 for i in range(10)]
     assert [s.ms for s in got if s.variant == "a"] == res["a"].samples_ms
-    from workbench.measure.protocol import Message
+    from workbench.measure.worker.protocol import Message
 
     assert all(isinstance(e, Message) for e in events)  # typed messages, never dicts
     kinds = [e.kind for e in events]

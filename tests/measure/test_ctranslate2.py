@@ -19,10 +19,11 @@ def minilm():
 def test_ctranslate2_keeps_minilms_answers_on_the_check_part(minilm):
     """As the tune times it: one sentence at a time, the check part's answers against ONNX Runtime fp32."""
     from workbench.config import BenchConfig
-    from workbench.measure.bench import benchmark
+    from workbench.measure.harness.bench import benchmark
     from workbench.ort.answer_policy import holds
     from workbench.measure.variants import build_variants
-    from workbench.measure.workload import latency_text, split
+    from workbench.measure.tune.workload import latency_text
+    from workbench.measure.variants.split import split
 
     parts = split(None)
     text, idx = latency_text(minilm, parts)

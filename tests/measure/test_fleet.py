@@ -11,7 +11,7 @@ import time
 import pytest
 
 from workbench.errors import ConfigError
-from workbench.measure.fleet import MEASURE_RESOURCE, TRACE_ENV, config_key, expand, load_spec, run_sweep, to_frame
+from workbench.measure.fleet.run import MEASURE_RESOURCE, TRACE_ENV, config_key, expand, load_spec, run_sweep, to_frame
 
 SPEC = {"models": ["bert-tiny"], "plans": ["default", {"disable": ["attention"]}], "seq": [8, 16],
         "threads": [1], "runs": 3, "warmup": 1}
@@ -258,7 +258,7 @@ def test_a_node_killed_mid_measurement_costs_only_its_row(cluster, tmp_path, mon
 def test_losing_the_last_measuring_node_ends_the_sweep_with_error_rows(cluster, tmp_path, monkeypatch):
     """Only one node measures, and it dies: the sweep reports what it could not measure and
     returns, instead of waiting for ever for a node that could hold the measurement."""
-    from workbench.measure import fleet
+    from workbench.measure.fleet import run as fleet
 
     monkeypatch.setattr(fleet, "NO_NODE_GRACE_S", 3.0)
     spec = {**SPEC, "seq": [8]}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.measure.explain import explain
-from workbench.measure.floor import onnx_flops, onnx_flops_by_precision, precision_label
+from workbench.measure.harness.explain import explain
+from workbench.measure.worker.floor import onnx_flops, onnx_flops_by_precision, precision_label
 from workbench.ort.machine import isa_from_flags
 
 XEON = ("fpu vme sse4_2 avx avx2 fma f16c avx512f avx512_vnni avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8"
@@ -25,7 +25,7 @@ def test_isa_names_the_instruction_sets_that_matter(flags, want, absent):
 
 def test_int8_flops_split_from_a_real_quantized_model(tiny_export, tmp_path):
     """After quantize_dynamic the weight MatMuls are int8; attention's own products stay fp32."""
-    from workbench.measure.precision import quantize_int8
+    from workbench.measure.worker.precision import quantize_int8
 
     fp32 = tiny_export().path
     q = quantize_int8(fp32)

@@ -178,7 +178,7 @@ def test_bench_and_tune_help_list_the_gpu_names_from_the_registry():
 @needs_no_gpu
 def test_gpu_variants_are_built_on_the_standard_models_and_refused_by_the_worker(tiny_export):
     from workbench.config import BenchConfig
-    from workbench.measure.bench import benchmark
+    from workbench.measure.harness.bench import benchmark
     from workbench.measure.variants import available, build_variants, runner_for
 
     fused, v, tc = build_variants("bert-tiny", ["fused", "fused-cudagraph", "torch-compile"], provider="cuda")
@@ -258,7 +258,7 @@ def test_tune_on_cuda_refuses_in_one_line_naming_why():
 
 @needs_no_gpu
 def test_the_gpu_tune_refuses_before_any_work(tmp_path, monkeypatch):
-    from workbench.measure.gpu_tune import gpu_tune
+    from workbench.measure.tune.gpu import gpu_tune
 
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
     with pytest.raises(RuntimeUnavailableError, match="needs a GPU, but"):
@@ -276,8 +276,8 @@ def test_bench_on_cuda_without_a_gpu_is_one_error_line_and_no_figure():
 def test_the_apps_gpu_column_follows_the_registry_and_the_real_status():
     """What the app's benchmark times on the GPU: a function of the variant registry and ``gpu_status()``."""
     from workbench.measure import variants
-    from workbench.measure.gpu_column import device_plan, gpu_key, gpu_recipes
-    from workbench.measure.labels import on_gpu, variant_label
+    from workbench.measure.variants.gpu_column import device_plan, gpu_key, gpu_recipes
+    from workbench.measure.variants.labels import on_gpu, variant_label
 
     assert gpu_recipes() == ("fused", "fp16", "fused-cudagraph", "fp16-cudagraph")  # trt-fp16: unfused, TensorRT
     assert all("cuda" in variants.get(n).devices for n in gpu_recipes())
@@ -301,7 +301,7 @@ def test_the_apps_gpu_column_follows_the_registry_and_the_real_status():
 
 def test_a_gpu_variant_on_a_cpu_session_is_an_error():
     """The app's guard on the worker's real session providers: a GPU name on a CPU session never gives a number."""
-    from workbench.measure.gpu_column import check_on_gpu
+    from workbench.measure.variants.gpu_column import check_on_gpu
     from workbench.ort.session import probe_model
 
     got = ort.InferenceSession(probe_model(), providers=["CPUExecutionProvider"]).get_providers()

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def fused(tiny_export):
-    from workbench.measure.recipes import fuse_bert
+    from workbench.measure.variants.models import fuse_bert
 
     exp = tiny_export()
     return onnx.load(str(fuse_bert(exp.path, num_heads=2, hidden_size=32)))
@@ -24,7 +24,7 @@ def _run(model, feeds):
 
 
 def test_every_layer_has_its_four_roles(fused):
-    from workbench.measure.smooth import matmul_roles
+    from workbench.measure.variants.smooth import matmul_roles
 
     roles = matmul_roles(fused)
     counts = {r: sum(1 for v in roles.values() if v == r) for r in ("qkv", "attn_out", "ffn_up", "ffn_down")}
@@ -34,7 +34,7 @@ def test_every_layer_has_its_four_roles(fused):
 
 
 def test_smoothquant_scaling_keeps_the_models_function(fused):
-    from workbench.measure.smooth import activation_absmax, matmul_roles, smooth
+    from workbench.measure.variants.smooth import activation_absmax, matmul_roles, smooth
     from workbench.ort.inputs import make_inputs, spec_from_onnx
 
     feeds = [make_inputs(spec_from_onnx(fused), 2, 16, seed=s, padded=True) for s in (1, 2)]
@@ -62,7 +62,7 @@ def test_the_answers_hold_only_above_every_threshold():
 
 
 def test_a_model_without_a_tokenizer_is_guarded_on_seeded_random_sequences(tiny_export):
-    from workbench.measure.recipes_extra import guard_text
+    from workbench.measure.variants.extra import guard_text
     from workbench.models import resolve
 
     text = guard_text(resolve(str(tiny_export().path)))  # an .onnx file: no tokenizer

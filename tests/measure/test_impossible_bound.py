@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from workbench.measure.bench import BenchResult, VariantStats
-from workbench.measure.floor import _cache_file, _read, distrust_rate, machine_matmul_info, plausible_bound
+from workbench.measure.harness.bench import BenchResult, VariantStats
+from workbench.measure.worker.floor import _cache_file, _read, distrust_rate, machine_matmul_info, plausible_bound
 
 
 def _stats(name: str, p50: float, precision: str | None = None) -> VariantStats:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from workbench.measure.load import RULE, LoadSampler, MachineLoad, busy_words
+from workbench.measure.harness.load import RULE, LoadSampler, MachineLoad, busy_words
 
 BUSY_START = "the machine was busy while measuring ("
 

@@ -19,7 +19,7 @@ def tiny(tiny_export):
 
 @pytest.fixture(scope="module")
 def fused(tiny):
-    from workbench.measure.recipes import fuse_bert
+    from workbench.measure.variants.models import fuse_bert
     return fuse_bert(tiny, num_heads=2, hidden_size=128)
 
 
@@ -28,7 +28,7 @@ def _ops(path):
 
 
 def test_fused_model_has_bert_fusions_and_is_cached(tiny, fused):
-    from workbench.measure.recipes import fuse_bert
+    from workbench.measure.variants.models import fuse_bert
 
     ops = _ops(fused)
     assert ops["Attention"] == 2 and ops["SkipLayerNormalization"] == 4 and ops["EmbedLayerNormalization"] == 1
@@ -37,7 +37,7 @@ def test_fused_model_has_bert_fusions_and_is_cached(tiny, fused):
 
 
 def test_int8_quantizes_and_keeps_parity(fused, tmp_path):
-    from workbench.measure.precision import precision_parity, quantize_int8
+    from workbench.measure.worker.precision import precision_parity, quantize_int8
 
     out = quantize_int8(fused, tmp_path / "int8.onnx")
     ops = _ops(out)
@@ -50,7 +50,7 @@ def test_int8_quantizes_and_keeps_parity(fused, tmp_path):
 
 
 def test_fp16_keeps_fp32_io_and_parity(fused, tmp_path):
-    from workbench.measure.precision import is_fp16, precision_parity, to_fp16
+    from workbench.measure.worker.precision import is_fp16, precision_parity, to_fp16
 
     out = to_fp16(fused, tmp_path / "fp16.onnx")
     m = onnx.load(str(out))
@@ -63,7 +63,7 @@ def test_fp16_keeps_fp32_io_and_parity(fused, tmp_path):
 
 
 def test_profile_ops_per_type_node_layer_provider(tiny, fused):
-    from workbench.measure.profile import profile_ops
+    from workbench.measure.harness.profile import profile_ops
 
     cfg = BenchConfig(seq=32, runs=4, warmup=1, threads=1)
     before = profile_ops(tiny, cfg, level="disable", name="unfused")
@@ -82,21 +82,21 @@ def test_profile_ops_per_type_node_layer_provider(tiny, fused):
     assert len(after.records) < len(before.records) / 3
     assert abs(sum(r["share"] for r in after.records) - 1.0) < 1e-6
     json.dumps(after.to_dict())
-    from workbench.measure.profile import compare_profiles
+    from workbench.measure.harness.profile import compare_profiles
     diff = compare_profiles(before, after).set_index("op_type")
     assert diff.loc["Softmax", "after_us"] == 0 and diff.loc["Softmax", "delta_us"] < 0
     assert diff.loc["Attention", "before_us"] == 0 and diff.loc["Attention", "after_us"] > 0
 
 
 def test_profile_bad_shape_is_clear(tiny):
-    from workbench.measure.profile import profile_ops
+    from workbench.measure.harness.profile import profile_ops
 
     with pytest.raises(BenchmarkError, match="longer than"):
         profile_ops(tiny, BenchConfig(seq=1000, runs=1, warmup=1, threads=1))
 
 
 def test_parse_profile_skips_warmup():
-    from workbench.measure.profile import parse_profile_events
+    from workbench.measure.harness.profile import parse_profile_events
 
     ev = []
     for run, ts in enumerate((0, 1000, 2000)):
@@ -137,7 +137,7 @@ def test_parse_profile_cuda_kernels(fused, tmp_path):
     one ``{"cat": "Kernel", "name": <kernel>, "dur": ...}`` per kernel it launched, ``args.op_name`` copied
     from the node, ``ts`` the node's plus 1, 2, ...; the node's own event says ``CUDAExecutionProvider``.
     """
-    from workbench.measure.profile import OpProfile, parse_profile_events
+    from workbench.measure.harness.profile import OpProfile, parse_profile_events
 
     trace = _cpu_trace(fused, tmp_path)
     gpu, events = {"Attention", "MatMul"}, []
@@ -180,7 +180,7 @@ def test_parse_profile_cuda_kernels(fused, tmp_path):
 
 def test_flops_formula_and_graph_count_agree(tiny, fused):
     from workbench.models import PRESETS
-    from workbench.measure.floor import model_flops, onnx_flops
+    from workbench.measure.worker.floor import model_flops, onnx_flops
 
     assert model_flops("bert-base", 1, 128) == pytest.approx(22.35e9, rel=1e-3)  # MEASURING.md
     want = model_flops(PRESETS["bert-tiny"], 2, 64)
@@ -190,7 +190,7 @@ def test_flops_formula_and_graph_count_agree(tiny, fused):
 
 
 def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
-    from workbench.measure import floor
+    from workbench.measure.worker import floor
 
     calls = []
     real = floor.measure_matmul_gflops
@@ -211,7 +211,7 @@ def test_matmul_rate_is_measured_once_and_cached(monkeypatch):
 
 
 def test_probe_reports_its_spread_and_retries_when_disturbed():
-    from workbench.measure.floor import QUIET_SPREAD, measure_matmul_gflops
+    from workbench.measure.worker.floor import QUIET_SPREAD, measure_matmul_gflops
 
     info = measure_matmul_gflops(1, seconds=0.2, shape=(64, 128, 256), attempts=2)
     assert info["spread"] == pytest.approx(info["median_ms"] / info["p10_ms"])
@@ -227,7 +227,7 @@ def test_probe_reports_its_spread_and_retries_when_disturbed():
 
 def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
     """A rate measured while other work ran is slower; it must not replace a quiet one (it would fake a pass)."""
-    from workbench.measure import floor
+    from workbench.measure.worker import floor
 
     base = floor.measure_matmul_gflops(threads=1, seconds=0.2)  # one real probe: its record's shape
     mode = {"quiet": True, "scale": 1.0}
@@ -256,7 +256,7 @@ def test_a_disturbed_probe_never_lowers_the_cached_rate(monkeypatch):
 
 def test_streaming_probe_reads_sixteen_weights():
     """The streaming probe does the hot probe's work once per distinct weight (as a real model reads them)."""
-    from workbench.measure.floor import measure_matmul_gflops
+    from workbench.measure.worker.floor import measure_matmul_gflops
 
     hot = measure_matmul_gflops(1, seconds=0.3)
     stream = measure_matmul_gflops(1, seconds=0.3, weights=16)

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from workbench.errors import BenchmarkError, ConfigError
-from workbench.measure import protocol as msgs
+from workbench.measure.worker import protocol as msgs
 
 EXAMPLES = [
     msgs.BenchJob([{"name": "a"}], {"runs": 3}, text={"kind": "embedding"}), msgs.ThroughputJob([], {}, {"corpus": []}),

@@ -11,8 +11,8 @@ from workbench.errors import BenchmarkError, ConfigError
 
 
 def test_sweep_grid_table_and_json(tiny_export, tmp_path):
-    from workbench.measure.bench import Variant
-    from workbench.measure.sweep import COLUMNS, sweep
+    from workbench.measure.harness.bench import Variant
+    from workbench.measure.fleet.sweep import COLUMNS, sweep
 
     path = tiny_export().path
     seen = []
@@ -76,7 +76,7 @@ def test_a_step_switched_off_stays_off_in_the_session(tiny_export, step, fused_o
     """ONNX Runtime's session would fuse the pattern again; the plan's session options keep it off."""
     from workbench.config import FusionPlan
     from workbench.fusion.catalog import session_optimizers_off
-    from workbench.measure.recipes import fuse_bert
+    from workbench.measure.variants.models import fuse_bert
 
     exp = tiny_export()
     plan = FusionPlan(disabled={step})
@@ -93,7 +93,7 @@ def test_a_step_switched_off_stays_off_in_the_session(tiny_export, step, fused_o
 def test_bench_variants_follow_the_plan(tiny_export):
     """The fused variant of a plan without skip_layer_norm runs LayerNormalization, and says so in its profile."""
     from workbench.config import FusionPlan
-    from workbench.measure.profile import profile_ops
+    from workbench.measure.harness.profile import profile_ops
     from workbench.measure.variants import standard_variants
 
     plan = FusionPlan(disabled={"skip_layer_norm"})

@@ -107,7 +107,7 @@ def test_answers_decide_on_sentences_the_search_never_saw(tuned, tiny):
         assert by[name]["task_parity"]["sentences"] == len(check)
         assert by[name]["task_parity_search"]["sentences"] == len(search)
     # The guarded int8 model's answers on the check part, recomputed here from the file the tune timed.
-    from workbench.measure.workload import one_at_a_time
+    from workbench.measure.variants.split import one_at_a_time
     from workbench.models import resolve
     from workbench.ort.session import create_session
     from workbench.ort.task_parity import task_parity
@@ -141,7 +141,7 @@ def test_tune_saves_a_folder_whose_card_lines_reproduce_the_timed_outputs(tuned)
     blocks = _blocks(card)
     assert len(blocks) == (2 if saved["openvino"] else 1)
     assert saved["saved_max_abs_diff"] == 0
-    from workbench.measure.tune_save import CARD_TEXT
+    from workbench.measure.tune.save import CARD_TEXT
     from workbench.ort.session import create_session
 
     for code in blocks:
@@ -150,7 +150,7 @@ def test_tune_saves_a_folder_whose_card_lines_reproduce_the_timed_outputs(tuned)
         enc = scope["enc"]
         if "import openvino" in code:
             assert (out / "openvino" / "openvino_model.xml").is_file() and CARD_TEXT in code
-            from workbench.measure.peer_runners import OpenVinoRunner
+            from workbench.measure.worker.peer_runners import OpenVinoRunner
 
             s = doc["sessions"][saved["openvino"]]
             timed = OpenVinoRunner({"name": "x", "provider": "cpu", "model": str(out / "model.onnx"),
@@ -232,7 +232,7 @@ def test_bench_takes_the_new_variant_names_and_checks_int8_on_the_built_in_sente
 
 
 def test_an_int8_whose_answers_break_is_flagged_with_the_way_out():
-    from workbench.measure.answers import int8_flags
+    from workbench.measure.variants.answers import int8_flags
 
     broken = {"kind": "embedding", "top1_agreement": 0.85, "spearman": 0.83}
     fine = {"kind": "embedding", "top1_agreement": 1.0, "spearman": 0.999}
@@ -257,7 +257,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
     from workbench.cli.bench import _names
     from workbench.errors import RuntimeUnavailableError
-    from workbench.measure import peers
+    from workbench.measure.worker import peers
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino → ImportError, as when not installed
@@ -268,7 +268,7 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
 
 def test_missing_openvino_says_how_to_add_it(monkeypatch):
-    from workbench.measure import peers
+    from workbench.measure.worker import peers
     from workbench.measure.variants import available
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
@@ -290,7 +290,7 @@ def test_torch_compile_without_a_compiler_is_skipped_with_the_reason(monkeypatch
 
 def test_the_split_keeps_parts_apart_and_refuses_too_little_text():
     from workbench.errors import ConfigError
-    from workbench.measure.workload import split
+    from workbench.measure.variants.split import split
     from workbench.text import BUILTIN_SENTENCES
 
     b = split(None)
@@ -306,7 +306,7 @@ def test_the_split_keeps_parts_apart_and_refuses_too_little_text():
 
 def test_a_sentence_transformers_folder_stays_one_when_saved(tmp_path):
     """modules.json, the pooling config and the tokenizer travel with the saved model (the packaged MiniLM)."""
-    from workbench.measure.tune_save import _write_model_files
+    from workbench.measure.tune.save import _write_model_files
     from workbench.models import resolve
 
     src = resolve("minilm")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workbench.measure.results import VariantStats
-from workbench.measure.tune_result import SessionSpec, Skipped, TuneResult
-from workbench.measure.tune_rows import peers_line, recommend, row, why
+from workbench.measure.harness.results import VariantStats
+from workbench.measure.tune.result import SessionSpec, Skipped, TuneResult
+from workbench.measure.tune.rows import peers_line, recommend, row, why
 
 EMB = {"kind": "embedding", "sentences": 13, "top1_agreement": 1.0, "spearman": 0.999, "min_cosine": 0.99}
 ROW = {"name", "label", "p50_ms", "p90_ms", "p50_mode", "sentences_per_s", "throughput_mode", "batch",

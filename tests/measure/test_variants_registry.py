@@ -7,8 +7,8 @@ import pytest
 
 def test_every_recipe_is_one_name_with_a_runner_and_its_label_everywhere():
     from workbench.measure import variants
-    from workbench.measure.tune import ORDER
-    from workbench.measure.tune_rows import PEERS
+    from workbench.measure.tune.run import ORDER
+    from workbench.measure.tune.rows import PEERS
     from workbench.viz.labels import variant_label
 
     names = [r.name for r in variants.RECIPES]

@@ -132,8 +132,8 @@ def test_live_benchmark_feeds_the_plots(app):
     r = app.bench_result
     # The default comparison: unfused against fused (all steps), stable keys in the result,
     # the words a user understands on screen.
-    from workbench.measure.gpu_column import device_plan, gpu_key
-    from workbench.measure.labels import on_gpu
+    from workbench.measure.variants.gpu_column import device_plan, gpu_key
+    from workbench.measure.variants.labels import on_gpu
     from workbench.ort.gpu import gpu_status
 
     assert [v.name for v in r.variants if not on_gpu(v.name)] == ["unfused", "fused"]
@@ -472,8 +472,8 @@ def test_gpu_column_variants_are_the_fused_model_on_cuda_and_never_run_on_the_cp
     """The GPU column's variants: the same fused file as the CPU's, on the CUDA provider, named ``name@gpu``;
     without a GPU the benchmark refuses them in one line before any timing (never a CPU figure)."""
     from workbench.errors import RuntimeUnavailableError
-    from workbench.measure.bench import stream_benchmark
-    from workbench.measure.gpu_column import DevicePlan
+    from workbench.measure.harness.bench import stream_benchmark
+    from workbench.measure.variants.gpu_column import DevicePlan
     from workbench.ort.gpu import gpu_status
 
     vs = app.controller.gpu_variants(DevicePlan(("fused", "fused-cudagraph"), "GPU column: fused"))

@@ -65,7 +65,7 @@ def _check_settings() -> None:
     """Settings read from the environment, checked before any work (one line naming the variable)."""
     from ..cache.admin import max_bytes_setting
     from ..checks import max_model_gb
-    from ..measure.fleet_spec import sweep_limits
+    from ..measure.fleet.spec import sweep_limits
     from ..text import max_sentences
 
     for check in (max_bytes_setting, max_model_gb, max_sentences, sweep_limits):

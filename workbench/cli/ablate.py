@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..fusion import get_step
-    from ..measure.ablation import fusion_ablation
+    from ..measure.tune.ablation import fusion_ablation
     from . import print_json
 
     plan = common.fusion_plan(args)

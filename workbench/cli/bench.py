@@ -76,7 +76,7 @@ def _texts(args, cfg, names):
     from ..measure.variants import is_quantized
 
     if any(is_quantized(n) for n in names) and args.provider == "cpu":
-        from ..measure.answers import builtin_answers_text
+        from ..measure.variants.answers import builtin_answers_text
         return None, builtin_answers_text(resolve(args.model)), cfg
     return None, None, cfg
 
@@ -84,12 +84,12 @@ def _texts(args, cfg, names):
 def _measure(args, cfg, variants, text, answers):
     from tqdm import tqdm
 
-    from ..measure.bench import stream_benchmark
+    from ..measure.harness.bench import stream_benchmark
 
     pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr,
                 disable=not sys.stderr.isatty(), leave=False)
 
-    def on_event(msg) -> None:  # a workbench.measure.protocol message
+    def on_event(msg) -> None:  # a workbench.measure.worker.protocol message
         if msg.kind == "status":
             pbar.set_postfix_str(f"{msg.stage} {msg.variant or ''}".strip())
 
@@ -104,7 +104,8 @@ def _measure(args, cfg, variants, text, answers):
 
 
 def run(args) -> int:
-    from ..measure.answers import int8_flags
+    from ..measure.variants.answers import int8_flags
+    from ..measure.tune.plan import tuned_plan_of
     from ..measure.variants import build_variants
     from ..models import resolve
     from . import print_json
@@ -116,7 +117,8 @@ def run(args) -> int:
     text, answers, cfg = _texts(args, cfg, names)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = build_variants(args.model, names, provider=args.provider, attention=args.attention, progress=bar,
-                                  plan=plan, exporter=args.exporter, extra={"text": text, "threads": cfg.threads})
+                                  plan=plan, exporter=args.exporter,
+                                  extra={"text": text, "threads": cfg.threads, "tuned_plan": tuned_plan_of})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)
@@ -135,7 +137,7 @@ def run(args) -> int:
 
 
 def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
-    from ..measure.explain import explain
+    from ..measure.harness.explain import explain
     from ..measure.variants import is_quantized
     from ..ort.machine import machine_line
     from ..ort.answer_policy import TaskParity, words

@@ -31,7 +31,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from ..measure.fleet import expand, run_sweep, to_frame
+    from ..measure.fleet.run import expand, run_sweep, to_frame
     from . import print_json
 
     total = len(expand(args.spec))
@@ -48,7 +48,7 @@ def run(args) -> int:
     cols = [c for c in ("model", "plan", "precision", "batch", "seq", "threads", "provider", "node", "p50_ms",
                         "p90_ms", "error") if c in frame]
     print(frame[cols].to_string(index=False))
-    from ..measure.load import busy_words
+    from ..measure.harness.load import busy_words
 
     busy = [w for r in res["rows"] if (w := busy_words(r.get("machine_load")))]
     if busy:

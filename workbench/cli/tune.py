@@ -11,7 +11,7 @@ from . import common
 
 def register(sub) -> None:
     from ..config import ATTENTIONS, EXPORTERS
-    from ..measure.workload import WORKLOADS
+    from ..measure.tune.workload import WORKLOADS
 
     p = sub.add_parser("tune", help="find the fastest variant whose answers hold on this machine, and save it",
                        description="In one run: this machine's fusion plan (a short ablation), answer-guarded and "
@@ -59,9 +59,9 @@ def _f(x, spec: str) -> str:
 
 
 def _print(res, saved: dict | None) -> None:
-    """The terminal's table of a :class:`workbench.measure.tune_result.TuneResult`."""
-    from ..measure.load import busy_words
-    from ..measure.tune_rows import fig, peers_line
+    """The terminal's table of a :class:`workbench.measure.tune.result.TuneResult`."""
+    from ..measure.harness.load import busy_words
+    from ..measure.tune.rows import fig, peers_line
     from ..ort.answer_policy import words
     from ..ort.machine import machine_line
 
@@ -96,7 +96,7 @@ def _print(res, saved: dict | None) -> None:
 def run_gpu(args) -> int:
     """``tune --provider cuda``: refused in one line without a GPU; the GPU variants' recommendation with one."""
     from ..errors import ConfigError
-    from ..measure.gpu_tune import gpu_tune, lines
+    from ..measure.tune.gpu import gpu_tune, lines
     from ..ort.gpu import require_gpu
     from . import print_json
 
@@ -120,8 +120,8 @@ def run_gpu(args) -> int:
 def run(args) -> int:
     if args.provider == "cuda":
         return run_gpu(args)
-    from ..measure.tune import tune
-    from ..measure.tune_save import check_target, save
+    from ..measure.tune.run import tune
+    from ..measure.tune.save import check_target, save
     from ..models import resolve
     from . import print_json
 
@@ -134,7 +134,8 @@ def run(args) -> int:
     src = resolve(args.model)
     text = common.text_sentences(args)
     if text is not None or args.workload:
-        from ..measure.workload import split, workloads
+        from ..measure.tune.workload import workloads
+        from ..measure.variants.split import split
         workloads(args.workload, text is not None)
         split(text)  # too few sentences: one line now, not after the export
     with common.StageBar(f"tune {args.model}") as bar:

@@ -56,7 +56,7 @@ class MeasureActions:
         The export and the last snapshot are the recipes' "unfused" and "fused" (the fused one at session level
         "all", the plan's switched-off steps kept off: what ``workbench bench`` times), built from the snapshot
         shown; a step in between is timed at level "disable", so its gain is the step's own."""
-        from ..measure.bench import Variant
+        from ..measure.harness.bench import Variant
         from ..measure.variants import Build, get
 
         snaps = self.state.snapshots
@@ -83,9 +83,9 @@ class MeasureActions:
         return out
 
     def gpu_column(self):
-        """What the benchmark also times on the GPU (:func:`workbench.measure.gpu_column.device_plan`: none
+        """What the benchmark also times on the GPU (:func:`workbench.measure.variants.gpu_column.device_plan`: none
         without a usable GPU, or with the GPU chosen as the provider) and its line, ``state.gpu_note``."""
-        from ..measure.gpu_column import DevicePlan, device_plan
+        from ..measure.variants.gpu_column import DevicePlan, device_plan
         from ..ort.gpu import gpu_status
 
         s = self.state
@@ -103,7 +103,7 @@ class MeasureActions:
         """The plan's GPU variants, built from the fused snapshot on the CUDA provider, named ``name@gpu``."""
         import dataclasses
 
-        from ..measure.gpu_column import gpu_key
+        from ..measure.variants.gpu_column import gpu_key
         from ..measure.variants import Build, get
 
         ctx = Build(self.export_result.source, provider="cuda", plan=self.state.fusion_plan(),
@@ -112,7 +112,7 @@ class MeasureActions:
 
     def _gpu_guard(self, fell: list):
         """The benchmark's event hook: a GPU variant whose session came up without CUDA stops the run."""
-        from ..measure.gpu_column import check_on_gpu
+        from ..measure.variants.gpu_column import check_on_gpu
 
         def on_event(msg) -> None:  # a protocol.Message
             if msg.kind == "ready":
@@ -139,8 +139,8 @@ class MeasureActions:
         s = self.state
 
         def work(job: Job) -> None:
-            from ..measure.bench import stream_benchmark
-            from ..measure.explain import explain
+            from ..measure.harness.bench import stream_benchmark
+            from ..measure.harness.explain import explain
 
             self._check_provider()
             vs = self.variants(names)
@@ -164,7 +164,7 @@ class MeasureActions:
             from ..measure.variants import is_quantized
 
             if text is None and any(is_quantized(v.name) for v in vs):  # int8's answers, on the built-in sentences
-                from ..measure.answers import builtin_answers_text
+                from ..measure.variants.answers import builtin_answers_text
                 answers = builtin_answers_text(self.export_result.source)
             self._bench = stream_benchmark(vs, s.bench_config(), on_sample=on_sample,
                                            text=text if text is not None else answers,
@@ -173,7 +173,7 @@ class MeasureActions:
             if fell:
                 s.series = {}
                 raise WorkbenchError(fell[0])
-            from ..measure.answers import int8_flags
+            from ..measure.variants.answers import int8_flags
 
             busy = r.machine_load.words() if r.machine_load else ""  # "" when the machine was quiet
             random_weights = bool(getattr(getattr(self.export_result, "source", None), "random_weights", False))
@@ -204,7 +204,7 @@ class MeasureActions:
         s = self.state
 
         def work(job: Job) -> None:
-            from ..measure.profile import profile_ops
+            from ..measure.harness.profile import profile_ops
 
             b, a = self.pair_indices()
             snaps = s.snapshots
@@ -242,7 +242,7 @@ class MeasureActions:
         s = self.state
 
         def work(job: Job) -> None:
-            from ..measure.ablation import fusion_ablation
+            from ..measure.tune.ablation import fusion_ablation
 
             res = fusion_ablation(self.export_result.source, s.bench_config(), plan=self.timeline.plan,
                                   exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
@@ -262,7 +262,7 @@ class MeasureActions:
             return
         s = self.state
         if out is not None:
-            from ..measure.tune_save import check_target
+            from ..measure.tune.save import check_target
             try:
                 check_target(out)
             except WorkbenchError as e:
@@ -270,8 +270,8 @@ class MeasureActions:
                 return
 
         def work(job: Job) -> None:
-            from ..measure.tune import tune
-            from ..measure.tune_save import save
+            from ..measure.tune.run import tune
+            from ..measure.tune.save import save
 
             src = self.export_result.source
             text = self.text if (self.text is not None and s.bench_on_text) else None
@@ -280,7 +280,7 @@ class MeasureActions:
             if out is not None:
                 res.saved = save(res, out, src)
             s.tune = res
-            from ..measure.tune_rows import fig
+            from ..measure.tune.rows import fig
 
             recs = ", ".join(f"{w} {r.variant} {fig(w, r.figure)}" for w, r in res.recommended.items())
             self.say(f"tuned: {recs}" + (f", saved to {res.saved['dir']}" if res.saved else ""), "ok")
@@ -300,7 +300,7 @@ class MeasureActions:
         s = self.state
 
         def work(job: Job) -> None:
-            from ..measure.answers import task_answers
+            from ..measure.variants.answers import task_answers
             from ..text import text_batches
 
             src = self.export_result.source
@@ -330,7 +330,7 @@ class MeasureActions:
     # ----------------------------------------------------------------- fleet sweep
     def run_sweep(self, spec: dict | str, executor: str = "local", *, address: str | None = None,
                   out: str | None = None) -> None:
-        """Run a fleet sweep (``workbench.measure.fleet``); rows land in ``state.sweep`` as they come."""
+        """Run a fleet sweep (``workbench.measure.fleet.run``); rows land in ``state.sweep`` as they come."""
         if self.measuring():
             self.say("a measurement is already running: wait for it or stop it first", "error")
             return
@@ -338,8 +338,8 @@ class MeasureActions:
 
         def work(job: Job) -> None:
             from ..errors import ConfigError
-            from ..measure.fleet import run_sweep
-            from ..measure.fleet_spec import safe_yaml
+            from ..measure.fleet.run import run_sweep
+            from ..measure.fleet.spec import safe_yaml
 
             spec_ = spec
             if isinstance(spec, str) and not Path(spec).expanduser().is_file():

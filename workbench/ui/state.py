@@ -133,13 +133,13 @@ class AppState(T.HasTraits):
     op_breakdown = T.Dict()  # label → op type → ms
     kernels = T.Dict()  # label → {"note": where the GPU times come from, "ms": GPU kernel → ms}; {} on the CPU
     ablation = T.Any(None)
-    tune = T.Any(None)  # the last tune's result (workbench.measure.tune_result.TuneResult), ``saved`` when saved
+    tune = T.Any(None)  # the last tune's result (workbench.measure.tune.result.TuneResult), ``saved`` when saved
     report_path = T.Unicode("")
     #: Real text (issue: real models, real text): the sentences in use and their description.
     sentences = T.Tuple()
     text_line = T.Unicode("")
     answers = T.Tuple()  # per-precision answer rows (int8, fp16 against the unfused export)
-    sweep = T.Any(None)  # the last fleet sweep's result (dict), see workbench.measure.fleet
+    sweep = T.Any(None)  # the last fleet sweep's result (dict), see workbench.measure.fleet.run
     #: Fusion rules added in this session (``app.add_rule``), by name, in the order added.
     rules = T.Tuple()
 

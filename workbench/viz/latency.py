@@ -173,7 +173,7 @@ def ablation_figure(rows: Sequence[Mapping], noise_pct: float = 0.0, *, title: s
                     height: int = 300):
     """Horizontal bars: per step, the percent of the full plan's p50 it saves (negative: it costs).
 
-    ``rows`` are :class:`workbench.measure.ablation.AblationRow` dicts
+    ``rows`` are :class:`workbench.measure.tune.ablation.AblationRow` dicts
     (``step``, ``saves_pct``, ``saves_ms``, ``verdict``); the grey band is
     the measured noise, inside which no verdict is given.
     """

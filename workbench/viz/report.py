@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..cache.atomic import atomic_write_text
-from ..measure.load import busy_words
+from ..measure.harness.load import busy_words
 from ..ort.answer_policy import TaskParity
 from ..report import plural
 from .labels import variant_label
@@ -260,7 +260,7 @@ def _latency_section(data: dict) -> str:
                  f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
         s.append(f"<p class='note'>hardware floor: {ms(bench['floor_ms'])} (model FLOPs / measured "
                  f"matrix-multiply rate of this machine){bound}</p>")
-    from ..measure.explain import explain
+    from ..measure.harness.explain import explain
 
     for line in explain(bench.get("rates") or {}, bench.get("machine") or {}):
         s.append(f"<p class='note'>{_e(line)}</p>")

@@ -31,8 +31,8 @@ from ..fusion.catalog import BY_NAME
 from ..fusion.persist import enabled as persist_enabled, flush, versions as timeline_versions
 from ..fusion.scheduler import FusionScheduler
 from ..fusion.timeline import likely_engine, run_fusion
-from ..measure.answers import task_answers
-from ..measure.recipes import fuse_bert
+from ..measure.variants.answers import task_answers
+from ..measure.variants.models import fuse_bert
 from ..models import REAL_MODELS, resolve
 from ..cache.atomic import atomic_write_text
 from ..cache.root import cache_root

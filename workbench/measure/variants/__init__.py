@@ -3,9 +3,14 @@
 :data:`RECIPES` lists them in display order (tables, plots, the tune, the report); everything that names,
 labels, orders, checks or builds a variant reads it: ``workbench bench --variants``, ``workbench tune``,
 the report, the app and the fleet sweep. Adding a variant is adding a recipe to an engine's file (a new
-engine: a new file with its recipes and its runner, its ``RECIPES`` added in :mod:`.registry`). The GPU's
-recipes are ordinary ones: :mod:`.cuda` (CUDA graphs, TensorRT) and ``torch-compile``'s CUDA mode; each says
-the devices it runs on, its check (no GPU, TensorRT missing: skipped with that line) and its tolerance.
+engine: a new file with its recipes and its runner, its ``RECIPES`` added in :mod:`.registry`, its kind's
+runner in :data:`workbench.measure.worker.kinds.RUNNERS`). Beside the registry: the models recipes build from
+(:mod:`.models`, :mod:`.extra`, :mod:`.guarded`, :mod:`.smooth`, :mod:`.static_int8`, :mod:`.ov_quant`,
+:mod:`.gpu_column`), the text split they tune on (:mod:`.split`), their labels and their answers (:mod:`.answers`). The GPU's recipes are ordinary ones: :mod:`.cuda`
+(CUDA graphs, TensorRT) and ``torch-compile``'s CUDA mode.
+
+Third stage of ``measure``: worker ← harness ← variants ← tune (fleet beside tune). Imports the worker and the
+harness; never tune or fleet (the ``tuned`` recipe gets this machine's plan from its caller, ``Build.tuned_plan``).
 """
 
 from __future__ import annotations

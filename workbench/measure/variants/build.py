@@ -1,7 +1,7 @@
 """Building variants from a model: :func:`build_variants` (any recipe's name), :func:`default_variants` (what
 ``workbench bench`` and the report time when no names are given) and :func:`standard_variants` (the first five).
 
-Derived models are cached beside the export (:func:`workbench.measure.recipes.cached`), keyed by the
+Derived models are cached beside the export (:func:`workbench.measure.variants.models.cached`), keyed by the
 export's content, the recipe and the runtime's version.
 """
 

@@ -28,7 +28,7 @@ NAME = "ctranslate2"
 
 
 def _installed(device: str = "cpu") -> tuple[bool, str]:
-    from ..peers import INSTALL_PEERS
+    from ..worker.peers import INSTALL_PEERS
 
     try:
         import ctranslate2  # noqa: F401
@@ -93,8 +93,8 @@ def convert(src, into: Path) -> None:
 def _build(ctx: Build, name: str):
     import ctranslate2
 
-    from ..recipes import cached
-    from ..results import Variant
+    from .models import cached
+    from ..harness.results import Variant
 
     ctx.progress("CTranslate2 conversion", 0.8)
 

@@ -48,7 +48,7 @@ def _tensorrt(device: str = "cuda") -> tuple[bool, str]:
 
 
 GPU = dict(engine="onnxruntime", devices=("cuda",), device_note=GPU_ONLY, tune=("cuda",), needs=("fused",))
-GRAPH = dict(kind="onnx-cudagraph", runner="workbench.measure.gpu_runners:CudaGraphRunner", check=_gpu,
+GRAPH = dict(kind="onnx-cudagraph", runner="workbench.measure.worker.gpu_runners:CudaGraphRunner", check=_gpu,
              fixed_shape=True, **GPU)
 RECIPES = (
     Recipe("fused-cudagraph", "ONNX Runtime fused, CUDA graph", build=_on("fused", "onnx-cudagraph"),
@@ -56,7 +56,7 @@ RECIPES = (
     Recipe("fp16-cudagraph", "ONNX Runtime fused fp16, CUDA graph", build=_on("fp16", "onnx-cudagraph"),
            precision="fp16", tolerance=FP16, **GRAPH),
     Recipe("trt-fp16", "ONNX Runtime TensorRT fp16", build=_on("unfused", "onnx-tensorrt"), kind="onnx-tensorrt",
-           runner="workbench.measure.gpu_runners:TensorRtRunner", check=_tensorrt, precision="fp16", tolerance=FP16,
+           runner="workbench.measure.worker.gpu_runners:TensorRtRunner", check=_tensorrt, precision="fp16", tolerance=FP16,
            **{**GPU, "needs": ()}),
 )
 

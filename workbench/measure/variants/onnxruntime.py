@@ -17,43 +17,44 @@ _FP32_WINS = "no int8 model kept the answers, so the fastest fp32 engine wins."
 
 
 def _unfused(ctx: Build, name: str):
-    from ..results import Variant
+    from ..harness.results import Variant
 
     return Variant(name, ctx.export_path, provider=ctx.provider, level="disable")
 
 
 def _fused(ctx: Build, name: str):
-    from ..results import Variant
+    from ..harness.results import Variant
 
     return Variant(name, ctx.fused_model, provider=ctx.provider, level="all", disabled_optimizers=ctx.keep_off)
 
 
 def _tuned(ctx: Build, name: str):
     from ...fusion.catalog import session_optimizers_off
-    from ..recipes import fuse_bert
-    from ..recipes_extra import machine_plan
-    from ..results import Variant
+    from ...errors import BenchmarkError
+    from .models import fuse_bert
+    from ..harness.results import Variant
 
     ctx.progress("this machine's plan (ablation)", 0.6)
-    plan = ctx.tuned_plan
-    if plan is None:
-        plan, _ = machine_plan(ctx.src, ctx.export_path, ctx.plan, threads=ctx.threads, progress=None)
+    plan = ctx.tuned_plan(ctx) if callable(ctx.tuned_plan) else ctx.tuned_plan
+    if plan is None:  # the plan is the caller's (the tune's ablation): variants do not import tune
+        raise BenchmarkError(f"{name}: this machine's fusion plan was not given (Build.tuned_plan: "
+                             "workbench.measure.tune.plan.tuned_plan_of computes it)")
     path = fuse_bert(ctx.export_path, num_heads=ctx.heads, hidden_size=ctx.hidden, plan=plan)
     return Variant(name, path, provider=ctx.provider, disabled_optimizers=session_optimizers_off(plan.disabled))
 
 
 def _int8_of(fused):
-    from ..recipes import int8_of
+    from .models import int8_of
 
     return int8_of(fused)
 
 
 def _int8(ctx: Build, name: str):
-    from ..results import Variant
+    from ..harness.results import Variant
 
     ctx.progress("int8 quantization", 0.7)
     if ctx.snapshot is not None:  # the app's fused snapshot, quantized as it is shown
-        from ..precision import quantize_int8
+        from ..worker.precision import quantize_int8
 
         q = quantize_int8(ctx.snapshot, per_channel=True)
         model = q if isinstance(q, (bytes, str, Path)) else q.SerializeToString()
@@ -63,8 +64,8 @@ def _int8(ctx: Build, name: str):
 
 
 def _guarded(ctx: Build, name: str):
-    from ..recipes_extra import guard_text, guarded_int8_of
-    from ..results import Variant
+    from .extra import guard_text, guarded_int8_of
+    from ..harness.results import Variant
 
     ctx.progress("answer-guarded int8 search", 0.75)
     guard = ctx.search_text if ctx.search_text is not None else (ctx.text if ctx.text is not None
@@ -75,14 +76,14 @@ def _guarded(ctx: Build, name: str):
 
 
 def _guarded_report(v) -> dict | None:
-    from ..guarded import search_report
+    from .guarded import search_report
 
     return search_report(v.model)
 
 
 def _static(ctx: Build, name: str):
-    from ..results import Variant
-    from ..static_int8 import int8_static_of
+    from ..harness.results import Variant
+    from .static_int8 import int8_static_of
 
     ctx.progress("static int8 (calibrating)", 0.8)
     return Variant(name, int8_static_of(ctx.fused, ctx.search()), provider="cpu",
@@ -90,15 +91,15 @@ def _static(ctx: Build, name: str):
 
 
 def _fp16_of(fused):
-    from ..recipes import fp16_of
+    from .models import fp16_of
 
     return fp16_of(fused)
 
 
 def _fp16(ctx: Build, name: str):
     from ...families import ort_optimizes
-    from ..recipes import fuse_bert
-    from ..results import Variant
+    from .models import fuse_bert
+    from ..harness.results import Variant
 
     ctx.progress("fp16 conversion", 0.85)
     if ctx.src.model_type and not ort_optimizes(ctx.src.model_type):
@@ -110,7 +111,7 @@ def _fp16(ctx: Build, name: str):
     return Variant(name, _fp16_of(gpu_fused), provider=ctx.provider, level="all")
 
 
-ORT = dict(engine="onnxruntime", kind="onnx", runner="workbench.measure.runners:OrtRunner")
+ORT = dict(engine="onnxruntime", kind="onnx", runner="workbench.measure.worker.runners:OrtRunner")
 RECIPES = (
     Recipe("unfused", "ONNX Runtime, no optimizations", build=_unfused, standard=True, default_on=("cpu", "cuda"),
            wins=_FP32_WINS, tune=("cpu", "cuda"), tolerance=FP32_GPU, **ORT),

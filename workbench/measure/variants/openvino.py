@@ -12,7 +12,7 @@ _DEFAULT = "OpenVINO's default inference precision on this CPU (bf16 where the C
 
 
 def _variant(ctx: Build, name: str, precision: str | None = None, ir=None):
-    from ..results import Variant
+    from ..harness.results import Variant
 
     ctx.progress(name, 0.8)
     options = {"precision": precision} if precision else {}
@@ -22,37 +22,37 @@ def _variant(ctx: Build, name: str, precision: str | None = None, ir=None):
 
 
 def _int8(ctx: Build, name: str):
-    from ..ov_quant import openvino_int8_of
+    from .ov_quant import openvino_int8_of
 
     return _variant(ctx, name, ir=openvino_int8_of(ctx.export_path, ctx.search()))
 
 
 def _guarded(ctx: Build, name: str):
-    from ..ov_quant import openvino_int8_guarded_of
+    from .ov_quant import openvino_int8_guarded_of
 
     return _variant(ctx, name,
                     ir=openvino_int8_guarded_of(ctx.export_path, ctx.search(), threads=ctx.threads))
 
 
 def _guard_report(v) -> dict | None:
-    from ..ov_quant import ir_report
+    from .ov_quant import ir_report
 
     return ir_report(v.options["ir"])
 
 
 def _openvino(device: str = "cpu") -> tuple[bool, str]:
-    from ..peers import openvino_status
+    from ..worker.peers import openvino_status
 
     return openvino_status()
 
 
 def _nncf(device: str = "cpu") -> tuple[bool, str]:
-    from ..peers import nncf_status
+    from ..worker.peers import nncf_status
 
     return nncf_status()
 
 
-OV = dict(engine="openvino", kind="openvino", runner="workbench.measure.peer_runners:OpenVinoRunner",
+OV = dict(engine="openvino", kind="openvino", runner="workbench.measure.worker.peer_runners:OpenVinoRunner",
           devices=("cpu",), check=_openvino, wins=_WINS)
 RECIPES = (
     Recipe("openvino-f32", "OpenVINO f32", build=lambda ctx, name: _variant(ctx, name, "f32"), peer=True, **OV),

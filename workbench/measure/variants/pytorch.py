@@ -11,18 +11,18 @@ from __future__ import annotations
 from .recipe import FP16, FP32_GPU, Build, Recipe
 
 #: ``Variant.options["compile"]`` on CUDA (on the CPU it is True): the worker's
-#: :class:`~workbench.measure.runners.TorchRunner` compiles in this mode, with CUDA graphs.
+#: :class:`~workbench.measure.worker.runners.TorchRunner` compiles in this mode, with CUDA graphs.
 REDUCE_OVERHEAD = "reduce-overhead"
 
 
 def _eager(ctx: Build, name: str):
-    from ..results import Variant
+    from ..harness.results import Variant
 
     return Variant(name, provider=ctx.provider, kind="torch", torch_source=ctx.torch_source)
 
 
 def _compiled(ctx: Build, name: str):
-    from ..results import Variant
+    from ..harness.results import Variant
 
     cuda = ctx.provider == "cuda"
     return Variant(name, provider=ctx.provider, kind="torch", torch_source=ctx.torch_source, fp16=cuda,
@@ -34,12 +34,12 @@ def _compiler(device: str = "cpu") -> tuple[bool, str]:
         from ...ort.gpu import gpu_status
 
         return gpu_status(torch_too=True)
-    from ..peers import compiler_status
+    from ..worker.peers import compiler_status
 
     return compiler_status()
 
 
-TORCH = dict(engine="pytorch", kind="torch", runner="workbench.measure.runners:TorchRunner", needs=("pytorch",),
+TORCH = dict(engine="pytorch", kind="torch", runner="workbench.measure.worker.runners:TorchRunner", needs=("pytorch",),
              peer=True, tune=("cpu", "cuda"))
 RECIPES = (
     Recipe("torch", "PyTorch eager", build=_eager, standard=True, default_on=("cpu", "cuda"), tolerance=FP32_GPU,

@@ -2,7 +2,7 @@
 :class:`Build` (what a recipe builds from: the model, its export, the plan, the text).
 
 A recipe is data plus two functions, like a fusion :class:`~workbench.fusion.rule.Rule`: ``build(ctx)``
-(through ``make(ctx)``) returns the :class:`~workbench.measure.results.Variant` the benchmark worker times (its model built and
+(through ``make(ctx)``) returns the :class:`~workbench.measure.harness.results.Variant` the benchmark worker times (its model built and
 cached on the way), and ``runner`` names the class that runs its ``kind`` inside the worker. Nothing here
 imports torch, onnxruntime or an engine: the registry is read by the CLI's cold start and by the worker
 before its environment is set.
@@ -118,7 +118,7 @@ class Recipe:
         return self.precision == "int8"
 
     def make(self, ctx: "Build"):
-        """The :class:`~workbench.measure.results.Variant` to time, built from ``ctx`` (cached)."""
+        """The :class:`~workbench.measure.harness.results.Variant` to time, built from ``ctx`` (cached)."""
         return self.build(ctx, self.name)
 
     def available(self, src=None, provider: str = "cpu") -> tuple[bool, str]:
@@ -138,9 +138,10 @@ class Build:
     """What recipes build from; the export and the fused model are made once, when a recipe first asks.
 
     ``snapshot``: the fused model the app shows (its last snapshot, a ModelProto or bytes), built from
-    ``plan`` there: the fusions the user switched on; None: the cached :func:`~workbench.measure.recipes.fuse_bert`
+    ``plan`` there: the fusions the user switched on; None: the cached :func:`~workbench.measure.variants.models.fuse_bert`
     of the export under ``plan``. ``text`` / ``search_text``: sentences to guard and calibrate on (default:
-    the built-in ones); ``tuned_plan``: this machine's plan (default: a short, cached ablation).
+    the built-in ones); ``tuned_plan``: this machine's plan, or a callable ``(Build) -> plan`` giving it
+    (:func:`workbench.measure.tune.plan.tuned_plan_of`); the ``tuned`` recipe needs it, its caller passes it in.
     """
 
     src: object
@@ -176,7 +177,7 @@ class Build:
     @cached_property
     def fused(self) -> Path:
         """The export after the fusion timeline under ``plan``, as a file (cached)."""
-        from ..recipes import fuse_bert
+        from .models import fuse_bert
 
         return fuse_bert(self.export_path, num_heads=self.heads, hidden_size=self.hidden, plan=self.plan)
 
@@ -202,8 +203,8 @@ class Build:
                 "seed": src.seed}
 
     def search(self):
-        """The part of the text the calibrated and guarded recipes tune on (:func:`.recipes_extra.search_text_of`)."""
-        from ..recipes_extra import search_text_of
+        """The part of the text the calibrated and guarded recipes tune on (:func:`.extra.search_text_of`)."""
+        from .extra import search_text_of
 
         return self.search_text if self.search_text is not None else search_text_of(self.src, self.text)
 

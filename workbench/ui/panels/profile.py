@@ -291,7 +291,7 @@ def kernels_html(kernels: dict, top: int = 12) -> str:
 
 def tune_html(res) -> str:
     """The tune's recommendation per workload, the peers, and each variant's figures and answers
-    (``res``: a :class:`workbench.measure.tune_result.TuneResult`)."""
+    (``res``: a :class:`workbench.measure.tune.result.TuneResult`)."""
     from ...viz.labels import variant_label, workload_figure as fig
 
     heads = "".join(

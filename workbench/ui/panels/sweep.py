@@ -1,4 +1,4 @@
-"""The sweep panel: a fleet sweep's spec, its progress and its table (``workbench.measure.fleet``)."""
+"""The sweep panel: a fleet sweep's spec, its progress and its table (``workbench.measure.fleet.run``)."""
 
 from __future__ import annotations
 
