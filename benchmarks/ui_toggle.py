@@ -52,7 +52,7 @@ def headless(model: str, step: str) -> dict:
     return out
 
 
-def browser(model: str, step: str, clicks: int = 4) -> dict:
+def browser(model: str, step: str, clicks: int = 4, width: int = 1280) -> dict:
     spec = importlib.util.spec_from_file_location("test_lab", ROOT / "tests" / "browser" / "test_lab.py")
     lab_mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lab_mod)
@@ -60,14 +60,14 @@ def browser(model: str, step: str, clicks: int = 4) -> dict:
 
     from workbench.ort.machine import describe_machine, machine_line
 
-    out = {"model": model, "step": step, "browser": "Debian chromium, headless, 1600x1100",
+    out = {"model": model, "step": step, "browser": f"Debian chromium, headless, {width}x1100",
            "machine": machine_line(describe_machine(check_cuda=False)),
            "measure": "click event to the first frame painted after status, counts and graph changed"}
     with tempfile.TemporaryDirectory(prefix="workbench-ui-bench-") as tmp, \
             lab_mod.jupyter_lab(Path(tmp) / "lab", model) as lab, sync_playwright() as p:
         b = p.chromium.launch(executable_path=lab_mod.CHROMIUM, args=lab_mod.ARGS, headless=True)
         try:
-            page = b.new_page(viewport={"width": 1600, "height": 1100})
+            page = b.new_page(viewport={"width": width, "height": 1100})
             page.set_default_timeout(120_000)
             t0 = time.perf_counter()
             lab_mod.open_and_run(page, lab, timeout_s=900)
@@ -103,8 +103,9 @@ def main() -> None:
     ap.add_argument("--step", default="attention")
     ap.add_argument("--browser", action="store_true", help="time the click in JupyterLab + headless Chromium")
     ap.add_argument("--clicks", type=int, default=4)
+    ap.add_argument("--width", type=int, default=1280, help="the browser window's width in px (the targets' 1280)")
     a = ap.parse_args()
-    out = browser(a.model, a.step, a.clicks) if a.browser else headless(a.model, a.step)
+    out = browser(a.model, a.step, a.clicks, a.width) if a.browser else headless(a.model, a.step)
     print(json.dumps(out, indent=1))
 
 
