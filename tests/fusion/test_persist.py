@@ -180,6 +180,12 @@ def _damage(store_dir: Path, what: str) -> None:
     elif what == "weights":
         for w in sorted((base / "weights").glob("*.pb")):
             w.write_bytes(w.read_bytes()[:100])
+    elif what == "flipped weights":  # same size, same times: only the digest its meta records tells
+        for w in sorted((base / "weights").glob("*.pb")):
+            st, data = w.stat(), bytearray(w.read_bytes())
+            data[-5] ^= 0x01
+            w.write_bytes(bytes(data))
+            os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
     elif what == "input":
         (base / "input.json").write_text("{not json")
     elif what == "missing":
@@ -192,7 +198,7 @@ def _damage(store_dir: Path, what: str) -> None:
         assert d0["key"] != d1["key"]
 
 
-@pytest.mark.parametrize("what", ["meta", "graph", "weights", "input", "missing", "wrong key"])
+@pytest.mark.parametrize("what", ["meta", "graph", "weights", "flipped weights", "input", "missing", "wrong key"])
 def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
