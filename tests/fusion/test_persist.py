@@ -314,3 +314,23 @@ def test_two_processes_writing_at_once_then_a_reopen_imports_no_engine(tiny_expo
         if runs[-1][0] == "0":
             break
     assert runs[-1] == ["0", "-"], runs  # every step read back, and no engine (nor torch) imported
+
+
+def test_flush_gives_up_after_its_stated_bound_in_one_line(monkeypatch, capsys):
+    """``persist.flush()`` with no time waits at most $WORKBENCH_FLUSH_WAIT_S (else disk.FLUSH_WAIT_S)."""
+    import time
+
+    from workbench.fusion.scheduler import new_flag, write_behind
+
+    release = new_flag()
+    write_behind(lambda: release.wait(60))  # a write that takes long (a slow disk)
+    monkeypatch.setenv("WORKBENCH_FLUSH_WAIT_S", "0.3")
+    try:
+        t = time.monotonic()
+        assert persist.flush() is False
+        assert time.monotonic() - t < 5
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "gave up after 0.3 s waiting for the timeline store's queued disk writes" in err[0]
+    finally:
+        release.set()
+    assert persist.flush(60)
