@@ -227,6 +227,26 @@ def test_a_flipped_graph_file_is_caught_by_the_digest_its_meta_records(store):
     assert _intact(cache) == []
 
 
+def test_a_flipped_fused_weight_of_the_timeline_store_is_recomputed_not_fused_into_the_model(store):
+    """``timelines/<base>/weights/<k>.pb`` (packed QKV a step made) is checked against the digest its step's
+    meta records: a flipped byte drops that step, which is computed again, in a fresh process."""
+    cache = store["base"] / "timeline-flip"
+    shutil.copytree(store["cache"], cache, symlinks=True)
+    import onnx
+
+    final = _initializers(store["ref"] / "fused.onnx")
+    weights = [p for p in sorted((cache / "timelines").glob("*/weights/*.pb"), key=lambda p: p.stat().st_size)
+               if onnx.load_tensor(str(p)).name in final]  # one the fused model holds (not an intermediate's)
+    assert weights, "fuse persisted the packed weights its steps made"
+    target, intact = weights[-1], weights[-1].read_bytes()
+    out = store["base"] / "flip-fused.onnx"
+    (r,) = _drive([{"case": "flip a timeline weight / fuse -o", "damage": [str(target), "flip"],
+                    "argv": ["fuse", TINY, "-o", str(out)]}], cache)
+    assert r["rc"] == 0 and "Traceback" not in r["stderr"], r
+    assert _initializers(out) == final, "no tensor from the damaged file"
+    assert target.read_bytes() == intact, "the recomputed step wrote the weight again"
+
+
 # ── a read-only cache, a full disk ──────────────────────────────────────────────────────────────
 def _mount(*args: str) -> bool:
     return subprocess.run(["mount", *args], capture_output=True).returncode == 0

@@ -180,6 +180,12 @@ def _damage(store_dir: Path, what: str) -> None:
     elif what == "weights":
         for w in sorted((base / "weights").glob("*.pb")):
             w.write_bytes(w.read_bytes()[:100])
+    elif what == "flipped weights":  # same size, same times: only the digest its meta records tells
+        for w in sorted((base / "weights").glob("*.pb")):
+            st, data = w.stat(), bytearray(w.read_bytes())
+            data[-5] ^= 0x01
+            w.write_bytes(bytes(data))
+            os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
     elif what == "input":
         (base / "input.json").write_text("{not json")
     elif what == "missing":
@@ -192,7 +198,7 @@ def _damage(store_dir: Path, what: str) -> None:
         assert d0["key"] != d1["key"]
 
 
-@pytest.mark.parametrize("what", ["meta", "graph", "weights", "input", "missing", "wrong key"])
+@pytest.mark.parametrize("what", ["meta", "graph", "weights", "flipped weights", "input", "missing", "wrong key"])
 def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
@@ -308,3 +314,23 @@ def test_two_processes_writing_at_once_then_a_reopen_imports_no_engine(tiny_expo
         if runs[-1][0] == "0":
             break
     assert runs[-1] == ["0", "-"], runs  # every step read back, and no engine (nor torch) imported
+
+
+def test_flush_gives_up_after_its_stated_bound_in_one_line(monkeypatch, capsys):
+    """``persist.flush()`` with no time waits at most $WORKBENCH_FLUSH_WAIT_S (else disk.FLUSH_WAIT_S)."""
+    import time
+
+    from workbench.fusion.scheduler import new_flag, write_behind
+
+    release = new_flag()
+    write_behind(lambda: release.wait(60))  # a write that takes long (a slow disk)
+    monkeypatch.setenv("WORKBENCH_FLUSH_WAIT_S", "0.3")
+    try:
+        t = time.monotonic()
+        assert persist.flush() is False
+        assert time.monotonic() - t < 5
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "gave up after 0.3 s waiting for the timeline store's queued disk writes" in err[0]
+    finally:
+        release.set()
+    assert persist.flush(60)

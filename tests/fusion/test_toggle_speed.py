@@ -238,3 +238,50 @@ def test_the_plan_alone_says_what_is_opted_in(tiny_export):
     off = sch.toggle("gelu_approximation", False)
     assert "gelu_approximation" not in [s.step for s in off] and not sch.timeline.enabled("gelu_approximation")
     assert "gelu_approximation" not in sch.timeline.plan.opted_in
+
+
+def test_stop_warming_gives_up_after_its_stated_bound_in_one_line(tiny_export, monkeypatch, capsys):
+    """A warm-up held by a participant's rule still in ``match``: ``stop_warming()`` waits at most
+    $WORKBENCH_STOP_WARMING_WAIT_S (else STOP_WARMING_WAIT_S), then says so in one line and returns False."""
+    import time
+
+    from workbench.fusion import Rule, register_rule, unregister_rule
+    from workbench.fusion.scheduler import new_flag, rule_time_limit, set_rule_time_limit
+
+    slow, entered, release = new_flag(), new_flag(), new_flag()
+
+    class Held(Rule):
+        name = "held_rule"
+        after = {"onnxscript": "ort_patterns"}
+        anchors = ("SkipLayerNormalization",)
+
+        def match(self, node):
+            if slow.is_set():
+                entered.set()
+                t = time.monotonic()
+                while not release.is_set() and time.monotonic() - t < 60:  # Python code: a step in flight
+                    pass
+            return None
+
+    before = rule_time_limit()
+    register_rule(Held())
+    try:
+        set_rule_time_limit(120)
+        sch = _scheduled(tiny_export("torchscript", "eager").path, FusionPlan(engine="onnxscript"))
+        slow.set()
+        sch.start_warming()
+        assert entered.wait(120), "the warm-up reached the rule"
+        monkeypatch.setenv("WORKBENCH_STOP_WARMING_WAIT_S", "0.3")
+        capsys.readouterr()
+        t = time.monotonic()
+        assert sch.stop_warming() is False
+        assert time.monotonic() - t < 10
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "gave up after 0.3 s waiting for the fusion warm-up to stop" in err[0], err
+        release.set()
+        assert sch.wait_warm(120) and not sch.warming
+        assert sch.stop_warming() is True
+    finally:
+        release.set()
+        set_rule_time_limit(before)
+        unregister_rule("held_rule")

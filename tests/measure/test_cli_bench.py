@@ -135,3 +135,33 @@ def test_bench_onnx_file_runs_every_onnx_variant_and_says_why_torch_is_skipped(t
     p = _cli("bench", str(model), "--variants", "torch,fused", "--runs", "1")
     assert p.returncode == 2 and "no PyTorch model" in p.stderr and "Traceback" not in p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["exported.onnx"]  # nothing written beside it
+
+
+def test_bench_gives_up_after_its_stated_bound_in_one_line(tmp_path):
+    """The wait for the worker is bounded; a bound set small through WORKBENCH_BENCH_WAIT_S ends it with
+    exit 2 and one line naming what it waited for, the worker ended, no traceback."""
+    import os
+    import time
+
+    env = {**os.environ, "WORKBENCH_BENCH_WAIT_S": "1", "WORKBENCH_CACHE": str(tmp_path / "cache")}
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", "import sys; from workbench.cli import main; sys.exit(main())",
+                        "bench", "bert-tiny", "--variants", "unfused", "--runs", "100000", "--warmup", "1"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    lines = [line for line in p.stderr.splitlines() if line.startswith("workbench: error:")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert len(lines) == 1 and "gave up after 1 s waiting for the benchmark worker" in lines[0], p.stderr[-2000:]
+    assert "WORKBENCH_BENCH_WAIT_S" in lines[0] and time.monotonic() - t < 300
+
+
+def test_the_benchmark_bound_scales_with_what_was_asked_and_spares_a_slow_bert_large_run(monkeypatch):
+    from workbench.config import BenchConfig
+    from workbench.measure.harness.bench import wait_bound
+
+    monkeypatch.delenv("WORKBENCH_BENCH_WAIT_S", raising=False)
+    small = wait_bound(BenchConfig(runs=30, warmup=5), 2)
+    assert wait_bound(BenchConfig(runs=60, warmup=5), 2) > small and wait_bound(BenchConfig(runs=30, warmup=5), 4) > small
+    large = BenchConfig(batch=32, seq=512, runs=30, warmup=5)  # about 3.5 min a run for bert-large on 2 slow cores
+    assert wait_bound(large, 4) >= 4 * 35 * 4 * 60  # room for every run of every variant at 4 min each
+    monkeypatch.setenv("WORKBENCH_BENCH_WAIT_S", "7")
+    assert wait_bound(large, 4) == 7

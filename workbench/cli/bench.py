@@ -84,7 +84,7 @@ def _texts(args, cfg, names):
 def _measure(args, cfg, variants, text, answers):
     from tqdm import tqdm
 
-    from ..measure.harness.bench import stream_benchmark
+    from ..measure.harness.bench import stream_benchmark, wait_bound
 
     pbar = tqdm(total=cfg.runs * len(variants), desc="bench", unit="run", file=sys.stderr,
                 disable=not sys.stderr.isatty(), leave=False)
@@ -98,7 +98,7 @@ def _measure(args, cfg, variants, text, answers):
                               floor=text is None)  # one floor means one shape; a length mix has many
     try:
         with handle:
-            return handle.result()
+            return handle.result(wait_bound(cfg, len(variants)))  # generous; WORKBENCH_BENCH_WAIT_S overrides
     finally:
         pbar.close()
 

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from .scheduler import flush_writes, write_behind
 from ..cache.atomic import atomic_write_bytes
+from ..settings import env_number
+
+#: How long :func:`flush` waits for the queued writes when given no time; ``WORKBENCH_FLUSH_WAIT_S`` overrides.
+#: Generous: a bert-large timeline writes a few hundred MB of packed weights on a slow disk well within it.
+FLUSH_WAIT_S = 300.0
+ENV_FLUSH_WAIT = "WORKBENCH_FLUSH_WAIT_S"
 
 
 def write_file(path: Path, data: bytes) -> None:
@@ -67,6 +74,18 @@ def submit(job) -> None:
     write_behind(job)
 
 
+def flush_bound() -> float:
+    """How long :func:`flush` waits when given no time: ``$WORKBENCH_FLUSH_WAIT_S``, else :data:`FLUSH_WAIT_S`."""
+    return float(env_number(ENV_FLUSH_WAIT, FLUSH_WAIT_S, minimum=0.001))
+
+
 def flush(timeout: float | None = None) -> bool:
-    """Wait until every queued write is on disk; False if ``timeout`` passed first."""
-    return flush_writes(timeout)
+    """Wait until every queued write is on disk, at most ``timeout`` s (default :func:`flush_bound`); when it
+    passes first, say so in one line on stderr and return False (an entry not written is computed again)."""
+    limit = flush_bound() if timeout is None else timeout
+    if flush_writes(limit):
+        return True
+    print(f"workbench: gave up after {limit:g} s waiting for the timeline store's queued disk writes "
+          f"(set {ENV_FLUSH_WAIT} to wait longer); what is not written yet is computed again next time",
+          file=sys.stderr)
+    return False

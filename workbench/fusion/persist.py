@@ -11,8 +11,9 @@ Layout, under ``$WORKBENCH_CACHE/timelines/`` (or ``$WORKBENCH_TIMELINE_CACHE``)
       key.json                   what the base key was made of, for people
       input.json                 the export's snapshot: its graph, node count, detected shape parameters
       graphs/<fingerprint>.onnx  weight-free skeletons, shared by equal graphs; named by their sha1, checked on read
-      weights/<k>.pb             large initializers the steps made (e.g. packed QKV), as TensorProto;
-                                 the export's own weights are read from the export file (WeightStore.defer)
+      weights/<k>.pb             large initializers the steps made (e.g. packed QKV), as TensorProto, each
+                                 checked on read against the SHA-256 the meta.json naming it records
+                                 (``weightfiles.py``); the export's own weights are read from the export file
       steps/<k>/meta.json        one snapshot, k = hash of its plan prefix ``(engine, (step, on), ...)``
       steps/<k>/parity.json      its parity, once checked
       steps/<k>/task_parity.json its answer-level parity, per text
@@ -40,15 +41,16 @@ import onnx
 from ..graph.diff import Diff
 from ..ort.parity import Parity
 from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  # noqa: F401  (flush: public here)
+from .weightfiles import WeightFileDamaged, read_weight, write_weight
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
-from .store import WeightStore, weight_key, nbytes
+from .store import WeightStore
 from .. import __version__
 from ..models import file_identity
 from ..cache.root import cache_root
 
 #: Bump when what is written changes shape or meaning in a way the versions and code hash would not see.
-FORMAT = 1
+FORMAT = 2
 #: "0", "off", "false" or "no" switches persistence off (tests that need a cold run, read-only setups).
 ENV_SWITCH = "WORKBENCH_PERSIST_TIMELINE"
 #: Where the store lives (default: ``$WORKBENCH_CACHE/timelines``).
@@ -146,8 +148,8 @@ class TimelineStore:
         self.graphs: dict[str, onnx.ModelProto] = {}
         #: Stub keys of the export's own weights (read from the export file, never written here).
         self.input_keys: frozenset[str] = frozenset()
-        #: Weight keys known to be on disk (written or checked by this process).
-        self._weights_on_disk: set[str] = set()
+        #: SHA-256 of the weight files known to be on disk (written or checked by this process), by key.
+        self._digests: dict[str, str] = {}
         #: Plan keys written (or found) by this process, so nothing is written twice.
         self._written: set[str] = set()
 
@@ -182,11 +184,11 @@ class TimelineStore:
             raise _Damaged(str(path))
         return d
 
-    def _graph(self, fp: str) -> onnx.ModelProto:
+    def _graph(self, fp: str, digests: dict) -> onnx.ModelProto:
         g = self.graphs.get(fp)
         if g is None:
             g = self._read_graph(fp)
-            self._check_weights(g)
+            self._check_weights(g, digests)
             self.graphs[fp] = g
         return g
 
@@ -209,33 +211,24 @@ class TimelineStore:
             raise _Damaged(fp) from e
         return g
 
-    def _check_weights(self, skeleton: onnx.ModelProto) -> None:
-        """Every weight stub of ``skeleton`` is in the store, deferred from the export, or read from disk now.
-
-        Weight files are checked for structure (parse, name, type, shape, size),
-        not hashed; every damaged one is removed, so the recomputed step writes it again.
-        """
+    def _check_weights(self, skeleton: onnx.ModelProto, digests: dict) -> None:
+        """Every weight stub of ``skeleton`` is in the store, deferred from the export, or read from disk now,
+        its bytes checked against ``digests`` (the SHA-256 the entry's meta records, by key); every damaged
+        file is removed, so the recomputed step writes it again."""
         damaged = []
         for t in skeleton.graph.initializer:
             key = WeightStore.stub_key(t)
             if key is None or self.store.has(key):
                 continue
-            path = self.dir / "weights" / f"{_hash(key)}.pb"
             try:
-                tensor = onnx.TensorProto()
-                tensor.ParseFromString(path.read_bytes())
-                if (weight_key(tensor, nbytes(tensor)) != key or len(tensor.raw_data) != nbytes(tensor)
-                        or tensor.data_location == onnx.TensorProto.EXTERNAL):
-                    raise _Damaged(f"weight {key}: does not match its key")
-            except Exception:  # noqa: BLE001 - missing, truncated, not a tensor, another tensor
-                if path.exists():
-                    unlink(path)
-                damaged.append(key)
+                tensor = read_weight(self.dir / "weights" / f"{_hash(key)}.pb", key, digests.get(key))
+            except WeightFileDamaged as e:
+                damaged.append(str(e))
                 continue
             self.store.add(key, tensor)
-            self._weights_on_disk.add(key)
+            self._digests[key] = digests[key]
         if damaged:
-            raise _Damaged(f"weights {', '.join(damaged)}")
+            raise _Damaged("; ".join(damaged))
 
     def load_input(self) -> InputEntry | None:
         """The export's persisted snapshot, or None (first open, or a damaged entry)."""
@@ -264,7 +257,7 @@ class TimelineStore:
             d = self._read_json(folder / "meta.json")
             if d["key"] != _plain_key(key) or d["prev"] != fingerprint(prev):
                 raise _Damaged("key")
-            skel = prev.skeleton if d["graph"] == d["prev"] else self._graph(d["graph"])
+            skel = prev.skeleton if d["graph"] == d["prev"] else self._graph(d["graph"], dict(d["weights"]))
             diff = Diff(**{f: d["diff"][f] for f in ("removed", "added", "provenance", "layer_of", "rewired")})
             snap = Snapshot(step=d["step"], engine=d["engine"], skeleton=skel, nodes=int(d["nodes"]),
                             histogram=dict(d["histogram"]), fused=dict(d["fused"]), elapsed_s=float(d["elapsed_s"]),
@@ -331,8 +324,8 @@ class TimelineStore:
             if (self.dir / "steps" / k / "meta.json").is_file():
                 return
             fp = self._write_graph(snap)
-            self._write_weights(snap.skeleton)
             d = {"format": FORMAT, "key": _plain_key(snap.key), "prev": fingerprint(prev), "graph": fp,
+                 "weights": self._write_weights(snap.skeleton),
                  "step": snap.step, "engine": snap.engine, "nodes": snap.nodes, "histogram": snap.histogram,
                  "fused": snap.fused, "elapsed_s": snap.elapsed_s, "diff": snap.diff.to_dict(),
                  "diagnostic": snap.base_diagnostic, "counts": snap.counts, "messages": snap.messages,
@@ -386,14 +379,19 @@ class TimelineStore:
         write_if_new(self.dir / "graphs" / f"{fp}.onnx", data)
         return fp
 
-    def _write_weights(self, skeleton: onnx.ModelProto) -> None:
-        """Write the large initializers a step made (the export's own stay in the export file)."""
+    def _write_weights(self, skeleton: onnx.ModelProto) -> dict[str, str]:
+        """Write the large initializers a step made (the export's own stay in the export file); their SHA-256
+        by key, for the entry's meta."""
+        digests = {}
         for t in skeleton.graph.initializer:
             key = WeightStore.stub_key(t)
-            if key is None or key in self.input_keys or key in self._weights_on_disk:
+            if key is None or key in self.input_keys:
                 continue
-            tensor = self.store.get(key)
-            if tensor is None:
-                raise _Damaged(f"weight {key} is not in the store")
-            write_if_new(self.dir / "weights" / f"{_hash(key)}.pb", tensor.SerializeToString())
-            self._weights_on_disk.add(key)
+            if key not in self._digests:
+                tensor = self.store.get(key)
+                if tensor is None:
+                    raise _Damaged(f"weight {key} is not in the store")
+                path = self.dir / "weights" / f"{_hash(key)}.pb"
+                self._digests[key] = write_weight(path, tensor.SerializeToString())
+            digests[key] = self._digests[key]
+        return digests

@@ -4,6 +4,7 @@ comparison behind them (see the package's docstring)."""
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 import weakref
@@ -11,6 +12,12 @@ from typing import Callable
 
 from ..adapters import ENGINE_NAMES
 from .primitives import engine_turn, flush_writes, foreground, lower_priority, waiting
+from ...settings import env_number
+
+#: How long :meth:`FusionScheduler.stop_warming` waits for the warm-up's thread to end (one engine step, or a
+#: participant's rule up to its own time limit); ``WORKBENCH_STOP_WARMING_WAIT_S`` overrides.
+STOP_WARMING_WAIT_S = 60.0
+ENV_STOP_WARMING_WAIT = "WORKBENCH_STOP_WARMING_WAIT_S"
 
 #: Schedulers that warmed up in this process: their warm-ups stop at exit before the disk writes are flushed.
 _LIVE: "weakref.WeakSet" = weakref.WeakSet()
@@ -132,13 +139,24 @@ class FusionScheduler:
         _LIVE.add(self)
         self._start_warm()
 
-    def stop_warming(self, wait: bool = True) -> None:
-        """Switch the warm-up off and cancel the one in progress."""
+    def stop_warming(self, wait: bool = True, timeout: float | None = None) -> bool:
+        """Switch the warm-up off and cancel the one in progress; with ``wait``, wait for its thread at most
+        ``timeout`` s (default ``$WORKBENCH_STOP_WARMING_WAIT_S``, else :data:`STOP_WARMING_WAIT_S`). False,
+        said in one line on stderr, when the thread still runs then (it stops at its next step, unused)."""
         self._auto_warm = False
         thread = self._thread
         self._cancel_warm()
-        if wait and thread is not None and thread is not threading.current_thread():
-            thread.join()
+        if not wait or thread is None or thread is threading.current_thread():
+            return True
+        limit = float(env_number(ENV_STOP_WARMING_WAIT, STOP_WARMING_WAIT_S, minimum=0.001)
+                      if timeout is None else timeout)
+        thread.join(limit)
+        if not thread.is_alive():
+            return True
+        print(f"workbench: gave up after {limit:g} s waiting for the fusion warm-up to stop (a step or rule "
+              f"still running; set {ENV_STOP_WARMING_WAIT} to wait longer); it ends at its next step, unused",
+              file=sys.stderr)
+        return False
 
     def wait_warm(self, timeout: float | None = None) -> bool:
         """Wait for the warm-up in progress; True when none is running any more."""

@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 
 from ...config import BenchConfig
 from ...errors import BenchmarkError, ConfigError, WorkbenchError
+from ...settings import env_number
 from ..worker import protocol as msgs
 from . import spawn
 from ..worker import main as _worker
@@ -203,7 +204,9 @@ class BenchHandle:
         if not self._finished.wait(timeout):
             self.kill()
             self._finished.wait(10)
-            raise BenchmarkError(f"the benchmark did not finish within {timeout:g} s; the worker was ended")
+            raise BenchmarkError(f"gave up after {timeout:g} s waiting for the benchmark worker "
+                                 f"({len(self.variants)} variant(s) × {self.cfg.runs} runs); it was ended "
+                                 f"(set {ENV_BENCH_WAIT} to wait longer)")
         if self.error is not None:
             raise self.error
         return self._summary()
@@ -280,6 +283,25 @@ class BenchHandle:
 def _numbers(par: msgs.Parity | None) -> dict | None:
     """What a result keeps of a parity message as its ``parity``: the numbers (the answers go apart)."""
     return None if par is None else {"max_abs_diff": par.max_abs_diff, "cosine": par.cosine}
+
+
+#: How long ``workbench bench`` waits for its worker, generous and scaled by what was asked (see
+#: :func:`wait_bound`); ``WORKBENCH_BENCH_WAIT_S`` replaces the whole bound.
+BENCH_WAIT_BASE_S = 900.0  # the worker's start and imports, the load sampler, the floor
+BENCH_WAIT_PER_VARIANT_S = 600.0  # one variant's session (bert-large built and optimised), parity, answers
+BENCH_WAIT_PER_RUN_S = 120.0  # one run (warm-up or timed) of up to 4,096 tokens; more tokens, proportionally more
+ENV_BENCH_WAIT = "WORKBENCH_BENCH_WAIT_S"
+
+
+def wait_bound(cfg: BenchConfig, n_variants: int) -> float:
+    """Seconds to wait for a benchmark of ``n_variants`` variants under ``cfg`` before ending its worker:
+    ``$WORKBENCH_BENCH_WAIT_S`` when set, else base + variants × (session + (warm-up + runs) × per-run time),
+    the per-run time scaled by batch × seq over 4,096 tokens (a bert-large run of 32 × 512 gets 8 minutes)."""
+    env = env_number(ENV_BENCH_WAIT, None, minimum=0.001)
+    if env is not None:
+        return float(env)
+    per_run = BENCH_WAIT_PER_RUN_S * max(1.0, cfg.batch * cfg.seq / 4096)
+    return BENCH_WAIT_BASE_S + max(1, n_variants) * (BENCH_WAIT_PER_VARIANT_S + (cfg.warmup + cfg.runs) * per_run)
 
 
 def stream_benchmark(variants: list[Variant], cfg: BenchConfig | None = None,
