@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
+from .concurrency import spawn
 from .config import ExportConfig
 from .errors import BrokenModelError, ExportError, WorkbenchError
 from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
@@ -256,8 +257,6 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
 def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str, *, check_parity: bool,
                  progress: Progress) -> dict:
     """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch); return its meta."""
-    import threading
-
     from .modelio import load_model
 
     progress(f"exporting with {cfg.exporter}", 0.15)
@@ -282,9 +281,7 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
         except BaseException as e:  # re-raised below, in the caller's thread
             parity["error"] = e
 
-    checker = threading.Thread(target=run_parity, name="export-parity", daemon=True) if check_parity else None
-    if checker:
-        checker.start()
+    checker = spawn("export-parity", run_parity) if check_parity else None
     # On any failure here (Ctrl-C included) the checker, a daemon, is left to end alone: nothing waits for it.
     m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
                    full_check=not check_parity)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .concurrency import spawn
 from .errors import ExportError, WorkbenchError
 from .models import ModelSource
 
@@ -93,13 +94,8 @@ class ReferenceOutputs:
     """
 
     def __init__(self, model, source: ModelSource, *, concurrent: bool):
-        import threading
-
         self.model, self.source, self.result, self.error = model, source, None, None
-        self.thread = (threading.Thread(target=self._run, name="export-parity-torch", daemon=True) if concurrent
-                       else None)
-        if self.thread:
-            self.thread.start()
+        self.thread = spawn("export-parity-torch", self._run) if concurrent else None
 
     def _run(self):
         try:
@@ -132,10 +128,7 @@ def _parity_outputs(model, source: ModelSource, onnx_path: Path, refs: list | No
         except BaseException as e:  # re-raised in the caller's thread
             got["error"] = e
 
-    import threading
-
-    worker = threading.Thread(target=run_ort, name="export-parity-ort", daemon=True)
-    worker.start()
+    worker = spawn("export-parity-ort", run_ort)
     if refs is None:
         refs = _torch_outputs(model, feeds)
     join_bounded(worker, f"ONNX Runtime's parity run of {source.label}")
