@@ -24,16 +24,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
+from .concurrency import spawn
 from .config import ExportConfig
 from .errors import BrokenModelError, ExportError, WorkbenchError
+from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
 from .models import ModelSource, resolve
 
 #: Bump when the export recipe changes in a way the key would not see.
 RECIPE_VERSION = 4
 Progress = Callable[[str, float], None]
-#: (batch, seq, right-padded): batch 1 and 2, sequence 8 and 128, a padded mask among them.
-#: Two cases, not four, so checking costs little next to the export itself.
-EXPORT_PARITY_CASES: tuple[tuple[int, int, bool], ...] = ((1, 8, False), (2, 128, True))
 
 
 @dataclass
@@ -76,38 +75,6 @@ def cache_key(source: ModelSource, cfg: ExportConfig) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _root_cause(e: BaseException) -> str:
-    """The innermost exception's first line, without terminal colour codes."""
-    import re
-
-    while e.__cause__ is not None:
-        e = e.__cause__
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
-#: The longest an export waits for one of its checking threads (ONNX Runtime and PyTorch on two inputs: seconds
-#: on bert-base, a minute on a large model on a busy machine); past it the export is refused in one line.
-THREAD_WAIT_S = 900.0
-
-
-def join_bounded(thread, what: str, timeout: float | None = None) -> None:
-    """Wait for ``thread`` (doing ``what``) at most ``timeout`` (default :data:`THREAD_WAIT_S`) seconds.
-
-    The checking threads are daemons and this wait is interruptible: Ctrl-C ends the export at once, and the
-    interpreter's exit never waits for a thread still inside ONNX Runtime or PyTorch (two quick Ctrl-C printed
-    "Exception ignored in: <module 'threading'>" while it did).
-
-    Raises:
-        ExportError: the thread did not finish in time (one line naming what it was doing and the time).
-    """
-    limit = THREAD_WAIT_S if timeout is None else timeout
-    thread.join(limit)
-    if thread.is_alive():
-        raise ExportError(f"{what} did not finish within {limit:.0f} s; nothing was kept (a machine this busy: "
-                          f"run it again later)")
-
-
 def _cache_write_failed(e: BaseException, what: str) -> None:
     """Raise the one line of a write into the cache that failed for the folder's sake (full, read-only) when
     that is what ``e`` (or an exception it was raised from) is."""
@@ -122,12 +89,6 @@ def _cache_write_failed(e: BaseException, what: str) -> None:
 
 def _noop(stage: str, fraction: float) -> None:
     pass
-
-
-def _head_output(out):
-    """The task head's logits when the model has one, else the encoder's last hidden state."""
-    logits = getattr(out, "logits", None)
-    return logits if logits is not None else out.last_hidden_state
 
 
 def keyword_wrapper(model, input_names: tuple[str, ...]):
@@ -146,11 +107,11 @@ def keyword_wrapper(model, input_names: tuple[str, ...]):
         def forward(self, input_ids, attention_mask, token_type_ids):
             out = self.inner(input_ids=input_ids, attention_mask=attention_mask,
                              token_type_ids=token_type_ids, return_dict=True)
-            return _head_output(out)
+            return head_output(out)
 
     class KeywordInputsNoTypes(KeywordInputs):
         def forward(self, input_ids, attention_mask):  # DistilBERT has no token types
-            return _head_output(self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True))
+            return head_output(self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True))
 
     if tuple(input_names) == ("input_ids", "attention_mask"):
         return KeywordInputsNoTypes(model).eval()
@@ -296,18 +257,16 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
 def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str, *, check_parity: bool,
                  progress: Progress) -> dict:
     """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch); return its meta."""
-    import threading
-
     from .modelio import load_model
 
     progress(f"exporting with {cfg.exporter}", 0.15)
     t0 = time.perf_counter()
     try:
-        refs = _ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
+        refs = ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
         torch_export(model, src, cfg, tmp / "model.onnx")
     except Exception as e:
         _cache_write_failed(e, f"the export of {src.label}")
-        msg = _root_cause(e)
+        msg = root_cause(e)
         raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
     export_s = time.perf_counter() - t0
     progress("checking and parity against PyTorch", 0.7)
@@ -318,13 +277,11 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
 
     def run_parity():
         try:
-            parity["result"] = _checked_parity(model, src, tmp / "model.onnx", refs=refs.get())
+            parity["result"] = checked_parity(model, src, tmp / "model.onnx", refs=refs.get())
         except BaseException as e:  # re-raised below, in the caller's thread
             parity["error"] = e
 
-    checker = threading.Thread(target=run_parity, name="export-parity", daemon=True) if check_parity else None
-    if checker:
-        checker.start()
+    checker = spawn("export-parity", run_parity) if check_parity else None
     # On any failure here (Ctrl-C included) the checker, a daemon, is left to end alone: nothing waits for it.
     m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
                    full_check=not check_parity)
@@ -350,119 +307,6 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
             raise BrokenModelError(broken_line(src.label, cfg, meta["parity"], finite_onnx=finite_onnx,
                                                finite_torch=finite_torch))
     return meta
-
-
-def broken_line(label: str, cfg: ExportConfig, parity: dict, *, finite_onnx: bool,
-                finite_torch: bool | None = None) -> str:
-    """One line for an export whose parity against PyTorch failed: not finite, or beyond tolerance."""
-    from .ort.parity import ATOL, RTOL
-
-    how = f"the {cfg.exporter} export of {label}"
-    if not finite_onnx:
-        also = " (PyTorch's are too)" if finite_torch is False else ""
-        return (f"{how} gives outputs that are not finite (NaN or infinity) at real tokens{also}: the model is "
-                f"broken (check its config and weights); refused, nothing was fused or measured")
-    return (f"{how} differs from PyTorch by {parity.get('max_abs_diff', float('nan')):.1e} (cosine "
-            f"{parity.get('cosine', float('nan')):.6f}) at real tokens, beyond the tolerance ({ATOL:g} + {RTOL:g} x "
-            f"|value|): the exported model is wrong; refused (try the other exporter or --attention eager)")
-
-
-def _parity_feeds(source: ModelSource) -> list[dict]:
-    from .ort.inputs import InputSpec, make_inputs, parity_cases
-
-    spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
-                     type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
-                     max_positions=source.max_positions)
-    cases = parity_cases(spec.max_positions, EXPORT_PARITY_CASES)
-    return [make_inputs(spec, b, s, seed=100 + i, padded=p) for i, (b, s, p) in enumerate(cases)]
-
-
-def _torch_outputs(model, feeds: list[dict]) -> list:
-    import torch
-
-    with torch.no_grad():
-        return [_head_output(model(**{k: torch.from_numpy(v) for k, v in f.items()})).numpy() for f in feeds]
-
-
-class _ReferenceOutputs:
-    """PyTorch's outputs on the parity cases, computed while the TorchScript exporter traces.
-
-    The tracer records only its own thread, and tracing is mostly single-threaded Python,
-    so the reference forward passes overlap with it on a second core. The dynamo exporter
-    swaps the module's parameters for fake tensors while it traces, so for it the
-    reference is computed afterwards.
-    """
-
-    def __init__(self, model, source: ModelSource, *, concurrent: bool):
-        import threading
-
-        self.model, self.source, self.result, self.error = model, source, None, None
-        self.thread = (threading.Thread(target=self._run, name="export-parity-torch", daemon=True) if concurrent
-                       else None)
-        if self.thread:
-            self.thread.start()
-
-    def _run(self):
-        try:
-            self.result = _torch_outputs(self.model, _parity_feeds(self.source))
-        except BaseException as e:  # re-raised in the caller's thread
-            self.error = e
-
-    def get(self):
-        if self.thread is None:
-            return None
-        join_bounded(self.thread, f"PyTorch's reference outputs of {self.source.label}")
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def _parity_outputs(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
-    """``(feeds, PyTorch's outputs, ONNX Runtime's outputs, no graph optimizations)`` on the parity cases."""
-    from .ort.session import create_session, run_session
-
-    feeds = _parity_feeds(source)
-    # onnxruntime (session creation and runs) works in a thread while torch computes the
-    # reference: both release the GIL, and the two overlap on a 2-core machine.
-    got: dict = {}
-
-    def run_ort():
-        try:
-            sess = create_session(onnx_path, "cpu", level="disable", threads=1)
-            got["outs"] = [run_session(sess, f)[0] for f in feeds]
-        except BaseException as e:  # re-raised in the caller's thread
-            got["error"] = e
-
-    import threading
-
-    worker = threading.Thread(target=run_ort, name="export-parity-ort", daemon=True)
-    worker.start()
-    if refs is None:
-        refs = _torch_outputs(model, feeds)
-    join_bounded(worker, f"ONNX Runtime's parity run of {source.label}")
-    if "error" in got:
-        err = got["error"]
-        if isinstance(err, WorkbenchError):
-            raise err
-        raise ExportError(f"onnxruntime cannot run the export of {source.label}: {_root_cause(err)}") from err
-    return feeds, refs, got["outs"]
-
-
-def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
-    """Run PyTorch and ONNX Runtime (no graph optimizations) on the parity cases."""
-    return _checked_parity(model, source, onnx_path, refs)[0]
-
-
-def _checked_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
-    """``(Parity, ONNX outputs finite, PyTorch outputs finite)``, both at real tokens."""
-    import numpy as np
-
-    from .ort.parity import compare, merge, real_tokens
-
-    feeds, refs, outs = _parity_outputs(model, source, onnx_path, refs)
-    masks = [f.get("attention_mask") for f in feeds]
-    finite = [all(bool(np.isfinite(real_tokens(o, m)).all()) for o, m in zip(arrays, masks)) for arrays in (outs, refs)]
-    return merge([compare(r, g, mask=m) for r, g, m in zip(refs, outs, masks)]), finite[0], finite[1]
 
 
 def copy_export(result: ExportResult, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:

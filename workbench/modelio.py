@@ -168,21 +168,8 @@ def _check_external(model: onnx.ModelProto, folder: Path, path: Path) -> None:
                 f"which has only {size} bytes (truncated data file?)")
 
 
-def load_model(path: str | os.PathLike, *, full_check: bool = True, check: bool = True,
-               load_external_data: bool = True, check_runtime: bool = True) -> onnx.ModelProto:
-    """Load and check an ONNX model.
-
-    Args:
-        path: the ``.onnx`` file. External data is only read from its folder.
-        full_check: let ``onnx.checker`` run shape inference too (seconds on bert-base).
-        check: run ``onnx.checker`` at all (graph structure: cycles, SSA, undeclared inputs).
-        load_external_data: read external tensors into memory.
-        check_runtime: check IR version, opsets and contrib ops against onnxruntime.
-
-    Raises:
-        ModelIOError: one line saying what is wrong with the file.
-    """
-    p = Path(path).expanduser()
+def _read_model_bytes(p: Path) -> bytes:
+    """The bytes of the file ``p``; a missing, unreadable, non-regular or empty file is one line."""
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -204,6 +191,12 @@ def load_model(path: str | os.PathLike, *, full_check: bool = True, check: bool 
         raise ModelIOError(f"{p}: cannot read: {_first_line(e)}") from e
     if not data:
         raise ModelIOError(f"{p} is empty (0 bytes), not an ONNX model")
+    return data
+
+
+def _parse_model_file(p: Path) -> onnx.ModelProto:
+    """Parse the file ``p`` as an ONNX model with an IR version, a graph and an opset (not yet checked)."""
+    data = _read_model_bytes(p)
     _sniff(data, p)
     model = onnx.ModelProto()
     try:
@@ -215,6 +208,25 @@ def load_model(path: str | os.PathLike, *, full_check: bool = True, check: bool 
         raise ModelIOError(f"{p} is not an ONNX model (no IR version or no graph)")
     if not model.opset_import:
         raise ModelIOError(f"{p} declares no opset; not a usable ONNX model")
+    return model
+
+
+def load_model(path: str | os.PathLike, *, full_check: bool = True, check: bool = True,
+               load_external_data: bool = True, check_runtime: bool = True) -> onnx.ModelProto:
+    """Load and check an ONNX model.
+
+    Args:
+        path: the ``.onnx`` file. External data is only read from its folder.
+        full_check: let ``onnx.checker`` run shape inference too (seconds on bert-base).
+        check: run ``onnx.checker`` at all (graph structure: cycles, SSA, undeclared inputs).
+        load_external_data: read external tensors into memory.
+        check_runtime: check IR version, opsets and contrib ops against onnxruntime.
+
+    Raises:
+        ModelIOError: one line saying what is wrong with the file.
+    """
+    p = Path(path).expanduser()
+    model = _parse_model_file(p)
     has_external = bool(external_tensors(model))
     if has_external:
         _check_external(model, p.parent, p)
@@ -241,6 +253,37 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
     except OSError:
         return False
+
+
+def _write_atomically(model: onnx.ModelProto, dest: Path, external_data: bool) -> None:
+    """Write ``model`` in a temporary folder beside ``dest``, then move it (and its ``.data``) into place."""
+    data_name = dest.name + ".data"
+    data_dest = dest.parent / data_name
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp-"))
+    except OSError as e:
+        raise ModelIOError(f"could not write {dest}: {e.strerror or _first_line(e)}") from None
+    try:
+        tmp_model = tmpdir / dest.name
+        if external_data:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)  # onnx.save moves tensor bytes out of the proto it is given
+            onnx.save_model(copy, str(tmp_model), save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
+            os.replace(tmpdir / data_name, data_dest)
+        else:
+            with open(tmp_model, "wb") as f:
+                f.write(model.SerializeToString())
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp_model, dest)
+    except ModelIOError:
+        raise
+    except Exception as e:
+        raise ModelIOError(f"could not write {dest}: {_first_line(e)}") from e
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
@@ -282,31 +325,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
             external_data = model.ByteSize() > EXTERNAL_DATA_THRESHOLD
         except Exception:
             external_data = True
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp-"))
-    except OSError as e:
-        raise ModelIOError(f"could not write {dest}: {e.strerror or _first_line(e)}") from None
-    try:
-        tmp_model = tmpdir / dest.name
-        if external_data:
-            copy = onnx.ModelProto()
-            copy.CopyFrom(model)  # onnx.save moves tensor bytes out of the proto it is given
-            onnx.save_model(copy, str(tmp_model), save_as_external_data=True,
-                            all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
-            os.replace(tmpdir / data_name, data_dest)
-        else:
-            with open(tmp_model, "wb") as f:
-                f.write(model.SerializeToString())
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp_model, dest)
-    except ModelIOError:
-        raise
-    except Exception as e:
-        raise ModelIOError(f"could not write {dest}: {_first_line(e)}") from e
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    _write_atomically(model, dest, external_data)
     return dest
 
 

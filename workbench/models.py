@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cache.identity import file_identity
 from .errors import ModelSourceError, first_line as _first_line
-from .families import DECODER, ENCODER, POSITION_KEYS, UNKNOWN, family_of, preset, preset_configs, role_of, tested_types
+from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
+from .model_types import check_type, head_absent, input_names_for, task_of
 
 #: Every preset's config, read from the family records (``families.py``): ``{name: config}``.
 PRESETS: dict[str, dict[str, Any]] = preset_configs()
@@ -38,29 +40,12 @@ REAL_MODELS: dict[str, tuple[str, str, str]] = {
                "sentence-transformers/all-MiniLM-L6-v2: real weights, 6 layers, hidden 384, sentence embeddings"),
 }
 
-#: Task heads kept in the export, read from the folder config's ``architectures``: suffix → task.
-TASK_HEADS: dict[str, str] = {
-    "ForMaskedLM": "masked_lm",
-    "ForSequenceClassification": "sequence_classification",
-    "ForTokenClassification": "token_classification",
-}
 #: Files that mean a folder carries its tokenizer.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "vocab.json", "sentencepiece.bpe.model")
 
 #: Every ``model_type`` the workbench is tested on (read from the family records). Any other encoder type
 #: transformers builds without remote code is opened too, with a one-line note that it is untested.
 TESTED_TYPES: tuple[str, ...] = tested_types()
-
-
-def input_names_for(model_type: str | None, config: dict) -> tuple[str, ...]:
-    """The inputs an encoder takes: token types only where the family takes them and the config has them
-    (``type_vocab_size`` > 0, or the family's default when the config does not say)."""
-    fam = family_of(model_type)
-    default = fam.type_vocab_default if fam is not None else 0
-    types = config.get("type_vocab_size", default) if default is not None else 0
-    if isinstance(types, int) and types > 0:
-        return ("input_ids", "attention_mask", "token_type_ids")
-    return ("input_ids", "attention_mask")
 
 
 @dataclass
@@ -275,70 +260,6 @@ def _quiet_transformers():
             tl.enable_progress_bar()
 
 
-def _sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def file_identity(path: Path, *, write: bool = True) -> str:
-    """Content hash of a file, memoised on (path, size, mtime) in the cache (``write=False``: read the memo,
-    never write it: ``workbench cache list`` changes nothing)."""
-    from .cache.root import cache_root
-
-    st = path.stat()
-    memo = cache_root(write=write) / "hashes" / hashlib.sha256(
-        f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-    try:
-        return memo.read_text().strip()
-    except OSError:
-        pass
-    digest = _sha256_file(path)
-    if not write:
-        return digest
-    try:
-        from .cache.atomic import atomic_write_text
-        atomic_write_text(memo, digest)
-    except OSError:
-        pass  # a read-only cache only costs speed
-    return digest
-
-
-def _check_type(model_type: str | None, where: str, config: dict | None = None) -> str:
-    """Accept any encoder type transformers builds natively; refuse unknown types, decoders and encoder-decoders
-    (decided from the family record, the config's flags and transformers' model tables, not only its names)."""
-    role = role_of(model_type, config, None if family_of(model_type) else _model_tables())
-    if role == UNKNOWN:
-        raise ModelSourceError(
-            f"{where} is a {model_type or 'unknown'!s} model, which this transformers version cannot build without "
-            f"remote code; the workbench opens encoders transformers knows ({', '.join(TESTED_TYPES[:8])}, ...)")
-    if role != ENCODER:
-        what = "a decoder (a text-generation model)" if role == DECODER else "an encoder-decoder (sequence to sequence)"
-        raise ModelSourceError(f"{where} is a {model_type} model, {what}; the workbench fuses encoders (BERT-like "
-                               f"models whose output is one vector per token)")
-    return model_type
-
-
-def _model_tables() -> dict[str, set[str]]:
-    """transformers' model types: all it builds natively, and those with a seq2seq, causal-LM or masked-LM model."""
-    from transformers.models.auto import modeling_auto as ma
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-
-    return {"known": set(CONFIG_MAPPING_NAMES), "seq2seq": set(ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES),
-            "causal": set(ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), "masked": set(ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)}
-
-
-def task_of(config: dict) -> str:
-    """The task head a config's ``architectures`` names ("embedding" when none does)."""
-    for arch in config.get("architectures") or ():
-        for suffix, task in TASK_HEADS.items():
-            if str(arch).endswith(suffix):
-                return task
-    return "embedding"
-
-
 def _real_model_folder(name: str, *, required: bool = True) -> Path | None:
     """The folder a real-model preset's package ships, or None / a one-line error when it is not installed."""
     import importlib
@@ -371,7 +292,7 @@ def _from_folder(path: Path) -> ModelSource:
         raise ModelSourceError(f"{cfg_file} is not readable JSON: {_first_line(e)}") from e
     if not isinstance(config, dict):
         raise ModelSourceError(f"{cfg_file} does not hold a JSON object")
-    model_type = _check_type(config.get("model_type"), str(path), config)
+    model_type = check_type(config.get("model_type"), str(path), config)
     if config.get("auto_map"):
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
     check_config(config, str(cfg_file))
@@ -390,29 +311,13 @@ def _from_folder(path: Path) -> ModelSource:
         h.update(w.relative_to(path).as_posix().encode())
         h.update(file_identity(w).encode())
     task, notes = task_of(config), []
-    if task != "embedding" and _head_absent(family_of(model_type), tensors):
+    if task != "embedding" and head_absent(family_of(model_type), tensors):
         notes.append(f"{path.name}: config.json names {', '.join(config.get('architectures') or ())} but the "
                      f"weights hold the bare encoder only (no head tensors): opened as the encoder, whose output is "
                      f"last_hidden_state")
         task = "embedding"
     return ModelSource(name=path.name, kind="folder", identity=h.hexdigest(), model_type=model_type,
                        config_dict=config, path=path.resolve(), task=task, notes=notes)
-
-
-def _head_absent(fam, tensors: set[str]) -> bool:
-    """True when a checkpoint holds the bare encoder only: no ``<base>.`` prefix, no head tensor, the encoder's
-    own tensors at the top.
-
-    A checkpoint saved from a model with a task head keeps the encoder under the base prefix
-    (``mpnet.encoder...``) next to the head (``lm_head...``); sentence-embedding folders often save the
-    bare encoder (``encoder...``) while config.json still names the masked-LM class.
-    """
-    if fam is None or fam.base_prefix is None or not tensors:
-        return False
-    firsts = {t.split(".", 1)[0] for t in tensors}
-    if fam.base_prefix in firsts or firsts & set(fam.head_tensors):
-        return False
-    return bool(firsts & set(fam.base_tensors))
 
 
 def _from_hub(name: str) -> ModelSource:
@@ -424,7 +329,7 @@ def _from_hub(name: str) -> ModelSource:
             f"'{name}' is not a preset, a local folder or an .onnx file, and it could not be fetched "
             f"from the Hugging Face hub (no network, and not in the local cache?): {_first_line(e)}") from e
     config = cfg.to_dict()
-    model_type = _check_type(getattr(cfg, "model_type", None), name, config)
+    model_type = check_type(getattr(cfg, "model_type", None), name, config)
     from .checks import check_config
     check_config(config, name)
     ident = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode() + name.encode())

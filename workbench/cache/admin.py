@@ -76,11 +76,6 @@ def _walk_files(path: Path) -> list[str]:
     return [os.path.join(d, n) for d, _, names in os.walk(path) for n in names]
 
 
-def size_of(path: Path) -> int:
-    """Bytes under ``path`` (links not followed)."""
-    return _stat_files(_walk_files(path))[0]
-
-
 def unique_bytes(items) -> int:
     """What ``items`` take on disk together: a file several entries read counted once."""
     seen: set = set()
@@ -215,7 +210,7 @@ def _mtime(p: Path) -> float:
 
 def _name_models(root: Path, items: list[Entry]) -> None:
     """Each entry's model, from the exports' meta (variants and timelines point at their export)."""
-    from ..models import file_identity
+    from .identity import file_identity
 
     by_path, by_hash = {}, {}
     for e in items:
@@ -402,4 +397,4 @@ def human(n: float) -> str:
 
 
 __all__ = ["MAX_GB", "MAX_GB_ENV", "REPORT_BYTES", "Entry", "entries", "foreign", "summary", "prune",
-           "enforce_limit", "max_bytes_setting", "total_bytes", "unique_bytes", "size_of", "human"]
+           "enforce_limit", "max_bytes_setting", "total_bytes", "unique_bytes", "human"]

@@ -67,7 +67,7 @@ def group_of_model(path: Path) -> str:
             return path.parent.name
     except OSError:
         pass
-    from ..models import file_identity
+    from .identity import file_identity
 
     return group_of(file_identity(path))
 

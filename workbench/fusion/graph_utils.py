@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lazy import LazyModule, ir
-from ..graph.summary import _LAYER_RE
+from ..graph.summary import LAYER_RE
 
 ir_utils = LazyModule("onnxscript.rewriter._ir_utils")  # onnxscript's own helpers (get_numpy_value)
 
@@ -104,7 +104,7 @@ def node_label(node: ir.Node) -> str:
 
     layer = None
     for text in (node.name or "", *node.metadata_props.values()):
-        m = _LAYER_RE.search(text)
+        m = LAYER_RE.search(text)
         if m:
             layer = int(m.group(1))
             break

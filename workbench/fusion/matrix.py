@@ -38,6 +38,27 @@ def _counts(snap) -> dict:
             "attention_nodes": sum(kinds.values()), "attention_kinds": kinds}
 
 
+def _fill_counts(row: dict, tl: Timeline, path, src: ModelSource) -> None:
+    """Put in ``row`` what each engine of the run timeline ``tl`` fused, and what it fuses without own rules."""
+    row["nodes"] = tl.input.nodes
+    # Attention already in the export (the standard op at opset 23+) is the exporter's fusion.
+    row["exporter_attention"] = _counts(tl.input)["attention_nodes"]
+    for eng, snaps in tl.runs.items():
+        row[eng] = _counts(snaps[-1])
+    row["best"] = tl.engine_used
+    row["auto"] = _counts(tl.snapshots[-1])
+    chosen = tl.runs.get(tl.engine_used, [])
+    row["workbench_rule_attention"] = _fired(tl.runs.get("ort", []), "sdpa_attention", "Attention")
+    row["workbench_rule_standard"] = _fired(chosen, "standard_attention", "MultiHeadAttention")
+    # Both chains include workbench rules. Where one fired, run that engine without them too, so
+    # the table says what ONNX Runtime's optimizer or onnxscript's rules do on their own.
+    for eng, snaps in tl.runs.items():
+        if any(_fired(snaps, step, op) for step, op in OWN_RULES):
+            alone = Timeline(path, FusionPlan(engine=eng, disabled=frozenset(s for s, _ in OWN_RULES)),
+                             num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
+            row[eng] = _counts(alone.run()[-1])
+
+
 def exporter_matrix(source, opsets: Iterable[int] = MATRIX_OPSETS, *, exporters: Iterable[str] = EXPORTERS,
                     attentions: Iterable[str] = ATTENTIONS,
                     progress: Callable[[str, float], None] | None = None) -> list[dict]:
@@ -80,23 +101,7 @@ def exporter_matrix(source, opsets: Iterable[int] = MATRIX_OPSETS, *, exporters:
             row["error"] = str(e)
             rows.append(row)
             continue
-        row["nodes"] = tl.input.nodes
-        # Attention already in the export (the standard op at opset 23+) is the exporter's fusion.
-        row["exporter_attention"] = _counts(tl.input)["attention_nodes"]
-        for eng, snaps in tl.runs.items():
-            row[eng] = _counts(snaps[-1])
-        row["best"] = tl.engine_used
-        row["auto"] = _counts(tl.snapshots[-1])
-        chosen = tl.runs.get(tl.engine_used, [])
-        row["workbench_rule_attention"] = _fired(tl.runs.get("ort", []), "sdpa_attention", "Attention")
-        row["workbench_rule_standard"] = _fired(chosen, "standard_attention", "MultiHeadAttention")
-        # Both chains include workbench rules. Where one fired, run that engine without them too, so
-        # the table says what ONNX Runtime's optimizer or onnxscript's rules do on their own.
-        for eng, snaps in tl.runs.items():
-            if any(_fired(snaps, step, op) for step, op in OWN_RULES):
-                alone = Timeline(res.path, FusionPlan(engine=eng, disabled=frozenset(s for s, _ in OWN_RULES)),
-                                 num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
-                row[eng] = _counts(alone.run()[-1])
+        _fill_counts(row, tl, res.path, src)
         rows.append(row)
     if progress:
         progress("done", 1.0)

@@ -46,7 +46,7 @@ from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
 from .store import WeightStore
 from .. import __version__
-from ..models import file_identity
+from ..cache.identity import file_identity
 from ..cache.root import cache_root
 
 #: Bump when what is written changes shape or meaning in a way the versions and code hash would not see.

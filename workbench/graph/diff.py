@@ -80,26 +80,8 @@ def _node_index(model: onnx.ModelProto, index: dict | None) -> dict:
     return hit[1]
 
 
-def diff_models(before: onnx.ModelProto, after: onnx.ModelProto, *, index: dict | None = None) -> Diff:
-    """Compare two graphs node by node and trace added nodes to removed ones.
-
-    Args:
-        before: the earlier snapshot (only ``graph.node`` is read).
-        after: the later snapshot.
-        index: optional cache of name → node maps, kept by a caller that
-            diffs a chain of graphs it no longer edits (each graph's map is
-            then built once, not twice).
-    """
-    old = _node_index(before, index)
-    new = _node_index(after, index)
-    removed = [k for k in old if k not in new]
-    added = [k for k in new if k not in old]
-    rewired = [k for k in new if k in old and (list(new[k].input) != list(old[k].input)
-                                               or new[k].op_type != old[k].op_type)]
-    d = Diff(removed=removed, added=added, rewired=rewired)
-    if not removed and not added:
-        return d
-
+def _rewrite_groups(removed: list[str], added: list[str], rewired: list[str], old: dict, new: dict) -> _DSU:
+    """Union removed and added nodes that share tensors they produce: one group per rewrite."""
     produced_by_removed = {o for k in removed for o in old[k].output if o}
     produced_by_added = {o for k in added for o in new[k].output if o}
     dsu = _DSU()
@@ -125,6 +107,30 @@ def diff_models(before: onnx.ModelProto, after: onnx.ModelProto, *, index: dict 
         for t_old, t_new in zip(old[k].input, new[k].input):
             if t_old != t_new and (t_old in produced_by_removed or t_new in produced_by_added):
                 dsu.union(("t", t_old), ("t", t_new))
+    return dsu
+
+
+def diff_models(before: onnx.ModelProto, after: onnx.ModelProto, *, index: dict | None = None) -> Diff:
+    """Compare two graphs node by node and trace added nodes to removed ones.
+
+    Args:
+        before: the earlier snapshot (only ``graph.node`` is read).
+        after: the later snapshot.
+        index: optional cache of name → node maps, kept by a caller that
+            diffs a chain of graphs it no longer edits (each graph's map is
+            then built once, not twice).
+    """
+    old = _node_index(before, index)
+    new = _node_index(after, index)
+    removed = [k for k in old if k not in new]
+    added = [k for k in new if k not in old]
+    rewired = [k for k in new if k in old and (list(new[k].input) != list(old[k].input)
+                                               or new[k].op_type != old[k].op_type)]
+    d = Diff(removed=removed, added=added, rewired=rewired)
+    if not removed and not added:
+        return d
+
+    dsu = _rewrite_groups(removed, added, rewired, old, new)
     # Graph outputs keep their names, so a rewrite ending at one links through it.
     groups: dict = {}
     for k in removed:

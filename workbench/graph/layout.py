@@ -20,9 +20,9 @@ from typing import Iterable, Mapping
 
 from .groups import describe, group_key, view_groups
 from .layered import Size, layered
-from .markers import _layer_io
+from .markers import layer_io
 # The node table lives in graph/nodes.py; its names stay importable from here, where callers found them.
-from .nodes import (EMBEDDINGS, NodeInfo, NodeTable, _esc, _group_key, group_of_name, infer_shapes,  # noqa: F401
+from .nodes import (EMBEDDINGS, NodeInfo, NodeTable, group_of_name, html_escape, infer_shapes, layer_order,  # noqa: F401
                     node_table, without_constants, without_ops)
 
 @dataclass
@@ -181,7 +181,7 @@ def _layer_items(v: _Items, table: NodeTable, layer: int) -> str:
     inside = [n for n in table.nodes if n.group == g]
     if not inside:
         raise ValueError(f"no nodes in encoder layer {layer}")
-    view = _layer_io(table, layer, inside, {n.id for n in inside})
+    view = layer_io(table, layer, inside, {n.id for n in inside})
     for m in view.markers:
         v.add(m.id, m.label, "in", m.label)
         v.members[m.id] = list(m.members)
@@ -290,8 +290,8 @@ def _hovers(v: _Items, table: NodeTable) -> list[str]:
                 ops[op] = ops.get(op, 0) + 1
             top = ", ".join(f"{op} {c}" for op, c in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
             what = describe(label)
-            hover.append(f"<b>{_esc(label)}</b>: {len(ms)} nodes<br>" + (f"<i>{_esc(what)}</i><br>" if what else "")
+            hover.append(f"<b>{html_escape(label)}</b>: {len(ms)} nodes<br>" + (f"<i>{html_escape(what)}</i><br>" if what else "")
                          + f"{top}<br><i>click to expand</i>")
         else:
-            hover.append(f"<b>graph {kind}</b><br>{_esc(label)} {table.shapes.get(label, '')}")
+            hover.append(f"<b>graph {kind}</b><br>{html_escape(label)} {table.shapes.get(label, '')}")
     return hover

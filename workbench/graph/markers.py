@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .nodes import EMBEDDINGS, NodeInfo, NodeTable, _esc, _group_key, _short
+from .nodes import EMBEDDINGS, NodeInfo, NodeTable, html_escape, layer_order, shorten
 
 @dataclass(frozen=True)
 class Marker:
@@ -49,7 +49,7 @@ def _op_counts(table: NodeTable, ids: Iterable[str], top: int = 6) -> str:
     return text + (f", {len(ranked) - top} more op types" if len(ranked) > top else "")
 
 
-def _layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: set[str]) -> LayerIO:
+def layer_io(table: NodeTable, layer: int, inside: list[NodeInfo], inside_ids: set[str]) -> LayerIO:
     """The markers of a one-layer view: one per role of what flows in, one for what flows out.
 
     A tensor from outside the layer is "hidden" when an embedding block or another
@@ -155,17 +155,17 @@ def _input_markers(table: NodeTable, layer: int, ext: dict[str, str | None], rol
         if role == "hidden":
             srcs = sorted({table.by_id[ext[t]].group or table.by_id[ext[t]].op_type for t in tensors if ext[t]})
             origin = "from " + (", ".join(srcs) if srcs else "the graph inputs")
-        lines = [f"<b>{label}</b>{' ' + _esc(origin) if origin else ''}", f"<i>{what}</i>"]
+        lines = [f"<b>{label}</b>{' ' + html_escape(origin) if origin else ''}", f"<i>{what}</i>"]
         if ids:
             lines.append(f"stands for {len(ids)} node{'s' if len(ids) != 1 else ''} outside {g}: "
                          f"{_op_counts(table, ids)}")
         else:  # its producers are another marker's (EmbedLayerNormalization makes hidden states and mask index)
             owners = sorted({dict(INPUT_ROLES_LABEL)[claimed[ext[t]]] for t in tensors if ext[t] in claimed})
             if owners:
-                lines.append(f"made by the node{'s' if len(owners) > 1 else ''} behind {_esc(', '.join(owners))}")
+                lines.append(f"made by the node{'s' if len(owners) > 1 else ''} behind {html_escape(', '.join(owners))}")
         for t in tensors[:4]:
             src = f" ← {table.by_id[ext[t]].op_type}" if ext[t] else " (graph input)"
-            lines.append(f"in: {_esc(_short(t, 40))} {table.shapes.get(t, '')}{_esc(src)}")
+            lines.append(f"in: {html_escape(shorten(t, 40))} {table.shapes.get(t, '')}{html_escape(src)}")
         if len(tensors) > 4:
             lines.append(f"in: ... {len(tensors) - 4} more")
         markers.append(Marker(id=f"in:{role}", label=label, role=role, members=tuple(ids),
@@ -198,16 +198,16 @@ def _out_marker(table: NodeTable, layer: int, inside_ids: set[str]) -> Marker | 
     order = {n.id: k for k, n in enumerate(table.nodes)}
     consumers = sorted({c for cs in outs.values() for c in cs}, key=order.__getitem__)
     dests = sorted({table.by_id[c].group or table.by_id[c].op_type for c in consumers},
-                   key=lambda d: _group_key(d) if d == EMBEDDINGS or d.startswith("layer ") else (3, 0))
+                   key=lambda d: layer_order(d) if d == EMBEDDINGS or d.startswith("layer ") else (3, 0))
     if any(t in table.graph_outputs for t in outs):
         dests.append("graph output")
     label = "to " + (dests[0] if len(dests) == 1 else f"{dests[0]} +{len(dests) - 1}")
-    lines = [f"<b>out</b>: what {g} passes on, to {_esc(', '.join(dests))}"]
+    lines = [f"<b>out</b>: what {g} passes on, to {html_escape(', '.join(dests))}"]
     if consumers:
         lines.append(f"stands for the {len(consumers)} node{'s' if len(consumers) != 1 else ''} that read it: "
                      f"{_op_counts(table, consumers)}")
     for t in list(outs)[:4]:
-        lines.append(f"out: {_esc(_short(t, 40))} {table.shapes.get(t, '')}")
+        lines.append(f"out: {html_escape(shorten(t, 40))} {table.shapes.get(t, '')}")
     if sizes:
         lines.append(f"also hands on {len(sizes)} shape value{'s' if len(sizes) != 1 else ''} (not drawn)")
     return Marker(id="out:", label=label, role="out", members=tuple(consumers), tensors=frozenset(outs),

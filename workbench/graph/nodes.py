@@ -72,7 +72,7 @@ class NodeTable:
         for n in self.nodes:
             if n.group:
                 seen.setdefault(n.group)
-        return sorted(seen, key=_group_key)
+        return sorted(seen, key=layer_order)
 
     @property
     def layers(self) -> list[int]:
@@ -95,7 +95,7 @@ class NodeTable:
         """HTML hover text: op type, name, inputs and outputs with shapes, attributes."""
         n = self.by_id[node_id]
         dom = f" <i>({n.domain})</i>" if n.domain and n.domain != "ai.onnx" else ""
-        lines = [f"<b>{n.op_type}</b>{dom}", _esc(n.name or n.id)]
+        lines = [f"<b>{n.op_type}</b>{dom}", html_escape(n.name or n.id)]
         if n.group:
             lines.append(f"group: {n.group}")
         for label, tensors in (("in", n.inputs), ("out", n.outputs)):
@@ -103,23 +103,26 @@ class NodeTable:
                 if not t:
                     continue
                 kind = " (weight)" if t in self.initializers else ""
-                lines.append(f"{label}: {_esc(_short(t, 48))} {self.shapes.get(t, '')}{kind}")
+                lines.append(f"{label}: {html_escape(shorten(t, 48))} {self.shapes.get(t, '')}{kind}")
             if len(tensors) > 6:
                 lines.append(f"{label}: ... {len(tensors) - 6} more")
         for k, v in n.attrs[:6]:
-            lines.append(f"{_esc(k)} = {_esc(v)}")
+            lines.append(f"{html_escape(k)} = {html_escape(v)}")
         return "<br>".join(lines)
 
 
-def _esc(s: str) -> str:
+def html_escape(s: str) -> str:
+    """``s`` safe inside a hover's HTML (``&``, ``<``, ``>`` escaped)."""
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _short(s: str, n: int) -> str:
+def shorten(s: str, n: int) -> str:
+    """``s`` cut to its last ``n`` characters behind an ellipsis when longer."""
     return s if len(s) <= n else "…" + s[-(n - 1):]
 
 
-def _group_key(g: str) -> tuple[int, int]:
+def layer_order(g: str) -> tuple[int, int]:
+    """Order of a node group: embeddings, then layers by number, then the rest."""
     if g == EMBEDDINGS:
         return (0, 0)
     if g.startswith("layer "):

@@ -27,7 +27,8 @@ FUSED_OPS: tuple[str, ...] = (
 HEADLINE_OPS: tuple[str, ...] = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
                                  "EmbedLayerNormalization", "LayerNormalization", "Gelu", "FastGelu")
 
-_LAYER_RE = re.compile(r"(?:^|[/._: '])(?:layer|layers)[._/](\d+)(?=[/._: ']|$)")
+#: A node name's (or metadata value's) encoder layer number: ``encoder/layer.3/...`` -> 3.
+LAYER_RE = re.compile(r"(?:^|[/._: '])(?:layer|layers)[._/](\d+)(?=[/._: ']|$)")
 _SCOPE_KEYS = ("pkg.torch.onnx.name_scopes", "namespace")
 
 
@@ -76,12 +77,12 @@ def node_layer(node: onnx.NodeProto) -> int | None:
     TorchScript names carry the module path (``/encoder/layer.3/...``); the
     dynamo exporter puts it in the node metadata (``name_scopes``).
     """
-    m = _LAYER_RE.search(node.name)
+    m = LAYER_RE.search(node.name)
     if m:
         return int(m.group(1))
     for prop in node.metadata_props:
         if prop.key in _SCOPE_KEYS:
-            m = _LAYER_RE.search(prop.value)
+            m = LAYER_RE.search(prop.value)
             if m:
                 return int(m.group(1))
     return None

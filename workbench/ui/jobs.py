@@ -17,8 +17,8 @@ import time
 import traceback
 from typing import Callable
 
+from ..concurrency import Lane, Thread, new_flag, new_lock, spawn
 from ..errors import WorkbenchError
-from ..fusion.scheduler import Lane, new_flag, new_lock, spawn
 from .state import JobStatus
 
 
@@ -83,7 +83,7 @@ class JobRunner:
         self.closed = False
         self.last_trace: str | None = None
         self._lanes: dict[str, Lane] = {}
-        self._threads: dict[str, list[threading.Thread]] = {}
+        self._threads: dict[str, list[Thread]] = {}
         self._jobs: dict[str, Job] = {}
         self._again: set[str] = set()
         self._guard = new_lock()

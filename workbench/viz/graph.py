@@ -179,6 +179,31 @@ def _centred_fit(layout: Layout, ks: list[int], texts: list[str], px_x: float, x
     return True
 
 
+def _colours_and_hover(layout: Layout, latency: Mapping[str, float] | None) -> tuple[list[str], list[str]]:
+    """Each item's colour (its op, kind, or share of ``latency``) and hover text (with its latency, if given)."""
+    colours = []
+    lat_total = sum(v for v in (latency or {}).values() if v and v > 0) or 0.0
+    hover = list(layout.hover)
+    top_share = _max_share(layout, latency, lat_total) if latency is not None else 1.0
+    for k, (iid, op, kd) in enumerate(zip(layout.ids, layout.ops, layout.kinds)):
+        if latency is not None and kd in ("node", "group"):
+            ms = latency.get(iid, 0.0) or 0.0
+            if kd == "group":
+                ms = sum(latency.get(m, 0.0) or 0.0 for m in layout.members.get(iid, ()))
+            share = ms / lat_total if lat_total else 0.0
+            colours.append(_lat_colour(share / top_share))
+            hover[k] = hover[k] + f"<br><b>latency</b>: {ms:.3f} ms ({100 * share:.1f}%)"
+        elif kd == "group":
+            colours.append("#dbe6f4")
+        elif kd in ("input", "output"):
+            colours.append("#444444")
+        elif kd in ("in", "out"):
+            colours.append(MARKER_COLOUR)
+        else:
+            colours.append(op_colour(op))
+    return colours, hover
+
+
 def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
                 latency: Mapping[str, float] | None = None, height: int | None = None,
                 width: int | None = None, yrange: tuple[float, float] | None = None,
@@ -209,26 +234,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         ``selected`` (item indices, sorted), ``boxes`` (``[x0, y0, x1, y1, group]``).
     """
     highlight, selected = set(highlight), set(selected)
-    colours = []
-    lat_total = sum(v for v in (latency or {}).values() if v and v > 0) or 0.0
-    hover = list(layout.hover)
-    top_share = _max_share(layout, latency, lat_total) if latency is not None else 1.0
-    for k, (iid, op, kd) in enumerate(zip(layout.ids, layout.ops, layout.kinds)):
-        if latency is not None and kd in ("node", "group"):
-            ms = latency.get(iid, 0.0) or 0.0
-            if kd == "group":
-                ms = sum(latency.get(m, 0.0) or 0.0 for m in layout.members.get(iid, ()))
-            share = ms / lat_total if lat_total else 0.0
-            colours.append(_lat_colour(share / top_share))
-            hover[k] = hover[k] + f"<br><b>latency</b>: {ms:.3f} ms ({100 * share:.1f}%)"
-        elif kd == "group":
-            colours.append("#dbe6f4")
-        elif kd in ("input", "output"):
-            colours.append("#444444")
-        elif kd in ("in", "out"):
-            colours.append(MARKER_COLOUR)
-        else:
-            colours.append(op_colour(op))
+    colours, hover = _colours_and_hover(layout, latency)
     w = int(width or DEFAULT_WIDTH)
     h, xr, yr, scale = _frame(layout, w, height, yrange)
     group_px = max(10, min(KIND_STYLE["group"][1], int(KIND_STYLE["group"][1] * scale)))

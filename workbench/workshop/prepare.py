@@ -181,6 +181,24 @@ STAGES: tuple[tuple[str, Callable], ...] = (
     ("04 exporter matrix", exporter_matrix), ("06 write a fusion", write_a_fusion))
 
 
+def _notebook_files(notebooks) -> list[str]:
+    """The notebook files to prepare for; refuses, in one line, settings that would leave the folder without
+    its timelines and a notebook number this install lacks."""
+    if not persist_enabled(None):
+        raise WorkbenchError("WORKBENCH_PERSIST_TIMELINE=0 switches the timeline store off: the prepared folder "
+                             "would lack the timelines; unset it and run again")
+    if os.environ.get("WORKBENCH_TIMELINE_CACHE"):
+        raise WorkbenchError("WORKBENCH_TIMELINE_CACHE puts the timelines outside the prepared folder; unset it "
+                             "and run again")
+
+    files = notebook_names()  # the notebooks this install has, found as `workbench lab` finds them
+    known = sorted({name[:2] for name in files})
+    unknown = sorted(set(notebooks) - set(known))
+    if unknown:
+        raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are {', '.join(known)}")
+    return files
+
+
 def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
             modern: tuple[str, ...] = ("modernbert-base",), notebooks=("01", "02", "03", "04", "05", "06"),
             say: Say | None = None) -> Prepared:
@@ -200,18 +218,7 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
 
     say = say or (lambda line: None)
     t0 = time.perf_counter()
-    if not persist_enabled(None):
-        raise WorkbenchError("WORKBENCH_PERSIST_TIMELINE=0 switches the timeline store off: the prepared folder "
-                             "would lack the timelines; unset it and run again")
-    if os.environ.get("WORKBENCH_TIMELINE_CACHE"):
-        raise WorkbenchError("WORKBENCH_TIMELINE_CACHE puts the timelines outside the prepared folder; unset it "
-                             "and run again")
-
-    files = notebook_names()  # the notebooks this install has, found as `workbench lab` finds them
-    known = sorted({name[:2] for name in files})
-    unknown = sorted(set(notebooks) - set(known))
-    if unknown:
-        raise ConfigError(f"no notebook {', '.join(unknown)}; the notebooks are {', '.join(known)}")
+    files = _notebook_files(notebooks)
     _check_names(real, modern)
     # A bad name fails here, before anything is written or long starts, and never reaches for the network.
     sources = [resolve(m, hub=False) for m in models]

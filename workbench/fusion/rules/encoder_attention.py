@@ -170,6 +170,23 @@ def _last_entry(target: ir.Value) -> int | None:
     return int(last.reshape(-1)[-1]) if last is not None and last.size and last.reshape(-1)[-1] > 0 else None
 
 
+def _heads_count(qd: list, vd: list, out: ir.Node, head: int) -> int | None:
+    """The number of heads: from the query or value dims, the merged output, or the output projection's weight."""
+    heads = qd[1] if isinstance(qd[1], int) else vd[1] if isinstance(vd[1], int) else None
+    od = dims(out.outputs[0])
+    if heads is None and od is not None and isinstance(od[-1], int):
+        heads = od[-1] // head
+    if heads is None:
+        last = _last_entry(out.inputs[1])
+        heads = last // head if last and last % head == 0 else None
+    if heads is None:
+        # The merged heads feed the output projection, whose constant weight is [N*H, hidden].
+        proj = _reader(out.outputs[0])
+        w = const(proj.inputs[1]) if proj is not None and proj.op_type == "MatMul" else None
+        heads = w.shape[0] // head if w is not None and w.ndim == 2 and w.shape[0] % head == 0 else None
+    return heads
+
+
 def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
     """Q, K, V, bias terms, scale, heads and the output Reshape of the core around Softmax ``sm``; or why not."""
     if sm.attributes.get_int("axis", -1) not in (-1, 3):
@@ -221,18 +238,7 @@ def match_attention(sm: ir.Node, graph: ir.Graph) -> tuple[dict | None, str]:
     if out is None:
         return None, why
     head = qd[3]
-    heads = qd[1] if isinstance(qd[1], int) else vd[1] if isinstance(vd[1], int) else None
-    od = dims(out.outputs[0])
-    if heads is None and od is not None and isinstance(od[-1], int):
-        heads = od[-1] // head
-    if heads is None:
-        last = _last_entry(out.inputs[1])
-        heads = last // head if last and last % head == 0 else None
-    if heads is None:
-        # The merged heads feed the output projection, whose constant weight is [N*H, hidden].
-        proj = _reader(out.outputs[0])
-        w = const(proj.inputs[1]) if proj is not None and proj.op_type == "MatMul" else None
-        heads = w.shape[0] // head if w is not None and w.ndim == 2 and w.shape[0] % head == 0 else None
+    heads = _heads_count(qd, vd, out, head)
     if not heads:
         return None, f"the number of heads around {node_label(sm)} is not known"
     return {"q": q, "k": k, "v": v, "terms": scores["terms"], "target4": scores["target4"],

@@ -1,6 +1,6 @@
-"""Where work runs concurrently: the package that makes the threads, locks and events of fusion/ and ui/
-(``primitives.py``, ``timeline_work.py``, ``rule_limit.py``; elsewhere only the benchmark worker's pipe reader,
-export.py's parity threads and a panel's draw lock, see docs/architecture.md).
+"""Where fusion work runs concurrently: the engine turn, a toggle's priority, the warm-up and the rule time limit
+(``timeline_work.py``, ``rule_limit.py``), on the primitives of :mod:`workbench.concurrency`, the one module that
+makes threads, locks and events (elsewhere only the benchmark worker's pipe reader, see docs/architecture.md).
 
 The timeline (``timeline.py``), its step runner and its caches are single-threaded code; this module
 decides what of it runs when:
@@ -28,7 +28,7 @@ decides what of it runs when:
   notebook cell, not importable by a child) and a copy of the graph (hundreds of MB on bert-base).
 """
 
-from .primitives import (Lane, engine_turn, flush_writes, foreground, lower_priority, new_flag, new_lock, spawn,
+from ...concurrency import (Lane, engine_turn, flush_writes, foreground, lower_priority, new_flag, new_lock, spawn,
                          waiting, write_behind)
 from .rule_limit import DEFAULT_RULE_TIME_LIMIT_S, RuleStopped, rule_time_limit, run_limited, set_rule_time_limit
 from .timeline_work import FusionScheduler

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextvars
 import ctypes
 import math
-import threading
 from typing import Callable, TypeVar
 
+from ...concurrency import Thread, spawn
 from ...errors import WorkbenchError
 from ..engine_types import StepFailed
 
@@ -67,8 +67,7 @@ def run_limited(fn: Callable[[], T], what: str, limit_s: float | None = None) ->
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = e
 
-    t = threading.Thread(target=body, name=f"workbench-{what}", daemon=True)
-    t.start()
+    t = spawn(f"workbench-{what}", body)
     t.join(limit)
     if t.is_alive():
         _stop(t)
@@ -84,7 +83,7 @@ def run_limited(fn: Callable[[], T], what: str, limit_s: float | None = None) ->
     return box["value"]
 
 
-def _stop(t: threading.Thread) -> None:
+def _stop(t: Thread) -> None:
     """Raise :class:`RuleStopped` in ``t`` at its next bytecode (CPython's asynchronous exception)."""
     if t.ident is not None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(RuleStopped))

@@ -10,8 +10,9 @@ import time
 import weakref
 from typing import Callable
 
+from ...concurrency import (Flag, Thread, engine_turn, flush_writes, foreground, lower_priority, new_flag, spawn,
+                            waiting)
 from ..adapters import ENGINE_NAMES
-from .primitives import engine_turn, flush_writes, foreground, lower_priority, waiting
 from ...settings import env_number
 
 #: How long :meth:`FusionScheduler.stop_warming` waits for the warm-up's thread to end (one engine step, or a
@@ -51,8 +52,8 @@ class FusionScheduler:
         #: The steps whose toggle the current (or last) warm-up has computed, in the order it did.
         self.warmed: list[str] = []
         self._auto_warm = False
-        self._cancel: threading.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._cancel: Flag | None = None
+        self._thread: Thread | None = None
 
     # ------------------------------------------------------------ runs the user waits for
     def run(self):
@@ -184,7 +185,7 @@ class FusionScheduler:
         order = tl.single_toggles()
         order.sort(key=lambda name: name not in self.warm_first)  # what the user looks at, then in order
         runs = tl.enabled_under(plan)
-        cancel = self._cancel = threading.Event()
+        cancel = self._cancel = new_flag()
         self.warm_error, self.warmed = None, []
 
         def work() -> None:
@@ -201,5 +202,4 @@ class FusionScheduler:
             except Exception as e:  # a branch that fails here fails again, visibly, when toggled
                 self.warm_error = f"{type(e).__name__}: {e}"
 
-        self._thread = threading.Thread(target=work, name="workbench-fusion-warm", daemon=True)
-        self._thread.start()
+        self._thread = spawn("workbench-fusion-warm", work)

@@ -257,9 +257,9 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
         progress: ``progress(row, done, total)`` in the calling thread for every row of the result as it
             lands: first the rows resumed from ``out``, then each measured (or failed) row. ``done``
             counts rows so far, ``total`` the points of the spec.
-        cancel: a ``threading.Event`` (or any object with ``is_set()``, or a callable returning True)
-            checked between rows: once set, no measurement starts; the ones under way (one per node)
-            finish and are kept, and the result says ``"cancelled": True``. Resume later with ``out``.
+        cancel: an event (any object with ``is_set()``, such as :func:`workbench.concurrency.new_flag`'s,
+            or a callable returning True) checked between rows: once set, no measurement starts; the ones under
+            way (one per node) finish and are kept, and the result says ``"cancelled": True``. Resume later with ``out``.
         retries: how many times Ray runs a measurement again when its worker or node dies (``0``: the
             row is reported with the error). A measurement that fails by itself is not retried.
 
@@ -312,7 +312,7 @@ def _checked(executor, retries, cancel) -> Cancelled:
         return cancel.is_set
     if callable(cancel):
         return lambda: bool(cancel())
-    raise ConfigError("cancel must be a threading.Event or a callable returning True to stop")
+    raise ConfigError("cancel must be an event (an object with is_set()) or a callable returning True to stop")
 
 
 def _resume(out: Path | None, configs: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:

@@ -18,9 +18,10 @@ average and the spread are known, and the rule judges what is known.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import asdict, dataclass, field
+
+from ...concurrency import Thread, new_flag, spawn
 
 #: Busy when other processes used more than this share of the cores the benchmark's threads used
 #: (beyond the cores its threads left free) ...
@@ -210,15 +211,14 @@ class LoadSampler:
         self.threads = threads
         self._cores = _affinity()
         self._runnable: list[int] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop = new_flag()
+        self._thread: Thread | None = None
         self._start: tuple | None = None
         self.result: MachineLoad | None = None
 
     def start(self) -> "LoadSampler":
         self._start = (time.monotonic(), _cpu_lines(self._cores), _own_cpu(), _loadavg())
-        self._thread = threading.Thread(target=self._sample, name="workbench-load", daemon=True)
-        self._thread.start()
+        self._thread = spawn("workbench-load", self._sample)
         return self
 
     def _sample(self) -> None:

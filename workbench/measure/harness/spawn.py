@@ -11,12 +11,12 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 
+from ...concurrency import new_lock
 from ...errors import BenchmarkError
 
 #: Held while a process starts with its environment set in the caller's ``os.environ``.
-ENV_LOCK = threading.Lock()
+ENV_LOCK = new_lock()
 _MISSING = object()
 
 

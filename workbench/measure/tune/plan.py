@@ -19,7 +19,7 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
                  exporter: str = "torchscript", attention: str = "eager") -> tuple[object, dict]:
     """This machine's fusion plan (the ablation's tuned plan) and the ablation's result as a dict, cached."""
     from ...config import BenchConfig, FusionPlan
-    from ...models import file_identity
+    from ...cache.identity import file_identity
     from ...ort.machine import describe_machine
     from ...cache.atomic import atomic_write_text
     from ...cache.root import cache_root

@@ -21,7 +21,7 @@ RECIPE_VERSION = 2
 
 
 def _derived_key(export_path: Path, recipe: str) -> str:
-    from ...models import file_identity
+    from ...cache.identity import file_identity
     from ...ort.machine import package_version
 
     key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,

@@ -6,6 +6,8 @@ import html
 import threading
 from typing import Any, Callable
 
+from ...concurrency import new_lock
+
 
 def esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
@@ -56,7 +58,7 @@ class Panel:
     def __init__(self, state, controller):
         self.state = state
         self.controller = controller
-        self._lock = threading.RLock()  # state changes arrive from background jobs too
+        self._lock = new_lock(reentrant=True)  # state changes arrive from background jobs too
         self._loop = kernel_loop()
         self._due: set[int] = set()
         self.errors: list[str] = []  # drawing errors on the kernel's event loop

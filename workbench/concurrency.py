@@ -1,5 +1,7 @@
-"""The concurrency primitives of the workbench: the engine turn, a toggle's priority, threads, lanes, locks,
-flags and the one writer thread (see the package's docstring)."""
+"""The concurrency primitives of the workbench, the one module that makes threads, locks and events: the engine
+turn, a toggle's priority, threads, lanes, locks, flags and the one writer thread. The fusion scheduler
+(:mod:`workbench.fusion.scheduler`), the app's jobs and panels, the export's parity check and the load sampler use
+them; elsewhere only the benchmark worker's pipe reader (``measure/harness/bench.py``) makes its own thread."""
 
 from __future__ import annotations
 
@@ -8,6 +10,12 @@ import os
 import queue
 import threading
 from typing import Callable
+
+
+#: The type :func:`spawn` returns.
+Thread = threading.Thread
+#: The type :func:`new_flag` returns.
+Flag = threading.Event
 
 
 # ------------------------------------------------------------------ the engine turn and a toggle's priority
