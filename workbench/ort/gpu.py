@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
 from ..errors import ConfigError, RuntimeUnavailableError, first_line
 from .cuda_build import cuda_build
+from .machine import nvidia_smi
 from .session import (PROVIDERS, create_session, cuda_status, native_stderr, nvidia_gpu_present, probe_model,
                       reason_from_log, session_options)
 
@@ -278,15 +278,7 @@ class GpuFacts:
 
 
 def _smi() -> list[str]:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return []
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    rows = nvidia_smi("name,driver_version,memory.total")
     return [c.strip() for c in rows[0].split(",")] if rows else []
 
 

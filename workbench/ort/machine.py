@@ -110,17 +110,23 @@ def microarchitecture() -> str | None:
         return None
 
 
-def gpu_names() -> list[str]:
-    """GPU names from nvidia-smi, without importing a CUDA library."""
+def nvidia_smi(query: str) -> list[str]:
+    """One line per GPU of ``nvidia-smi --query-gpu=QUERY`` (csv, no header); [] without nvidia-smi or a driver.
+    Reads no CUDA library."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+        out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def gpu_names() -> list[str]:
+    """GPU names from nvidia-smi, without importing a CUDA library."""
+    return nvidia_smi("name,memory.total,driver_version")
 
 
 def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> dict:
