@@ -356,6 +356,3 @@ def model_bytes(path: Path) -> int:
                 pass
     return total
 
-
-def node_count(model: onnx.ModelProto) -> int:
-    return len(model.graph.node)

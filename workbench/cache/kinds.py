@@ -157,16 +157,4 @@ def _rmdir(d: Path) -> None:
         pass  # not empty: something the workbench did not write is in it
 
 
-def entry_kind(root: Path, path: Path) -> CacheKind | None:
-    """The kind whose folder holds ``path`` directly, or None."""
-    for k in KINDS:
-        try:
-            if os.path.samefile(k.folder(root), path.parent):
-                return k
-        except OSError:
-            continue
-    return None
-
-
-__all__ = ["remove_owned", "CacheKind", "KINDS", "BY_NAME", "ROOT_FILES", "temp_target", "is_temp_name",
-           "entry_kind"]
+__all__ = ["remove_owned", "CacheKind", "KINDS", "BY_NAME", "ROOT_FILES", "temp_target", "is_temp_name"]

@@ -379,10 +379,6 @@ def _clear_damage(graph: Path, meta: Path, problems: list[tuple[Path, str]]) -> 
         raise CacheDamagedError(_damage_line(graph, problems, f"it cannot be removed here ({e.strerror})")) from e
 
 
-def remove_staging(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
 __all__ = ["SHARE_BYTES", "WEIGHTS_DIR", "SHA256", "KIND", "group_of", "group_of_model", "open_group", "paths",
            "find", "sidecar", "publish", "staging", "read_files", "entry_files", "unused_weights", "damage",
            "damaged_entries"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import common
 from ..errors import WorkbenchError
-from ..workshop.notebooks import DEFAULT_FOLDER, copy_notebooks, notebooks_dir  # noqa: F401  (notebooks_dir: its earlier home)
+from ..workshop.notebooks import DEFAULT_FOLDER, copy_notebooks, notebooks_dir
 
 
 def lab_command(port: int | None = None, browser: bool = True, folder: Path | None = None) -> list[str]:

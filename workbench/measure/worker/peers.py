@@ -70,11 +70,4 @@ def compiler_status() -> tuple[bool, str]:
     return True, ""
 
 
-def openvino_default_precision(isa) -> str:
-    """What OpenVINO's CPU plugin picks by default: bf16 where the CPU has native bf16, else f32."""
-    isa = set(isa or ())
-    return "bf16" if {"AVX512-BF16", "AMX-BF16"} & isa else "f32"
-
-
-__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "import_openvino", "openvino_status", "nncf_status", "compiler_status",
-           "openvino_default_precision"]
+__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "import_openvino", "openvino_status", "nncf_status", "compiler_status"]
