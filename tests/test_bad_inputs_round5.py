@@ -389,12 +389,12 @@ def test_tune_refuses_a_text_of_control_characters_in_one_line(tmp_path):
 SLOW_PARITY = textwrap.dedent('''
     import sys, time
     import workbench.export as ex
-    checked = ex._checked_parity
+    checked = ex.checked_parity
     def slow(*a, **k):
         print("in parity", flush=True)
         time.sleep(60)
         return checked(*a, **k)
-    ex._checked_parity = slow
+    ex.checked_parity = slow
     from workbench.cli import main
     sys.exit(main(["export", "bert-tiny", "--no-cache"]))
 ''')
