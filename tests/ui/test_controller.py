@@ -189,7 +189,7 @@ def test_answers_on_real_text_fill_the_rows_and_the_precision_rows(tmp_path):
         assert all(sn.task_parity["kind"] == "embedding" for sn in s.snapshots[1:])
         names = [a["name"] for a in s.answers]
         assert names == ["int8", "fp16"] and all("spearman" in a or "error" in a for a in s.answers)
-        assert "answers" in c.report_data() and c.report_data()["text"]["sentences"] == 5
+        assert "answers" in c.report.report_data() and c.report.report_data()["text"]["sentences"] == 5
     finally:
         c.close()
 

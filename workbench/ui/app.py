@@ -322,11 +322,11 @@ class Workbench:
         self.controller.run_sweep(spec, executor, **kw)
 
     def report_data(self) -> dict:
-        return self.controller.report_data()
+        return self.controller.report.report_data()
 
     def save_report(self, path: str | os.PathLike | None = None) -> Path | None:
         """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
-        return self.controller.save_report(path)
+        return self.controller.report.save_report(path)
 
     # ----------------------------------------------------------------- closing
     def _stop_threads(self, timeout: float = 10) -> None:

@@ -17,7 +17,7 @@ from ..errors import WorkbenchError
 from .auto_engine import EngineActions
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
-from .reporting import ReportActions
+from .reporting import Reporting
 from .graph_tools import GraphTools
 from .live_rules import LiveRules
 from .loading import ModelLoading
@@ -31,7 +31,7 @@ from ..ort.session import cuda_status
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
 
 
-class Controller(EngineActions, MeasureActions, ReportActions):
+class Controller(EngineActions, MeasureActions):
     """Every action of the app; the only writer of ``state``.
 
     Args:
@@ -69,6 +69,8 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.parity = ParityChecks(self)
         #: Export (or reuse the export) and run the fusion timeline: the "load" job.
         self.loading = ModelLoading(self)
+        #: The report feature: everything on screen as plain data (``report_data``) and the HTML file.
+        self.report = Reporting(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
