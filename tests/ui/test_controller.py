@@ -197,13 +197,13 @@ def test_answers_on_real_text_fill_the_rows_and_the_precision_rows(tmp_path):
 def test_a_sweep_from_the_app_fills_its_table(ctl, tmp_path):
     """The sweep panel's Run: a YAML spec, measured here one point at a time, rows as they land."""
     spec = "models: [bert-tiny]\nplans: [default, {disable: [attention]}]\nseq: [16]\nthreads: [1]\nruns: 3\nwarmup: 1\n"
-    ctl.run_sweep(spec, "local", out=str(tmp_path / "sweep.json"))
+    ctl.sweep.run_sweep(spec, "local", out=str(tmp_path / "sweep.json"))
     s = ctl.state
     assert s.error is None, s.error
     assert s.sweep["running"] is False and len(s.sweep["rows"]) == 2
     assert all(r["p50_ms"] > 0 and r["machine"]["cpu"] for r in s.sweep["rows"])
     assert (tmp_path / "sweep.json").is_file() and s.jobs["sweep"].state == "done"
-    ctl.run_sweep("models: [bert-tiny", "local")  # not YAML: one line, nothing run
+    ctl.sweep.run_sweep("models: [bert-tiny", "local")  # not YAML: one line, nothing run
     assert "not valid YAML" in s.error and "\n" not in s.error
 
 

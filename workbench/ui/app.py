@@ -303,13 +303,13 @@ class Workbench:
 
     def ablate(self, steps: list[str] | None = None) -> None:
         """What each fusion buys here: the plan without each fired step, timed against the full plan."""
-        self.controller.ablate(steps)
+        self.controller.tuning.ablate(steps)
 
     def tune(self, out: str | os.PathLike | None = None) -> None:
         """The fastest variant whose answers hold on this machine, measured against PyTorch eager,
         torch.compile and OpenVINO in one worker (``workbench tune``); with ``out`` it is saved there
         (model.onnx, tokenizer, README.md model card). The result lands in :attr:`tune_result`."""
-        self.controller.tune(out)
+        self.controller.tuning.tune(out)
 
     tune_result = property(lambda self: self.state.tune)
 
@@ -319,7 +319,7 @@ class Workbench:
 
     def run_sweep(self, spec: dict | str, executor: str = "local", **kw) -> None:
         """Run a fleet sweep (see ``workbench sweep``); its table fills the sweep panel."""
-        self.controller.run_sweep(spec, executor, **kw)
+        self.controller.sweep.run_sweep(spec, executor, **kw)
 
     def report_data(self) -> dict:
         return self.controller.report.report_data()

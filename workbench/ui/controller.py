@@ -2,7 +2,7 @@
 
 The controller loads a model (through :class:`~workbench.ui.loading.ModelLoading`), toggles and selects
 steps, checks parity, shows the session layer, and (through :class:`~workbench.ui.measuring.MeasureActions`)
-benchmarks, profiles, ablates, checks answers on real text and runs sweeps. It calls the compute modules and writes what comes back into
+benchmarks, profiles and checks answers on real text; its feature objects (``tuning``, ``sweep``, ``report``, ...) ablate, tune, sweep and write the report. It calls the compute modules and writes what comes back into
 the :class:`~workbench.ui.state.AppState`; every piece of background work goes through the
 :class:`~workbench.ui.jobs.JobRunner`. It never imports ipywidgets: panels observe the state.
 """
@@ -18,6 +18,8 @@ from .auto_engine import EngineActions
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
 from .reporting import Reporting
+from .sweep import Sweep
+from .tuning import Tuning
 from .graph_tools import GraphTools
 from .live_rules import LiveRules
 from .loading import ModelLoading
@@ -71,6 +73,10 @@ class Controller(EngineActions, MeasureActions):
         self.loading = ModelLoading(self)
         #: The report feature: everything on screen as plain data (``report_data``) and the HTML file.
         self.report = Reporting(self)
+        #: What each fusion buys here (``ablate``) and ``workbench tune`` (``tune``), in the measure lane.
+        self.tuning = Tuning(self)
+        #: A fleet sweep from the sweep panel (``run_sweep``, ``stop_sweep``), in the measure lane.
+        self.sweep = Sweep(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
