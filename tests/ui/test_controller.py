@@ -179,7 +179,7 @@ def test_answers_on_real_text_fill_the_rows_and_the_precision_rows(tmp_path):
     try:
         c.load()
         assert c.state.error is None, c.state.error
-        c.use_text("The cat sat on the mat.\nA cat was sitting on a rug.\nHow do I reset my password?\n"
+        c.text_answers.use_text("The cat sat on the mat.\nA cat was sitting on a rug.\nHow do I reset my password?\n"
                    "I forgot my password.\nStocks fell on Tuesday.")
         s = c.state
         assert s.error is None, s.error

@@ -315,7 +315,7 @@ class Workbench:
 
     def use_text(self, sentences: list[str] | str | None = None, **kw) -> None:
         """Check answers on real sentences (None: the built-in set): per step, and for int8 and fp16."""
-        self.controller.use_text(sentences, **kw)
+        self.controller.text_answers.use_text(sentences, **kw)
 
     def run_sweep(self, spec: dict | str, executor: str = "local", **kw) -> None:
         """Run a fleet sweep (see ``workbench sweep``); its table fills the sweep panel."""

@@ -2,7 +2,8 @@
 
 The controller loads a model (through :class:`~workbench.ui.loading.ModelLoading`), toggles and selects
 steps, checks parity, shows the session layer, and (through :class:`~workbench.ui.measuring.MeasureActions`)
-benchmarks, profiles and checks answers on real text; its feature objects (``tuning``, ``sweep``, ``report``, ...) ablate, tune, sweep and write the report. It calls the compute modules and writes what comes back into
+benchmarks and profiles; its feature objects (``tuning``, ``sweep``, ``text_answers``, ``report``, ...) ablate, tune,
+sweep, check answers on real text and write the report. It calls the compute modules and writes what comes back into
 the :class:`~workbench.ui.state.AppState`; every piece of background work goes through the
 :class:`~workbench.ui.jobs.JobRunner`. It never imports ipywidgets: panels observe the state.
 """
@@ -19,6 +20,7 @@ from .jobs import Job, JobRunner
 from .measuring import MeasureActions
 from .reporting import Reporting
 from .sweep import Sweep
+from .text_answers import TextAnswers
 from .tuning import Tuning
 from .graph_tools import GraphTools
 from .live_rules import LiveRules
@@ -77,6 +79,8 @@ class Controller(EngineActions, MeasureActions):
         self.tuning = Tuning(self)
         #: A fleet sweep from the sweep panel (``run_sweep``, ``stop_sweep``), in the measure lane.
         self.sweep = Sweep(self)
+        #: Answers checked on real sentences (``use_text``), per step and for int8 / fp16, in the measure lane.
+        self.text_answers = TextAnswers(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
@@ -170,6 +174,10 @@ class Controller(EngineActions, MeasureActions):
     def generation(self) -> int:
         """Bumped whenever the snapshots change: work on older ones is dropped."""
         return self._gen
+
+    def bump_generation(self) -> None:
+        """The snapshots' results are stale (new text): parity and work on the older ones are dropped."""
+        self._gen += 1
 
     @property
     def clicks_in_flight(self) -> bool:
@@ -319,11 +327,6 @@ class Controller(EngineActions, MeasureActions):
 
         if width_px:
             self.state.pane_width = pane_sizes(width_px)[0]
-
-    # ----------------------------------------------------------------- parity (ui/parity_checks.py)
-    def _parity_pass(self, job: Job | None, report: bool = False) -> bool:
-        # ui/measuring.py calls this after its answers job; the pass itself is ParityChecks.run_pass.
-        return self.parity.run_pass(job, report)
 
     # ----------------------------------------------------------------- closing
     def stop_warming(self) -> None:

@@ -1,7 +1,8 @@
-"""The controller's measuring actions: benchmark, operator profile, answers on real text.
+"""The controller's measuring actions: benchmark, GPU column, operator profile.
 
 Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller file stays short);
-ablation and tune are :class:`~workbench.ui.tuning.Tuning`, sweeps :class:`~workbench.ui.sweep.Sweep`.
+ablation and tune are :class:`~workbench.ui.tuning.Tuning`, sweeps :class:`~workbench.ui.sweep.Sweep`,
+answers on real text :class:`~workbench.ui.text_answers.TextAnswers`.
 Everything here, and in those features, runs in the job runner's "measure" lane (:data:`MEASURE_LANE`),
 one at a time: two measurements at once would time each other.
 """
@@ -19,7 +20,7 @@ MEASURE_LANE = "measure"
 
 
 class MeasureActions:
-    """Benchmark, profile and answers actions (mixed into the controller)."""
+    """Benchmark and profile actions (mixed into the controller)."""
 
     # ----------------------------------------------------------------- shared
     def measuring(self) -> bool:
@@ -234,46 +235,6 @@ class MeasureActions:
             self.say("profile done: nodes coloured by their share of latency", "ok")
 
         self.runner.start("profile", work, lane=MEASURE_LANE)
-
-    # ----------------------------------------------------------------- real text
-    def use_text(self, sentences: list[str] | str | None = None, *, precisions: tuple[str, ...] = ("int8", "fp16")) -> None:
-        """Check answers on real text: the sentences (a list, text with one per line, or None for the
-        built-in set) are tokenized with the model's tokenizer; every step's parity then includes its
-        task parity, and int8 / fp16 are checked against the unfused export (``state.answers``)."""
-        if self.timeline is None or self.export_result is None:
-            self.say("load a model first", "error")
-            return
-        if isinstance(sentences, str):
-            sentences = [line.strip() for line in sentences.splitlines() if line.strip()]
-        s = self.state
-
-        def work(job: Job) -> None:
-            from ..measure.variants.answers import task_answers
-            from ..text import text_batches
-
-            src = self.export_result.source
-            job.progress(f"tokenizing with {src.name}'s tokenizer", 0.05)
-            text = text_batches(src, sentences or None)
-            d = text.describe()
-            self.text = text
-            with s.hold_trait_notifications():
-                s.sentences = tuple(text.sentences)
-                s.text_line = (f"{d['sentences']} sentences in {d['batches']} batches (lengths "
-                               f"{', '.join(f'{k}×{v}' for k, v in d['bucket_mix'].items())}; "
-                               f"{d['padding_share'] * 100:.0f}% padding); check: {d['kind']}")
-                s.answers = ()
-            self.timeline.use_text(text)
-            self._gen += 1
-            job.progress("task parity of every step", 0.1)
-            self._parity_pass(job, report=False)
-            if precisions:
-                job.progress(f"answers of {', '.join(precisions)} against the unfused export", 0.6)
-                res = task_answers(src, plan=self.timeline.plan, precisions=precisions, text=text,
-                                   progress=lambda stage, f: job.progress(f"answers: {stage}", 0.6 + 0.4 * f))
-                s.answers = tuple({"name": k, **v} for k, v in res["precisions"].items())
-            self.say("answers checked on the text: see the answers column and the precision rows", "ok")
-
-        self.runner.start("answers", work, lane=MEASURE_LANE)
 
 
 __all__ = ["MEASURE_LANE", "MeasureActions"]
