@@ -179,7 +179,7 @@ def test_answers_on_real_text_fill_the_rows_and_the_precision_rows(tmp_path):
     try:
         c.load()
         assert c.state.error is None, c.state.error
-        c.use_text("The cat sat on the mat.\nA cat was sitting on a rug.\nHow do I reset my password?\n"
+        c.text_answers.use_text("The cat sat on the mat.\nA cat was sitting on a rug.\nHow do I reset my password?\n"
                    "I forgot my password.\nStocks fell on Tuesday.")
         s = c.state
         assert s.error is None, s.error
@@ -189,7 +189,7 @@ def test_answers_on_real_text_fill_the_rows_and_the_precision_rows(tmp_path):
         assert all(sn.task_parity["kind"] == "embedding" for sn in s.snapshots[1:])
         names = [a["name"] for a in s.answers]
         assert names == ["int8", "fp16"] and all("spearman" in a or "error" in a for a in s.answers)
-        assert "answers" in c.report_data() and c.report_data()["text"]["sentences"] == 5
+        assert "answers" in c.report.report_data() and c.report.report_data()["text"]["sentences"] == 5
     finally:
         c.close()
 
@@ -197,13 +197,13 @@ def test_answers_on_real_text_fill_the_rows_and_the_precision_rows(tmp_path):
 def test_a_sweep_from_the_app_fills_its_table(ctl, tmp_path):
     """The sweep panel's Run: a YAML spec, measured here one point at a time, rows as they land."""
     spec = "models: [bert-tiny]\nplans: [default, {disable: [attention]}]\nseq: [16]\nthreads: [1]\nruns: 3\nwarmup: 1\n"
-    ctl.run_sweep(spec, "local", out=str(tmp_path / "sweep.json"))
+    ctl.sweep.run_sweep(spec, "local", out=str(tmp_path / "sweep.json"))
     s = ctl.state
     assert s.error is None, s.error
     assert s.sweep["running"] is False and len(s.sweep["rows"]) == 2
     assert all(r["p50_ms"] > 0 and r["machine"]["cpu"] for r in s.sweep["rows"])
     assert (tmp_path / "sweep.json").is_file() and s.jobs["sweep"].state == "done"
-    ctl.run_sweep("models: [bert-tiny", "local")  # not YAML: one line, nothing run
+    ctl.sweep.run_sweep("models: [bert-tiny", "local")  # not YAML: one line, nothing run
     assert "not valid YAML" in s.error and "\n" not in s.error
 
 

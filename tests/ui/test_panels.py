@@ -18,7 +18,20 @@ class StubController:
                                                                               "1: attention")]
 
     def __getattr__(self, name):
-        return lambda *a, **k: self.calls.append((name, a, k))
+        return _Recorder(self.calls, name)
+
+
+class _Recorder:
+    """A controller method (records its call by name) or a feature object (``controller.sweep.run_sweep``)."""
+
+    def __init__(self, calls: list, name: str):
+        self.calls, self.name = calls, name
+
+    def __call__(self, *a, **k):
+        self.calls.append((self.name, a, k))
+
+    def __getattr__(self, name):
+        return _Recorder(self.calls, name)
 
 
 @pytest.fixture()

@@ -303,30 +303,30 @@ class Workbench:
 
     def ablate(self, steps: list[str] | None = None) -> None:
         """What each fusion buys here: the plan without each fired step, timed against the full plan."""
-        self.controller.ablate(steps)
+        self.controller.tuning.ablate(steps)
 
     def tune(self, out: str | os.PathLike | None = None) -> None:
         """The fastest variant whose answers hold on this machine, measured against PyTorch eager,
         torch.compile and OpenVINO in one worker (``workbench tune``); with ``out`` it is saved there
         (model.onnx, tokenizer, README.md model card). The result lands in :attr:`tune_result`."""
-        self.controller.tune(out)
+        self.controller.tuning.tune(out)
 
     tune_result = property(lambda self: self.state.tune)
 
     def use_text(self, sentences: list[str] | str | None = None, **kw) -> None:
         """Check answers on real sentences (None: the built-in set): per step, and for int8 and fp16."""
-        self.controller.use_text(sentences, **kw)
+        self.controller.text_answers.use_text(sentences, **kw)
 
     def run_sweep(self, spec: dict | str, executor: str = "local", **kw) -> None:
         """Run a fleet sweep (see ``workbench sweep``); its table fills the sweep panel."""
-        self.controller.run_sweep(spec, executor, **kw)
+        self.controller.sweep.run_sweep(spec, executor, **kw)
 
     def report_data(self) -> dict:
-        return self.controller.report_data()
+        return self.controller.report.report_data()
 
     def save_report(self, path: str | os.PathLike | None = None) -> Path | None:
         """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
-        return self.controller.save_report(path)
+        return self.controller.report.save_report(path)
 
     # ----------------------------------------------------------------- closing
     def _stop_threads(self, timeout: float = 10) -> None:

@@ -2,7 +2,8 @@
 
 The controller loads a model (through :class:`~workbench.ui.loading.ModelLoading`), toggles and selects
 steps, checks parity, shows the session layer, and (through :class:`~workbench.ui.measuring.MeasureActions`)
-benchmarks, profiles, ablates, checks answers on real text and runs sweeps. It calls the compute modules and writes what comes back into
+benchmarks and profiles; its feature objects (``tuning``, ``sweep``, ``text_answers``, ``report``, ...) ablate, tune,
+sweep, check answers on real text and write the report. It calls the compute modules and writes what comes back into
 the :class:`~workbench.ui.state.AppState`; every piece of background work goes through the
 :class:`~workbench.ui.jobs.JobRunner`. It never imports ipywidgets: panels observe the state.
 """
@@ -17,7 +18,10 @@ from ..errors import WorkbenchError
 from .auto_engine import EngineActions
 from .jobs import Job, JobRunner
 from .measuring import MeasureActions
-from .reporting import ReportActions
+from .reporting import Reporting
+from .sweep import Sweep
+from .text_answers import TextAnswers
+from .tuning import Tuning
 from .graph_tools import GraphTools
 from .live_rules import LiveRules
 from .loading import ModelLoading
@@ -31,7 +35,7 @@ from ..ort.session import cuda_status
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
 
 
-class Controller(EngineActions, MeasureActions, ReportActions):
+class Controller(EngineActions, MeasureActions):
     """Every action of the app; the only writer of ``state``.
 
     Args:
@@ -69,6 +73,14 @@ class Controller(EngineActions, MeasureActions, ReportActions):
         self.parity = ParityChecks(self)
         #: Export (or reuse the export) and run the fusion timeline: the "load" job.
         self.loading = ModelLoading(self)
+        #: The report feature: everything on screen as plain data (``report_data``) and the HTML file.
+        self.report = Reporting(self)
+        #: What each fusion buys here (``ablate``) and ``workbench tune`` (``tune``), in the measure lane.
+        self.tuning = Tuning(self)
+        #: A fleet sweep from the sweep panel (``run_sweep``, ``stop_sweep``), in the measure lane.
+        self.sweep = Sweep(self)
+        #: Answers checked on real sentences (``use_text``), per step and for int8 / fp16, in the measure lane.
+        self.text_answers = TextAnswers(self)
 
     # ----------------------------------------------------------------- status
     def say(self, text: str, kind: str = "info") -> None:
@@ -162,6 +174,10 @@ class Controller(EngineActions, MeasureActions, ReportActions):
     def generation(self) -> int:
         """Bumped whenever the snapshots change: work on older ones is dropped."""
         return self._gen
+
+    def bump_generation(self) -> None:
+        """The snapshots' results are stale (new text): parity and work on the older ones are dropped."""
+        self._gen += 1
 
     @property
     def clicks_in_flight(self) -> bool:
@@ -311,11 +327,6 @@ class Controller(EngineActions, MeasureActions, ReportActions):
 
         if width_px:
             self.state.pane_width = pane_sizes(width_px)[0]
-
-    # ----------------------------------------------------------------- parity (ui/parity_checks.py)
-    def _parity_pass(self, job: Job | None, report: bool = False) -> bool:
-        # ui/measuring.py calls this after its answers job; the pass itself is ParityChecks.run_pass.
-        return self.parity.run_pass(job, report)
 
     # ----------------------------------------------------------------- closing
     def stop_warming(self) -> None:

@@ -1,29 +1,31 @@
-"""The controller's measuring actions: benchmark, operator profile, ablation, answers on real text, sweeps.
+"""The controller's measuring actions: benchmark, GPU column, operator profile.
 
-Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller file stays short).
-Everything here runs in the job runner's "measure" lane, one at a time: two measurements at once
-would time each other.
+Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller file stays short);
+ablation and tune are :class:`~workbench.ui.tuning.Tuning`, sweeps :class:`~workbench.ui.sweep.Sweep`,
+answers on real text :class:`~workbench.ui.text_answers.TextAnswers`.
+Everything here, and in those features, runs in the job runner's "measure" lane (:data:`MEASURE_LANE`),
+one at a time: two measurements at once would time each other.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from ..errors import WorkbenchError
 from .jobs import Job
 from .views import step_name
 
-_MEASURE = "measure"
+#: The job runner's lane for every measurement: one at a time, two would time each other.
+MEASURE_LANE = "measure"
 
 
 class MeasureActions:
-    """Benchmark, profile, ablation, answers and sweep actions (mixed into the controller)."""
+    """Benchmark and profile actions (mixed into the controller)."""
 
     # ----------------------------------------------------------------- shared
     def measuring(self) -> bool:
         """A benchmark, profile, ablation or sweep is running."""
-        return self.runner.lane_busy(_MEASURE) or bool(self._bench is not None and not self._bench.done)
+        return self.runner.lane_busy(MEASURE_LANE) or bool(self._bench is not None and not self._bench.done)
 
     def ready_to_measure(self, busy: str = "a measurement is already running: wait for it or stop it first") -> bool:
         """A model is loaded and nothing else is measuring; otherwise say why in the status line."""
@@ -36,7 +38,7 @@ class MeasureActions:
         return True
 
     def wait_measure(self, timeout: float | None = 600) -> None:
-        self.runner.wait(_MEASURE, timeout)
+        self.runner.wait(MEASURE_LANE, timeout)
 
     def variant_choices(self) -> list[tuple[str, str]]:
         """(label, key) per snapshot for the benchmark's variant list; the two ends say what they are."""
@@ -189,7 +191,7 @@ class MeasureActions:
                 msg += f" ({r.ratio(keys[0], keys[-1]):.2f}x)"
             self.say(msg + (f"; {busy}" if busy else ""), "ok")
 
-        self.runner.start("benchmark", work, lane=_MEASURE)
+        self.runner.start("benchmark", work, lane=MEASURE_LANE)
 
     def stop_benchmark(self) -> None:
         if self._bench is not None and not self._bench.done:
@@ -232,136 +234,7 @@ class MeasureActions:
             self.set_view(overlay=True)
             self.say("profile done: nodes coloured by their share of latency", "ok")
 
-        self.runner.start("profile", work, lane=_MEASURE)
-
-    # ----------------------------------------------------------------- ablation
-    def ablate(self, steps: list[str] | None = None) -> None:
-        """What each fusion buys here: the plan without each fired step, timed against the full plan."""
-        if not self.ready_to_measure():
-            return
-        s = self.state
-
-        def work(job: Job) -> None:
-            from ..measure.tune.ablation import fusion_ablation
-
-            res = fusion_ablation(self.export_result.source, s.bench_config(), plan=self.timeline.plan,
-                                  exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
-                                  progress=lambda stage, f: job.progress(f"what each fusion buys: {stage}", f))
-            s.ablation = res
-            t = res.tuned_plan
-            self.say("each fusion measured; " + (f"on this machine switch off {', '.join(sorted(t.disabled))}"
-                                                if t.disabled else "every step helps or is within noise"), "ok")
-
-        self.runner.start("ablation", work, lane=_MEASURE)
-
-    # ----------------------------------------------------------------- tune
-    def tune(self, out: str | Path | None = None) -> None:
-        """The fastest variant whose answers hold here, against PyTorch, torch.compile and OpenVINO
-        (``workbench tune``); with ``out``, saved there ready to deploy (a new or empty folder)."""
-        if not self.ready_to_measure():
-            return
-        s = self.state
-        if out is not None:
-            from ..measure.tune.save import check_target
-            try:
-                check_target(out)
-            except WorkbenchError as e:
-                self.say(str(e), "error")
-                return
-
-        def work(job: Job) -> None:
-            from ..measure.tune.run import tune
-            from ..measure.tune.save import save
-
-            src = self.export_result.source
-            text = self.text if (self.text is not None and s.bench_on_text) else None
-            res = tune(src, text=text, cfg=s.bench_config(), plan=self.timeline.plan, exporter=s.exporter,
-                       attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
-            if out is not None:
-                res.saved = save(res, out, src)
-            s.tune = res
-            from ..measure.tune.rows import fig
-
-            recs = ", ".join(f"{w} {r.variant} {fig(w, r.figure)}" for w, r in res.recommended.items())
-            self.say(f"tuned: {recs}" + (f", saved to {res.saved['dir']}" if res.saved else ""), "ok")
-
-        self.runner.start("tune", work, lane=_MEASURE)
-
-    # ----------------------------------------------------------------- real text
-    def use_text(self, sentences: list[str] | str | None = None, *, precisions: tuple[str, ...] = ("int8", "fp16")) -> None:
-        """Check answers on real text: the sentences (a list, text with one per line, or None for the
-        built-in set) are tokenized with the model's tokenizer; every step's parity then includes its
-        task parity, and int8 / fp16 are checked against the unfused export (``state.answers``)."""
-        if self.timeline is None or self.export_result is None:
-            self.say("load a model first", "error")
-            return
-        if isinstance(sentences, str):
-            sentences = [line.strip() for line in sentences.splitlines() if line.strip()]
-        s = self.state
-
-        def work(job: Job) -> None:
-            from ..measure.variants.answers import task_answers
-            from ..text import text_batches
-
-            src = self.export_result.source
-            job.progress(f"tokenizing with {src.name}'s tokenizer", 0.05)
-            text = text_batches(src, sentences or None)
-            d = text.describe()
-            self.text = text
-            with s.hold_trait_notifications():
-                s.sentences = tuple(text.sentences)
-                s.text_line = (f"{d['sentences']} sentences in {d['batches']} batches (lengths "
-                               f"{', '.join(f'{k}×{v}' for k, v in d['bucket_mix'].items())}; "
-                               f"{d['padding_share'] * 100:.0f}% padding); check: {d['kind']}")
-                s.answers = ()
-            self.timeline.use_text(text)
-            self._gen += 1
-            job.progress("task parity of every step", 0.1)
-            self._parity_pass(job, report=False)
-            if precisions:
-                job.progress(f"answers of {', '.join(precisions)} against the unfused export", 0.6)
-                res = task_answers(src, plan=self.timeline.plan, precisions=precisions, text=text,
-                                   progress=lambda stage, f: job.progress(f"answers: {stage}", 0.6 + 0.4 * f))
-                s.answers = tuple({"name": k, **v} for k, v in res["precisions"].items())
-            self.say("answers checked on the text: see the answers column and the precision rows", "ok")
-
-        self.runner.start("answers", work, lane=_MEASURE)
-
-    # ----------------------------------------------------------------- fleet sweep
-    def run_sweep(self, spec: dict | str, executor: str = "local", *, address: str | None = None,
-                  out: str | None = None) -> None:
-        """Run a fleet sweep (``workbench.measure.fleet.run``); rows land in ``state.sweep`` as they come."""
-        if self.measuring():
-            self.say("a measurement is already running: wait for it or stop it first", "error")
-            return
-        s = self.state
-
-        def work(job: Job) -> None:
-            from ..errors import ConfigError
-            from ..measure.fleet.run import run_sweep
-            from ..measure.fleet.spec import safe_yaml
-
-            spec_ = spec
-            if isinstance(spec, str) and not Path(spec).expanduser().is_file():
-                spec_ = safe_yaml(spec, "the sweep spec")  # alias bombs refused before anything is built
-                if not isinstance(spec_, dict):
-                    raise ConfigError("the sweep spec must be a YAML mapping of axes, e.g. 'models: [bert-tiny]'")
-            rows: list[dict] = []
-
-            def progress(row: dict, done: int, total: int) -> None:
-                rows.append(row)
-                s.sweep = {"rows": list(rows), "total": total, "running": True}
-                job.progress(f"sweep: {done} of {total} measured", done / max(1, total))
-
-            res = run_sweep(spec_, executor, address=address, out=out, progress=progress,
-                            cancel=lambda: job.cancelled)
-            s.sweep = {**res, "running": False}
-            self.say(f"sweep done: {len(res['rows'])} rows on {len(res.get('nodes', []))} node(s)", "ok")
-
-        self.runner.start("sweep", work, lane=_MEASURE)
-
-    def stop_sweep(self) -> None:
-        self.runner.cancel("sweep")
+        self.runner.start("profile", work, lane=MEASURE_LANE)
 
 
-__all__ = ["MeasureActions"]
+__all__ = ["MEASURE_LANE", "MeasureActions"]

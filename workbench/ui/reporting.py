@@ -1,6 +1,7 @@
-"""The controller's report actions: everything on screen as plain data, and the HTML file.
+"""The report feature: everything on screen as plain data, and the HTML file.
 
-Part of :class:`~workbench.ui.controller.Controller` (a mixin, so the controller file stays short).
+:class:`Reporting` reads the one :class:`~workbench.ui.state.AppState` and writes only ``state.report_path``
+(and the status line, through the controller's ``say``).
 """
 
 from __future__ import annotations
@@ -16,23 +17,31 @@ from .. import __version__
 from ..viz.report import write_report
 
 
-class ReportActions:
-    """``report_data`` and ``save_report`` (mixed into the controller)."""
+class Reporting:
+    """``report_data`` and ``save_report``.
+
+    Args:
+        app: the controller: its ``state``, ``export_result``, ``timeline``, ``text`` and ``say``.
+    """
+
+    def __init__(self, app):
+        self.app = app
 
     def report_data(self) -> dict:
         """Plain data for :func:`workbench.viz.report.write_report`."""
 
-        s = self.state
+        app = self.app
+        s = app.state
         data: dict[str, Any] = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "errors": []}
-        if self.export_result is not None:
-            data["model"] = self.export_result.source.describe()
-            data["export"] = self.export_result.to_dict()
+        if app.export_result is not None:
+            data["model"] = app.export_result.source.describe()
+            data["export"] = app.export_result.to_dict()
         if s.snapshots:
-            data["fusion"] = {"engine": getattr(self.timeline, "engine_used", s.engine),
-                              "engine_note": s.engine_note or getattr(self.timeline, "engine_note", ""),
+            data["fusion"] = {"engine": getattr(app.timeline, "engine_used", s.engine),
+                              "engine_note": s.engine_note or getattr(app.timeline, "engine_note", ""),
                               "steps": [_snap_dict(sn) for sn in s.snapshots]}
-        if self.text is not None:
-            data["text"] = self.text.describe()
+        if app.text is not None:
+            data["text"] = app.text.describe()
         if s.bench_result is not None:
             data["bench"] = s.bench_result.to_dict(samples=True)
         if s.ablation is not None:
@@ -52,13 +61,13 @@ class ReportActions:
         try:
             out = write_report(self.report_data(), dest)
         except WorkbenchError as e:
-            self.say(str(e), "error")
+            self.app.say(str(e), "error")
             return None
         except OSError as e:
-            self.say(f"could not write the report to {dest}: {e.strerror or e}", "error")
+            self.app.say(f"could not write the report to {dest}: {e.strerror or e}", "error")
             return None
-        self.state.report_path = str(out)
-        self.say(f"report saved to {out}", "ok")
+        self.app.state.report_path = str(out)
+        self.app.say(f"report saved to {out}", "ok")
         return out
 
 
@@ -74,5 +83,4 @@ def _snap_dict(sn) -> dict:
     return d
 
 
-
-__all__ = ["ReportActions"]
+__all__ = ["Reporting"]

@@ -144,12 +144,12 @@ class ProfilePanel(Panel):
                                  tooltip="fuse again without each fusion step in turn and time every plan "
                                          "interleaved with the full plan (twice, for the noise): what each step "
                                          "saves or costs on this machine")
-        self.w_ablate.on_click(lambda _: self.controller.ablate())
+        self.w_ablate.on_click(lambda _: self.controller.tuning.ablate())
         self.w_tune = W.Button(description="Tune for this machine", icon="trophy", layout=L(width="190px"),
                                tooltip="this machine's plan, answer-guarded int8, and every variant against "
                                        "PyTorch, torch.compile and OpenVINO in one worker: the fastest whose "
                                        "answers hold (workbench tune)")
-        self.w_tune.on_click(lambda _: self.controller.tune())
+        self.w_tune.on_click(lambda _: self.controller.tuning.tune())
         self.w_tune_result = W.HTML()
         self.w_tune_result.add_class("wb-tune")
 

@@ -1,0 +1,82 @@
+"""The tuning feature: what each fusion buys here (ablation), and ``workbench tune`` from the app.
+
+:class:`Tuning` writes ``state.ablation`` and ``state.tune`` of the one :class:`~workbench.ui.state.AppState`;
+its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.MEASURE_LANE`), one
+measurement at a time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import WorkbenchError
+from .jobs import Job
+from .measuring import MEASURE_LANE
+
+
+class Tuning:
+    """``ablate`` and ``tune``.
+
+    Args:
+        app: the controller: its ``state``, ``export_result``, ``timeline``, ``text``, ``runner``, ``say``
+            and ``ready_to_measure``.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    def ablate(self, steps: list[str] | None = None) -> None:
+        """What each fusion buys here: the plan without each fired step, timed against the full plan."""
+        app = self.app
+        if not app.ready_to_measure():
+            return
+        s = app.state
+
+        def work(job: Job) -> None:
+            from ..measure.tune.ablation import fusion_ablation
+
+            res = fusion_ablation(app.export_result.source, s.bench_config(), plan=app.timeline.plan,
+                                  exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
+                                  progress=lambda stage, f: job.progress(f"what each fusion buys: {stage}", f))
+            s.ablation = res
+            t = res.tuned_plan
+            app.say("each fusion measured; " + (f"on this machine switch off {', '.join(sorted(t.disabled))}"
+                                               if t.disabled else "every step helps or is within noise"), "ok")
+
+        app.runner.start("ablation", work, lane=MEASURE_LANE)
+
+    def tune(self, out: str | Path | None = None) -> None:
+        """The fastest variant whose answers hold here, against PyTorch, torch.compile and OpenVINO
+        (``workbench tune``); with ``out``, saved there ready to deploy (a new or empty folder)."""
+        app = self.app
+        if not app.ready_to_measure():
+            return
+        s = app.state
+        if out is not None:
+            from ..measure.tune.save import check_target
+            try:
+                check_target(out)
+            except WorkbenchError as e:
+                app.say(str(e), "error")
+                return
+
+        def work(job: Job) -> None:
+            from ..measure.tune.run import tune
+            from ..measure.tune.save import save
+
+            src = app.export_result.source
+            text = app.text if (app.text is not None and s.bench_on_text) else None
+            res = tune(src, text=text, cfg=s.bench_config(), plan=app.timeline.plan, exporter=s.exporter,
+                       attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
+            if out is not None:
+                res.saved = save(res, out, src)
+            s.tune = res
+            from ..measure.tune.rows import fig
+
+            recs = ", ".join(f"{w} {r.variant} {fig(w, r.figure)}" for w, r in res.recommended.items())
+            app.say(f"tuned: {recs}" + (f", saved to {res.saved['dir']}" if res.saved else ""), "ok")
+
+        app.runner.start("tune", work, lane=MEASURE_LANE)
+
+
+__all__ = ["Tuning"]
