@@ -72,6 +72,8 @@ class Family:
     sdpa: bool = True
     #: Config keys holding the rotary base (besides ``rope_parameters``' ``rope_theta``): must be above 0.
     rotary_base: tuple[str, ...] = ()
+    #: CTranslate2's transformers converter converts this family's models (its BERT-like encoders only).
+    ctranslate2: bool = False
     #: Keyword arguments for building a preset's model (BERT's presets have no pooler).
     model_kwargs: Mapping[str, Any] = field(default_factory=lambda: _frozen({}))
 
@@ -91,7 +93,7 @@ def _p(name: str, note: str, config: dict, *, bert_vocab: bool = False) -> Prese
 
 _BERT_SHAPE = dict(vocab_size=30522, max_position_embeddings=512)
 #: ONNX Runtime's BERT optimizer fuses these families' TorchScript exports; onnxscript's rules the dynamo ones.
-_ORT_BERT = dict(ort_model_type="bert", likely_engine=None)
+_ORT_BERT = dict(ort_model_type="bert", likely_engine=None, ctranslate2=True)
 
 FAMILIES: tuple[Family, ...] = (
     _encoder("BERT", ("bert",), (
@@ -192,6 +194,11 @@ _BY_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 _BY_PRESET: dict[str, tuple[Family, Preset]] = {p.name: (f, p) for f in FAMILIES for p in f.presets}
 #: Every config key a rotary base goes by, over all families (plus ``rope_theta`` anywhere, incl. ``rope_parameters``).
 ROTARY_BASE_KEYS = ("rope_theta", *dict.fromkeys(k for f in FAMILIES for k in f.rotary_base))
+
+
+def ctranslate2_families() -> tuple[str, ...]:
+    """The families CTranslate2's transformers converter converts, by name."""
+    return tuple(f.name for f in FAMILIES if f.ctranslate2)
 
 
 def family_of(model_type: str | None) -> Family | None:

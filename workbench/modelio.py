@@ -24,7 +24,7 @@ from typing import Iterable
 import onnx
 from onnx import external_data_helper
 
-from .errors import ModelIOError, first_line as _first_line
+from .errors import ModelIOError, first_line
 
 #: protobuf's hard limit is 2 GiB; keep a margin for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 1_900_000_000
@@ -177,7 +177,7 @@ def _read_model_bytes(p: Path) -> bytes:
     except PermissionError:
         raise ModelIOError(f"{p}: permission denied (cannot reach the file)") from None
     except OSError as e:
-        raise ModelIOError(f"{p}: cannot read: {_first_line(e)}") from e
+        raise ModelIOError(f"{p}: cannot read: {first_line(e)}") from e
     if stat.S_ISDIR(st.st_mode):
         raise ModelIOError(f"{p} is a directory, not an ONNX file")
     if not stat.S_ISREG(st.st_mode):
@@ -188,7 +188,7 @@ def _read_model_bytes(p: Path) -> bytes:
     except PermissionError as e:
         raise ModelIOError(f"{p}: permission denied (cannot read the file)") from e
     except OSError as e:
-        raise ModelIOError(f"{p}: cannot read: {_first_line(e)}") from e
+        raise ModelIOError(f"{p}: cannot read: {first_line(e)}") from e
     if not data:
         raise ModelIOError(f"{p} is empty (0 bytes), not an ONNX model")
     return data
@@ -238,12 +238,12 @@ def load_model(path: str | os.PathLike, *, full_check: bool = True, check: bool 
             # again in Python (bert-base's 440 MB: about twice the time).
             onnx.checker.check_model(str(p), full_check=full_check)
         except Exception as e:
-            raise ModelIOError(f"{p} is not a valid ONNX graph: {_first_line(e)}") from e
+            raise ModelIOError(f"{p} is not a valid ONNX graph: {first_line(e)}") from e
     if has_external and load_external_data:
         try:
             external_data_helper.load_external_data_for_model(model, str(p.parent))
         except Exception as e:
-            raise ModelIOError(f"{p}: cannot read external data: {_first_line(e)}") from e
+            raise ModelIOError(f"{p}: cannot read external data: {first_line(e)}") from e
     return model
 
 
@@ -263,7 +263,7 @@ def _write_atomically(model: onnx.ModelProto, dest: Path, external_data: bool) -
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp-"))
     except OSError as e:
-        raise ModelIOError(f"could not write {dest}: {e.strerror or _first_line(e)}") from None
+        raise ModelIOError(f"could not write {dest}: {e.strerror or first_line(e)}") from None
     try:
         tmp_model = tmpdir / dest.name
         if external_data:
@@ -281,7 +281,7 @@ def _write_atomically(model: onnx.ModelProto, dest: Path, external_data: bool) -
     except ModelIOError:
         raise
     except Exception as e:
-        raise ModelIOError(f"could not write {dest}: {_first_line(e)}") from e
+        raise ModelIOError(f"could not write {dest}: {first_line(e)}") from e
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache.identity import file_identity
-from .errors import ModelSourceError, first_line as _first_line
+from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
 from .model_types import check_type, head_absent, input_names_for, task_of
 
@@ -104,7 +104,7 @@ class ModelSource:
             return transformers.AutoTokenizer.from_pretrained(where, local_files_only=self.kind != "hub",
                                                               trust_remote_code=False)
         except (OSError, ValueError, TypeError) as e:
-            raise ModelSourceError(f"cannot load the tokenizer of {self.name}: {_first_line(e)}") from e
+            raise ModelSourceError(f"cannot load the tokenizer of {self.name}: {first_line(e)}") from e
 
     @property
     def label(self) -> str:
@@ -170,7 +170,7 @@ class ModelSource:
         if e is None or "does not support an attention implementation" in str(e):
             return (f"{self.name} ({self.model_type}) has no {attention} attention in this transformers version: "
                     f"export it with --attention eager")
-        return f"cannot load {self.path or self.name}: {_first_line(e)}"
+        return f"cannot load {self.path or self.name}: {first_line(e)}"
 
     def build(self, attention: str = "eager"):
         """Return the PyTorch model in eval mode with the asked attention."""
@@ -289,7 +289,7 @@ def _from_folder(path: Path) -> ModelSource:
     try:
         config = json.loads(cfg_file.read_text())
     except (OSError, ValueError) as e:
-        raise ModelSourceError(f"{cfg_file} is not readable JSON: {_first_line(e)}") from e
+        raise ModelSourceError(f"{cfg_file} is not readable JSON: {first_line(e)}") from e
     if not isinstance(config, dict):
         raise ModelSourceError(f"{cfg_file} does not hold a JSON object")
     model_type = check_type(config.get("model_type"), str(path), config)
@@ -327,7 +327,7 @@ def _from_hub(name: str) -> ModelSource:
     except Exception as e:  # network errors surface as many types
         raise ModelSourceError(
             f"'{name}' is not a preset, a local folder or an .onnx file, and it could not be fetched "
-            f"from the Hugging Face hub (no network, and not in the local cache?): {_first_line(e)}") from e
+            f"from the Hugging Face hub (no network, and not in the local cache?): {first_line(e)}") from e
     config = cfg.to_dict()
     model_type = check_type(getattr(cfg, "model_type", None), name, config)
     from .checks import check_config

@@ -71,9 +71,9 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     if tune:
         progress("tune", 0.8)
         try:
-            from .measure.tune.run import tune as _tune
+            from .measure.tune.run import tune as run_tune
 
-            res = _tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
+            res = run_tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
                         exporter=export_cfg.exporter, attention=export_cfg.attention,
                         progress=lambda s, f: progress(f"tune: {s}", 0.8 + 0.2 * f))
             data["tune"] = res.to_json(drop=("paths", "ablation", "saved"))  # the report's tune saves nothing

@@ -117,13 +117,13 @@ def text_batches(args, source):
     """The TextBatches ``--text`` names (None without it): a one-line error for a bad file or no tokenizer."""
     if not getattr(args, "text", None):
         return None
-    from ..text import read_sentences, text_batches as _batches
+    from ..text import read_sentences, text_batches as tokenized
 
     notes: list[str] = []
     sentences = None if args.text == "builtin" else read_sentences(args.text, notes=notes)
     for note in notes:  # a file past the cap: one line says how many sentences were used
         print(f"note: {note}", file=sys.stderr)
-    return _batches(source, sentences)
+    return tokenized(source, sentences)
 
 
 def text_sentences(args) -> list[str] | None:

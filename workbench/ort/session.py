@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import RuntimeUnavailableError, first_line as _first_line
+from ..errors import RuntimeUnavailableError, first_line
 from .cuda_build import cuda_build
 
 LEVELS = {
@@ -146,7 +146,7 @@ def probe_cuda_provider() -> tuple[bool, str]:
             sess = ort.InferenceSession(probe_model(), so, providers=["CUDAExecutionProvider"])
             ok = "CUDAExecutionProvider" in sess.get_providers()
     except Exception as e:
-        return False, f"the CUDA execution provider failed to load: {_first_line(e)}"
+        return False, f"the CUDA execution provider failed to load: {first_line(e)}"
     if not ok:
         return False, reason_from_log("".join(log)) or cuda_missing_reason()
     return True, "CUDA execution provider available"

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rule import PatternCase, PatternRule, ir, pattern
-from ..graph_utils import dims as _dims, same_dim as _same, unique_name
+from ..graph_utils import dims, same_dim, unique_name
 from ..diagnostics import summarize_messages
 
 #: The float types the kernel takes (``ir.DataType`` names) and their numpy types.
@@ -99,7 +99,7 @@ class _Common(PatternCase):
 
     def _last_checks(self, r, node, q3, k3, v3, mask, dtype, heads: int):
         """What both cases check last: one batch and key/value sequence, a mask the kernel takes; then the match."""
-        if not (_same(k3[1], v3[1]) and _same(k3[0], q3[0]) and _same(v3[0], q3[0])):
+        if not (same_dim(k3[1], v3[1]) and same_dim(k3[0], q3[0]) and same_dim(v3[0], q3[0])):
             return r.fail(f"query, key and value do not share batch and key/value sequence "
                           f"({_fmt(q3)}, {_fmt(k3)}, {_fmt(v3)})", node)
         why = self._check_mask(mask, dtype, q3[0], heads, q3[1], k3[1])
@@ -114,12 +114,12 @@ class _Common(PatternCase):
         if mask.dtype not in (ir.DataType.BOOL, dtype):
             return (f"the mask is {mask.dtype.name if mask.dtype else 'of unknown type'}: only a bool mask or one "
                     f"of the query's type ({dtype.name}) maps to MultiHeadAttention's attention_bias")
-        d = _dims(mask)
+        d = dims(mask)
         want = f"[B or 1, 1 or {heads}, S, L] (here [{batch}, 1 or {heads}, {seq}, {kv_seq}])"
         if d is None:
             return f"the mask's shape is unknown; MultiHeadAttention's attention_bias must be {want}"
-        ok = (len(d) == 4 and (_is(d[0], 1) or _same(d[0], batch)) and (_is(d[1], 1) or _is(d[1], heads))
-              and _same(d[2], seq) and _same(d[3], kv_seq))
+        ok = (len(d) == 4 and (_is(d[0], 1) or same_dim(d[0], batch)) and (_is(d[1], 1) or _is(d[1], heads))
+              and same_dim(d[2], seq) and same_dim(d[3], kv_seq))
         if not ok:
             return f"the mask has shape {_fmt(d)}; MultiHeadAttention's attention_bias must be {want}"
         return None
@@ -186,7 +186,7 @@ class StandardAttentionFusion(_Common):
         why = self._check_node(node)
         if why:
             return r.fail(why, node)
-        q3, q4, k3, k4, v3, v4 = (_dims(x) for x in (q_bsh, q_bnsd, k_bsh, k_bnsd, v_bsh, v_bnsd))
+        q3, q4, k3, k4, v3, v4 = (dims(x) for x in (q_bsh, q_bnsd, k_bsh, k_bnsd, v_bsh, v_bnsd))
         if any(d is None for d in (q3, q4, k3, k4, v3, v4)):
             return r.fail("the query/key/value shapes are unknown (no shape inference on this graph)", node)
         if any(len(d) != 3 for d in (q3, k3, v3)) or any(len(d) != 4 for d in (q4, k4, v4)):
@@ -200,16 +200,16 @@ class StandardAttentionFusion(_Common):
         if not (_is(k4[3], head) and _is(v4[3], head)):
             return r.fail(f"head sizes differ (query {head}, key {k4[3]}, value {v4[3]})", node)
         hidden = heads * head
-        for name, d3, d4, pre in (("query", q3, q4, _dims(q_bsnd)), ("key", k3, k4, _dims(k_bsnd)),
-                                  ("value", v3, v4, _dims(v_bsnd))):
+        for name, d3, d4, pre in (("query", q3, q4, dims(q_bsnd)), ("key", k3, k4, dims(k_bsnd)),
+                                  ("value", v3, v4, dims(v_bsnd))):
             if not _is(d3[2], hidden):
                 return r.fail(f"the {name} is {_fmt(d3)}, not [B, S, {heads} x {head}]", node)
-            if pre is None or len(pre) != 4 or not (_same(pre[0], d3[0]) and _same(pre[1], d3[1])
-                                                    and _same(d4[0], d3[0]) and _same(d4[2], d3[1])):
+            if pre is None or len(pre) != 4 or not (same_dim(pre[0], d3[0]) and same_dim(pre[1], d3[1])
+                                                    and same_dim(d4[0], d3[0]) and same_dim(d4[2], d3[1])):
                 return r.fail(f"the {name} head split does not keep batch and sequence in place "
                               f"({_fmt(d3)} -> {_fmt(pre)})", node)
-        o = _dims(out)
-        if o is None or len(o) != 3 or not (_same(o[0], q3[0]) and _same(o[1], q3[1]) and _is(o[2], hidden)):
+        o = dims(out)
+        if o is None or len(o) != 3 or not (same_dim(o[0], q3[0]) and same_dim(o[1], q3[1]) and _is(o[2], hidden)):
             return r.fail(f"the heads are not merged back to [B, S, H] (output {_fmt(o)})", out)
         return self._last_checks(r, node, q3, k3, v3, mask, q_bsh.dtype, heads)
 
@@ -237,7 +237,7 @@ class StandardAttention3DFusion(_Common):
         why = self._check_node(node)
         if why:
             return r.fail(why, node)
-        q3, k3, v3 = _dims(q), _dims(k), _dims(v)
+        q3, k3, v3 = dims(q), dims(k), dims(v)
         if q3 is not None and len(q3) == 4:
             return r.fail(f"the 4-D query {_fmt(q3)} is not split into heads from a [B, S, H] tensor by "
                           f"Reshape -> Transpose(0, 2, 1, 3), or the output is not merged back the same way", node)

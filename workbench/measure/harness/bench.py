@@ -27,7 +27,7 @@ from ...errors import BenchmarkError, ConfigError, WorkbenchError
 from ...settings import env_number
 from ..worker import protocol as msgs
 from . import spawn
-from ..worker import main as _worker
+from ..worker import main as worker_main
 from .load import LoadSampler
 from .results import BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
 
@@ -67,9 +67,9 @@ class BenchHandle:
         self._cleanup = cleanup or []
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe(duplex=True)
-        env = dict(_worker.WORKER_ENV)
+        env = dict(worker_main.WORKER_ENV)
         env.update({"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads)})
-        self._proc = ctx.Process(target=_worker.worker_main, args=(child, env), daemon=True,
+        self._proc = ctx.Process(target=worker_main.worker_main, args=(child, env), daemon=True,
                                  name="workbench-bench")
         self._load = LoadSampler(cfg.threads).start()  # stopped once the worker is joined (its CPU is ours then)
         spawn.start(self._proc, env)

@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...families import ctranslate2_families, family_of
 from .recipe import Build, Recipe
 
-#: ``model_type`` values its transformers converter converts (encoders only).
-CONVERTS = ("bert", "distilbert", "roberta", "xlm-roberta", "camembert")
 COMPUTE_TYPE = "int8"
 NAME = "ctranslate2"
 
@@ -40,9 +39,10 @@ def _installed(device: str = "cpu") -> tuple[bool, str]:
 def _supports(src) -> str:
     if src.kind == "onnx":
         return "an ONNX file carries no transformers model for CTranslate2's converter"
-    if src.model_type not in CONVERTS:
+    fam = family_of(src.model_type)
+    if not (fam and fam.ctranslate2):
         return (f"CTranslate2's transformers converter has no conversion for {src.model_type} (it converts "
-                f"{', '.join(CONVERTS)})")
+                f"{', '.join(ctranslate2_families())})")
     return ""
 
 
@@ -175,4 +175,4 @@ RECIPES = (
                 "ragged batches without padding."),
 )
 
-__all__ = ["RECIPES", "CONVERTS", "Ct2Runner", "convert"]
+__all__ = ["RECIPES", "Ct2Runner", "convert"]

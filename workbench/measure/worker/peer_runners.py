@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import first_line as _first_line
+from ...errors import first_line
 
 
 def compile_torch(model, name: str, *, reduce_overhead: bool = False):
@@ -77,7 +77,7 @@ class OpenVinoRunner:
             core = ov.Core()
             self.compiled = core.compile_model(core.read_model(str(ir or path)), "CPU", cfg)
         except Exception as e:
-            raise BenchmarkError(f"{self.name}: OpenVINO cannot compile {path.name}: {_first_line(e)}") from e
+            raise BenchmarkError(f"{self.name}: OpenVINO cannot compile {path.name}: {first_line(e)}") from e
         prec = self.compiled.get_property("INFERENCE_PRECISION_HINT")
         self.precision = prec.get_type_name() if hasattr(prec, "get_type_name") else str(prec)
         self.request = self.compiled.create_infer_request()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import first_line as _first_line
+from ...errors import first_line
 
 _OOM_MARKERS = ("failed to allocate memory", "bad_alloc", "out of memory", "cannot allocate memory",
                 "std::bad_alloc", "cudaerrormemoryallocation", "cuda_error_out_of_memory")
@@ -28,7 +28,7 @@ def run_error(e: BaseException, name: str, batch: int, seq: int):
     if is_oom(e):
         return BenchmarkError(f"out of memory running {name} at batch {batch}, sequence {seq}: "
                               f"use a smaller batch or sequence")
-    return BenchmarkError(f"{name} failed at batch {batch}, sequence {seq}: {_first_line(e)}")
+    return BenchmarkError(f"{name} failed at batch {batch}, sequence {seq}: {first_line(e)}")
 
 
 class OrtRunner:
@@ -47,7 +47,7 @@ class OrtRunner:
         try:
             proto = onnx.load(str(path), load_external_data=False)
         except Exception as e:
-            raise BenchmarkError(f"{self.name}: cannot read {path.name}: {_first_line(e)}") from e
+            raise BenchmarkError(f"{self.name}: cannot read {path.name}: {first_line(e)}") from e
         self.spec = spec_from_onnx(proto)
         self.graph_flops_source = path
         if v.get("fp16"):
@@ -69,12 +69,12 @@ class OrtRunner:
         try:
             self.sess = create_session(path, self.provider, level=v.get("level", "all"), threads=threads, **kw)
         except (ValueError, OSError) as e:
-            raise BenchmarkError(f"{self.name}: {_first_line(e)}") from e
+            raise BenchmarkError(f"{self.name}: {first_line(e)}") from e
         except Exception as e:
             from ...errors import WorkbenchError
             if isinstance(e, WorkbenchError):
                 raise
-            raise BenchmarkError(f"{self.name}: ONNX Runtime cannot open the model: {_first_line(e)}") from e
+            raise BenchmarkError(f"{self.name}: ONNX Runtime cannot open the model: {first_line(e)}") from e
         self.providers = self.sess.get_providers()
         self.input_names = [i.name for i in self.sess.get_inputs()]
         self.output_name = self.sess.get_outputs()[0].name
@@ -151,7 +151,7 @@ class TorchRunner:
         except WorkbenchError:
             raise
         except Exception as e:
-            raise BenchmarkError(f"{self.name}: cannot build the PyTorch model: {_first_line(e)}") from e
+            raise BenchmarkError(f"{self.name}: cannot build the PyTorch model: {first_line(e)}") from e
         self.source = source
         self.spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                               type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
