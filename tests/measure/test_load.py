@@ -84,6 +84,23 @@ def test_the_sampler_counts_a_hog_beside_it_and_not_its_own_children():
     assert own.other_cores is not None and own.other_cores < 0.9
 
 
+def test_a_window_too_short_for_cpu_ticks_is_stretched_and_judged():
+    """A warm benchmark of a tiny model can end in 0.1 s; /proc/stat counts 10 ms ticks: the window is stretched
+    to half a second so a hog beside it is still seen (CI once printed no warning beside two hogs)."""
+    cores = sorted(os.sched_getaffinity(0))[:1]
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, cores))
+    old = os.sched_getaffinity(0)
+    try:
+        time.sleep(0.5)
+        os.sched_setaffinity(0, cores)
+        load = LoadSampler(threads=1).start().stop()
+    finally:
+        os.sched_setaffinity(0, old)
+        hog.kill()
+        hog.wait(10)
+    assert load.seconds >= 0.5 and load.other_cores is not None and load.busy(), load
+
+
 # ------------------------------------------------------------------ a real benchmark beside real hogs
 def _two_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))[:2]
