@@ -6,7 +6,7 @@ Cases (each run is a new Python process; "wall" is the whole process, start and 
 "in process" is from the first workbench import to the graph being there):
 
 * Timeline only, reopened: ``Timeline(export, auto).run()`` and keeping the engine auto chose,
-  with this export's snapshots persisted on disk (``fusion/persist.py``).
+  with this export's snapshots persisted on disk (``fusion/timeline_store.py``).
 * Timeline only, first open: the same with the export cached but an empty timeline store.
 * App, (a) reopened: ``Workbench(MODEL, background=False).wait()``, timeline persisted.
 * App, (b) export cached, no persisted timeline: a fresh, empty timeline store

@@ -311,7 +311,7 @@ def test_a_stored_export_whose_parity_failed_is_refused_not_reused(tmp_path, tin
 
     src = resolve(_bert(tmp_path / "bert"))
     good = export(src)
-    stored = good.path.with_suffix(".json")  # the export's meta beside its graph (workbench.cache.store)
+    stored = good.path.with_suffix(".json")  # the export's meta beside its graph (workbench.cache.model_store)
     meta = json.loads(stored.read_text())
     assert meta["parity"]["ok"] and meta["parity"]["finite"]
     meta["parity"].update(ok=False, max_abs_diff=0.25, cosine=0.97)

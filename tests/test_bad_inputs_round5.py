@@ -94,17 +94,17 @@ def _entries(group: Path) -> dict[Path, dict]:
 
 def _intact(cache: Path) -> list[str]:
     """Every complete entry's problems (none when each file holds what its name or meta says)."""
-    from workbench.cache import store as modelstore
+    from workbench.cache import model_store
 
     group = _group(cache)
     return [f"{g.name}: {p.name} {why}" for g, meta in _entries(group).items()
-            for p, why in modelstore.damage(g, meta)]
+            for p, why in model_store.damage(g, meta)]
 
 
 def _weights_of(graph: Path) -> set[Path]:
-    from workbench.cache import store as modelstore
+    from workbench.cache import model_store
 
-    return {graph.parent / rel for rel in modelstore.read_files(graph)}
+    return {graph.parent / rel for rel in model_store.read_files(graph)}
 
 
 def _initializers(path: Path) -> dict[str, bytes]:
@@ -204,7 +204,7 @@ def test_a_damage_the_workbench_may_not_clear_is_one_line_naming_the_file(store)
 
 
 def test_a_cached_export_without_its_parity_record_is_exported_again(store):
-    from workbench.cache import store as modelstore
+    from workbench.cache import model_store
 
     cache = store["cache"]
     (export,) = _group(cache).glob("export-*.onnx")
@@ -215,7 +215,7 @@ def test_a_cached_export_without_its_parity_record_is_exported_again(store):
     (r,) = _drive([{"case": "export", "argv": ["export", TINY]}], cache)
     assert r["rc"] == 0 and "parity vs PyTorch" in r["stdout"] and "cached" not in r["stdout"].split("\n")[0]
     assert json.loads(meta_path.read_text())["parity"]["ok"] is True
-    assert modelstore.damage(export, json.loads(meta_path.read_text())) == []
+    assert model_store.damage(export, json.loads(meta_path.read_text())) == []
 
 
 def test_a_flipped_graph_file_is_caught_by_the_digest_its_meta_records(store):

@@ -13,16 +13,16 @@ import time
 
 import pytest
 
-# A writer as the workbench's own writers work (``workbench.cache.store``): lease the model folder, stage a model
+# A writer as the workbench's own writers work (``workbench.cache.model_store``): lease the model folder, stage a model
 # in a temporary folder, then (on a line on stdin) publish it. Prints the temporary folder, then the graph.
 WRITER = """
 import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper as h, numpy_helper
-from workbench.cache import store as modelstore
+from workbench.cache import model_store
 group, key = sys.argv[1], sys.argv[2]
-tmp = modelstore.staging(group)
+tmp = model_store.staging(group)
 w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((128, 256)).astype("float32"), "w")
 g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"])], "g",
                  [h.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
@@ -32,7 +32,7 @@ m.ir_version = 8
 onnx.save(m, str(tmp / "model.onnx"))
 print(tmp, flush=True)
 sys.stdin.readline()
-print(modelstore.publish(tmp / "model.onnx", kind="exports", key=key, group=group,
+print(model_store.publish(tmp / "model.onnx", kind="exports", key=key, group=group,
                          meta={"model": {"name": "written"}, "nodes": 1, "opset": 17}), flush=True)
 sys.stdin.readline()
 """
@@ -352,7 +352,7 @@ def test_a_bad_size_limit_in_the_environment_is_one_line_before_any_work(tmp_pat
 
 
 def test_timelines_of_other_versions_are_pruned(tmp_path):
-    from workbench.fusion.persist import versions
+    from workbench.fusion.timeline_store import versions
 
     cache = tmp_path / "cache"
     for name, v in (("old", {**versions(), "workbench_code": "0000"}), ("now", versions())):

@@ -10,8 +10,8 @@ import pytest
 from textmodels import save_task_model
 from workbench.config import BenchConfig
 from workbench.models import resolve
-from workbench.report import collect, summary
-from workbench.viz.report import render
+from workbench.report.data import collect, summary
+from workbench.report.html import render
 from workbench.viz.summary import task_parity_words
 
 SENTENCES = ["The cat sat on the mat.", "A cat was sitting on a rug.", "How do I reset my password?",
@@ -217,7 +217,7 @@ def test_the_clis_step_table_folds_the_steps_that_cannot_apply_into_one_line():
     lines = out.stdout.splitlines()
     table = [x.split()[0] for x in lines if x[:1].isalpha() and len(x.split()) > 2 and x.split()[1].isdigit()]
     assert not set(skipped) & set(table) and "sdpa_attention" in table  # fused nothing, but could: kept
-    from workbench.report import not_applicable
+    from workbench.report.data import not_applicable
 
     na = [s["name"] for s in steps if not_applicable(s)]  # the skipped ones, and rotary patterns BERT lacks
     fold = [x for x in lines if x.startswith("not applicable to this model")]

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from workbench.measure.harness.load import MachineLoad
-from workbench.report import summary
-from workbench.viz.report import render
+from workbench.report.data import summary
+from workbench.report.html import render
 from workbench.viz.summary import summary_lines
 
 TP = {"kind": "embedding", "sentences": 39, "top1_agreement": 0.8462, "spearman": 0.95012}

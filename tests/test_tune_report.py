@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from workbench.report import collect
+from workbench.report.data import collect
 from workbench.viz.labels import variant_label
-from workbench.viz.report import render, words
+from workbench.report.html import render, words
 
 
 def _tables(html: str) -> list[str]:

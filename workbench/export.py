@@ -197,10 +197,10 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     progress = progress or _noop
     if src.kind == "onnx":
         return _onnx_file(src, cfg)
-    from .cache import store as modelstore
+    from .cache import model_store
 
     key = cache_key(src, cfg)
-    group = modelstore.group_of(src.identity)  # every export of this model shares its weights (modelstore)
+    group = model_store.group_of(src.identity)  # every export of this model shares its weights (model_store)
     if use_cache:
         hit = _cached(key, group, src, cfg, check_parity)
         if hit is not None:
@@ -208,11 +208,11 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
             return hit
     progress("building model", 0.05)
     model = src.build(cfg.attention)
-    tmp = modelstore.staging(group, f"the export of {src.label}")
+    tmp = model_store.staging(group, f"the export of {src.label}")
     try:
         meta = _export_into(tmp, model, src, cfg, key, check_parity=check_parity, progress=progress)
         # Stored, always: use_cache=False means "export again", and the fresh export replaces the old one.
-        path = modelstore.publish(tmp / "model.onnx", kind="exports", key=key, group=group, meta=meta)
+        path = model_store.publish(tmp / "model.onnx", kind="exports", key=key, group=group, meta=meta)
         progress("done", 1.0)
         return ExportResult(path, src, cfg, cached=False, export_s=meta["export_s"], nodes=meta["nodes"],
                             opset=meta["opset"], meta=meta)
@@ -234,9 +234,9 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
     """The stored export (leased: ``workbench cache`` leaves it alone; None when absent or damaged: it is
     rebuilt); a stored export whose parity failed (written before exports were refused for it) is refused as
     a fresh one would be."""
-    from .cache import store as modelstore
+    from .cache import model_store
 
-    hit = modelstore.find("exports", key, group)
+    hit = model_store.find("exports", key, group)
     if hit is None:
         return None
     path, meta = hit

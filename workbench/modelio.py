@@ -331,7 +331,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
 
 def copy_model(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Copy the ONNX model ``src`` to ``dest`` with the weights it reads: a model of the cache reads them from
-    the shared ``weights/`` folder beside it (:mod:`workbench.cache.store`), so a plain file copy would leave them
+    the shared ``weights/`` folder beside it (:mod:`workbench.cache.model_store`), so a plain file copy would leave them
     behind. Small models come out as one file, large ones with ``<name>.data`` beside them."""
     src, dest = Path(src), Path(dest)
     proto = onnx.load(str(src), load_external_data=False)

@@ -94,7 +94,7 @@ def test_an_onnxruntime_too_old_for_opset_23_says_so_in_one_line(tiny_export, mo
     assert real["max_opset"] >= 23  # the installed onnxruntime runs opset 23 itself
     monkeypatch.setattr(modelio, "runtime_limits", lambda: {**real, "max_opset": 22, "version": "1.20.1"})
     # A real older onnxruntime has another version, so it never reads timelines persisted under this one
-    # (fusion/persist.py keys them by version) and loads the export, which refuses; the version faked here
+    # (fusion/timeline_store.py keys them by version) and loads the export, which refuses; the version faked here
     # is invisible to that key, so this run must be cold.
     monkeypatch.setenv("WORKBENCH_PERSIST_TIMELINE", "0")
     rc = main(["fuse", "bert-tiny", "--exporter", "dynamo", "--attention", "sdpa", "--opset", "23"])

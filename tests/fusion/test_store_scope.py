@@ -23,7 +23,7 @@ def _folder(path, seed: int, positions: int):
 
 
 def test_a_stub_reads_the_store_of_the_timeline_that_runs_the_step():
-    from workbench.fusion.store import WeightStore, reading_from
+    from workbench.fusion.snapshot_weights import WeightStore, reading_from
 
     mine, other = WeightStore(), WeightStore()
     w = lambda v: numpy_helper.from_array(np.full((32, 32), v, np.float32), "q.weight")  # noqa: E731

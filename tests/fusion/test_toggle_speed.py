@@ -12,7 +12,7 @@ from workbench.config import FusionPlan
 from workbench.fusion import Timeline, run_fusion
 from workbench.fusion.engines import EngineContext, engine_steps, one_shot, ort_anchors
 from workbench.fusion.scheduler import FusionScheduler, engine_turn, foreground
-from workbench.fusion.store import WeightStore, is_stub, reading_from
+from workbench.fusion.snapshot_weights import WeightStore, is_stub, reading_from
 
 HEADS, HIDDEN = 2, 128  # bert-tiny
 

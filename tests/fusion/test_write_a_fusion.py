@@ -93,18 +93,18 @@ def test_the_prepared_folder_covers_notebook_06(tmp_path, monkeypatch):
     without an engine step, parity of every snapshot found, and the ablation's model without the rule built."""
     from workbench.config import ExportConfig
     from workbench.export import export
-    from workbench.fusion import persist, register_rule
+    from workbench.fusion import register_rule, timeline_store
     from workbench.measure.variants.models import fuse_bert
     from workbench.models import resolve
     from workbench.workshop.prepare import STAGES, write_a_fusion
 
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
-    for name in (persist.ENV_ROOT, persist.ENV_SWITCH):
+    for name in (timeline_store.ENV_ROOT, timeline_store.ENV_SWITCH):
         monkeypatch.delenv(name, raising=False)
     assert ("06 write a fusion", write_a_fusion) in STAGES
     src = resolve("bert-tiny")
     write_a_fusion(src, lambda line: None)
-    assert persist.flush(120)
+    assert timeline_store.flush(120)
     plan = FusionPlan(engine="onnxscript")
     for exporter in ("torchscript", "dynamo"):
         tl = Timeline(export(src, ExportConfig(exporter=exporter)).path, plan, num_heads=src.num_heads,

@@ -5,7 +5,7 @@ The kinds of entry, where they live and the names the workbench gives them are o
 write, anywhere in the cache folder, is never listed as an entry nor removed, and inside an entry folder
 only the files the workbench writes there go (the rest stay, with the folders that hold them, and ``prune``
 says so). Exports and the models built from them share one folder per source model
-(:mod:`workbench.cache.store`): each is an entry of its own (its graph, meta and side files, plus the weight
+(:mod:`workbench.cache.model_store`): each is an entry of its own (its graph, meta and side files, plus the weight
 files it reads, which other entries may read too), and a weight file goes only when no graph of its folder
 reads it any more.
 
@@ -159,7 +159,7 @@ def entries(root: Path | None = None, *, models: bool = True) -> list[Entry]:
 
 def _group_entries(folder: Path, leases: _Leases) -> list[Entry]:
     """The exports and variants of one model folder, and the weights none of them reads."""
-    from .store import WEIGHTS_DIR, entry_files, read_files
+    from .model_store import WEIGHTS_DIR, entry_files, read_files
 
     group_held = f"models/{folder.name}" in leases.names
     out, reads, readers = [], {}, {}
@@ -291,7 +291,7 @@ def _remove(e: Entry, leases: _Leases) -> list[Path]:
 
 def _collect(folder: Path, leases: _Leases) -> None:
     """A model folder's weights no graph reads, unless a live process holds the folder; then empty folders."""
-    from .store import WEIGHTS_DIR, unused_weights
+    from .model_store import WEIGHTS_DIR, unused_weights
 
     if f"models/{folder.name}" in leases.names:
         return

@@ -9,7 +9,7 @@ workbench writes there, is the workbench's, whole.
 
 An entry is a folder (``files`` names what the workbench writes inside it, as paths relative to the entry) or
 a single file (``files`` empty). The ``models`` folders hold several entries each (exports and the models
-built from them, sharing their weights): :mod:`workbench.cache.store`.
+built from them, sharing their weights): :mod:`workbench.cache.model_store`.
 """
 
 from __future__ import annotations

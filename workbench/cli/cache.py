@@ -54,7 +54,7 @@ def run(args) -> int:
         max_bytes = None if args.max_gb is None else int(args.max_gb * 1e9)
         versions = None
         if args.old_versions:
-            from ..fusion.persist import versions as current
+            from ..fusion.timeline_store import versions as current
 
             versions = current()
         res = prune(older_than_days=args.older_than, max_bytes=max_bytes, everything=args.all,

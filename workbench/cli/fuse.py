@@ -81,7 +81,7 @@ def print_steps(snaps, *, no_encoder: bool = False) -> None:
     """The step table: what each step that applies fused (or why not); the steps that cannot apply to this
     model (none of their anchors in the graph) in one line at the end."""
     from ..ort.answer_policy import words
-    from ..report import not_applicable
+    from ..report.data import not_applicable
 
     na = []
     print(f"{'step':28s} {'nodes':>6s} {'time':>7s}  {'fused here':30s} parity")

@@ -34,8 +34,8 @@ def run(args) -> int:
 
     from ..config import BenchConfig, FusionPlan
     from ..models import resolve
-    from ..report import collect, summary
-    from ..viz.report import write_report
+    from ..report.data import collect, summary
+    from ..report.html import write_report
     from ..viz.summary import summary_lines
 
     common.check_output(args.output, folder=True)

@@ -16,7 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from .steps import Step
-from .store import nbytes
+from .snapshot_weights import nbytes
 
 #: How many nodes of the emitted op one encoder layer should give.
 PER_LAYER: dict[str, int] = {"attention": 1, "sdpa_attention": 1, "multi_head_attention": 1,

@@ -1,9 +1,9 @@
-"""Files of the timeline store written safely, on one background thread (``persist.py`` uses these).
+"""Files of the timeline store written safely, on one background thread (``timeline_store.py`` uses these).
 
 Every file goes through a temporary name and a rename, and a folder of files (one snapshot's entry)
 through a temporary folder renamed into place, so concurrent writers never leave half an entry. No
 fsync: a cache entry lost to a crash is rebuilt. Writes are queued to one thread per process;
-``persist.flush`` waits for them (they are also flushed at exit).
+``timeline_store.flush`` waits for them (they are also flushed at exit).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class EngineContext:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # step → engine counts in this chain
     #: ORT symbolic shape inference results by graph fingerprint, shared by the steps of one timeline.
     shape_cache: dict = field(default_factory=dict)
-    #: The timeline's WeightStore when the working model holds weight stubs (see ``store.py``).
+    #: The timeline's WeightStore when the working model holds weight stubs (see ``snapshot_weights.py``).
     store: Any = None
     #: The exported file, when the step's input is that export unchanged: ONNX Runtime reads it
     #: itself instead of a 440 MB serialization of the same bytes.

@@ -22,7 +22,7 @@ from ..errors import FusionError
 from .anchors import EVERY_GRAPH, Anchors, GraphOps
 from .engine_logs import capture_ort_logs
 from .engine_types import EngineContext, EngineStep, StepOutcome
-from .store import nbytes, weight_key
+from .snapshot_weights import nbytes, weight_key
 
 
 #: Initializers at least this large enter shape inference as typed inputs, not as data.
@@ -282,7 +282,7 @@ def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
     """Turn the side-file weights of ORT's output back into store stubs, or load the new ones.
 
     A weight the pass kept has its name, type and shape in the store (neither
-    engine rewrites an initializer under its old name: ``store.py``); only
+    engine rewrites an initializer under its old name: ``snapshot_weights.py``); only
     what the pass made itself (folded constants) is read from the side file.
     """
     from onnx.external_data_helper import load_external_data_for_tensor

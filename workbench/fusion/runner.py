@@ -23,7 +23,7 @@ from .adapters import adapter
 from .engines import engine_steps
 from .scheduler import engine_turn
 from .snapshot import Snapshot, fused_op_types
-from .store import reading_from
+from .snapshot_weights import reading_from
 from .tiers import SnapshotTiers
 
 Enabled = Callable[[str], bool]

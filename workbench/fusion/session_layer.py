@@ -15,7 +15,7 @@ from ..errors import FusionError
 from ..graph.diff import diff_models
 from ..graph.summary import fused_counts, histogram
 from .snapshot import Snapshot
-from .store import WeightStore
+from .snapshot_weights import WeightStore
 from ..ort.session import create_session
 from .catalog import session_optimizers_off
 

@@ -1,6 +1,6 @@
 """A snapshot of the fusion timeline: the model after one step, what that step did, its parity.
 
-Snapshots hold weight-free skeletons (see ``store.py``); ``ParityReference``
+Snapshots hold weight-free skeletons (see ``snapshot_weights.py``); ``ParityReference``
 runs the unfused model once on the seeded parity cases, and ``runnable``
 lowers the intermediate ops an engine keeps between its own steps.
 """
@@ -15,7 +15,7 @@ import onnx
 from ..errors import FusionError
 from ..graph.diff import Diff
 from ..ort.parity import Parity
-from .store import WeightStore
+from .snapshot_weights import WeightStore
 from ..graph.summary import FUSED_OPS
 from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
 from ..ort.parity import compare, merge
@@ -64,7 +64,7 @@ class Snapshot:
     fingerprint: str = field(default="", repr=False)
     #: The answer-level check on text (``ort.task_parity``), filled by ``Timeline.check_parity`` after ``use_text``.
     task_parity: dict | None = None
-    #: True when this snapshot was read back from the on-disk store (``persist.py``), not computed.
+    #: True when this snapshot was read back from the on-disk store (``timeline_store.py``), not computed.
     persisted: bool = field(default=False, repr=False)
     #: Why the step was not run at all (none of its anchor ops is in the graph: the engine's skip test), or "".
     skipped: str = ""

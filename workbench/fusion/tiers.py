@@ -1,7 +1,7 @@
 """Where a timeline finds a step's snapshot before it runs an engine: three tiers, fastest first.
 
 * memory, by plan prefix: ``(engine, (step, on), ...)`` up to this step (a toggle back is a lookup);
-* disk (``persist.py``), by the same key: a model opened before, in this process or another;
+* disk (``timeline_store.py``), by the same key: a model opened before, in this process or another;
 * content: the same step on the same graph (fingerprint, head count, the counts it reads) gives the
   same graph, so switching a step that changed nothing elsewhere costs a hash, not a rerun.
 
@@ -24,7 +24,7 @@ class SnapshotTiers:
         self.memory: dict[tuple, Snapshot] = {}
         #: Content key → (skeleton, outcome, elapsed, heads after).
         self.content: dict[tuple, tuple] = {}
-        #: The on-disk store (``persist.TimelineStore``) or None.
+        #: The on-disk store (``timeline_store.TimelineStore``) or None.
         self.persist = persist
         #: Called with each snapshot kept or read back (the timeline hooks its parity writes there).
         self.on_kept: Callable[[Snapshot], None] = lambda snap: None

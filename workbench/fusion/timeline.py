@@ -5,7 +5,7 @@ better kept), parity and answers on text, the session layer, JSON. The steps the
 :class:`~workbench.fusion.runner.StepRunner` through the caches of
 :class:`~workbench.fusion.tiers.SnapshotTiers` (memory by plan prefix, disk, content), so a toggle
 recomputes only from the first step whose on/off state changed and switching back is a lookup.
-Weights are shared between snapshots through a :class:`~workbench.fusion.store.WeightStore`. A timeline
+Weights are shared between snapshots through a :class:`~workbench.fusion.snapshot_weights.WeightStore`. A timeline
 is single-threaded code: what runs it in the background (the warm-up of every single toggle, auto's
 engine comparison) and the engine turn are :mod:`workbench.fusion.scheduler`'s.
 """
@@ -29,8 +29,8 @@ from .adapters import ENGINE_NAMES
 from .engines import engine_steps
 from .runner import StepRunner
 from .snapshot import ParityReference, Snapshot
-from .store import WeightStore
-from .persist import TimelineStore, enabled as persist_enabled
+from .snapshot_weights import WeightStore
+from .timeline_store import TimelineStore, enabled as persist_enabled
 from .tiers import SnapshotTiers
 from ..families import likely_engine as family_engine
 from ..graph.summary import ensure_node_names
@@ -92,7 +92,7 @@ class Timeline:
         num_heads: attention heads (default: detected; ORT's own detection
             fails on current TorchScript exports, so pass it when known).
         hidden_size: hidden size (default: from the embedding table).
-        persist: read and write this export's snapshots on disk (``persist.py``); default on unless
+        persist: read and write this export's snapshots on disk (``timeline_store.py``); default on unless
             ``WORKBENCH_PERSIST_TIMELINE=0``. Only for a model given as a path.
     """
 
@@ -102,7 +102,7 @@ class Timeline:
         #: The export file, which ONNX Runtime's basic pass reads itself (see ort_engine._ort_basic).
         self.source_path = str(model) if isinstance(model, (str, os.PathLike)) else None
         self.store = WeightStore()
-        #: The on-disk store of this export's snapshots (``persist.py``), or None (an in-memory model,
+        #: The on-disk store of this export's snapshots (``timeline_store.py``), or None (an in-memory model,
         #: ``persist=False``, ``WORKBENCH_PERSIST_TIMELINE=0``, or no usable cache folder).
         self.persist = None
         if self.source_path is not None and persist_enabled(persist):

@@ -4,7 +4,7 @@ checked against the SHA-256 their step's ``meta.json`` records before a snapshot
 A weight file is named by its key (name, type, shape, size), which says nothing of its bytes: a flipped
 byte parses as a tensor of the same key. So every entry that names a weight file records its digest, and a
 file read back is hashed (once per process: the store keeps what it read) and compared. A file that does not
-match is removed and its step recomputed (``persist.TimelineStore.load`` treats it as a damaged entry).
+match is removed and its step recomputed (``timeline_store.TimelineStore.load`` treats it as a damaged entry).
 Writing checks an existing file of the same name with :func:`workbench.cache.integrity.file_problem` (hashed
 once per process, trusted on its stamp after that) and replaces it when it is not the bytes being written.
 """
@@ -18,7 +18,7 @@ import onnx
 
 from ..cache.integrity import file_problem, mark_checked
 from .disk import unlink, write_file
-from .store import nbytes, weight_key
+from .snapshot_weights import nbytes, weight_key
 
 
 class WeightFileDamaged(Exception):

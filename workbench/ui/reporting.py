@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import WorkbenchError
 from .views import step_name
 from .. import __version__
-from ..viz.report import write_report
+from ..report.html import write_report
 
 
 class Reporting:
@@ -28,7 +28,7 @@ class Reporting:
         self.app = app
 
     def report_data(self) -> dict:
-        """Plain data for :func:`workbench.viz.report.write_report`."""
+        """Plain data for :func:`workbench.report.html.write_report`."""
 
         app = self.app
         s = app.state

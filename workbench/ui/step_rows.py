@@ -9,7 +9,7 @@ from ..ort.answer_policy import TaskParity
 from ..viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
 from .views import step_name
 from ..fusion import BY_NAME
-from ..report import not_applicable
+from ..report.data import not_applicable
 
 #: Ops a fusion emits (what the "fused here" column names).
 FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",
@@ -93,7 +93,7 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
     ``parity`` (None: not checked yet, True, False), ``parity_tip``, ``answers`` / ``answers_tip``
     (task parity on real text, when checked), ``why`` (the diagnostic, when the step fused fewer
     than it could, or why it failed), ``failed`` (why the step failed, or ""), ``tip`` and ``applies`` / ``na_why``: False and the reason when the step cannot apply
-    to this model (:func:`workbench.report.not_applicable`: the engine's skip test found none of its anchors),
+    to this model (:func:`workbench.report.data.not_applicable`: the engine's skip test found none of its anchors),
     which the panel folds under one line. Steps the engine does not run are left out, and so are switched-off
     steps for patterns a BERT encoder lacks.
     """

@@ -1,5 +1,5 @@
 """The report's summary in words: the terminal's last lines after ``workbench report`` and the box on the
-HTML report's first screen. Both come from :func:`workbench.report.summary` (plain facts) and say the same.
+HTML report's first screen. Both come from :func:`workbench.report.data.summary` (plain facts) and say the same.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def export_words(exp: dict | None) -> str:
 
 
 def facts(s: dict) -> list[tuple[str, str]]:
-    """(title, words) per fact of a :func:`workbench.report.summary`, in the order a user reads them."""
+    """(title, words) per fact of a :func:`workbench.report.data.summary`, in the order a user reads them."""
     out = [("model", s["model"] + (f", {export_words(s['export'])}" if s.get("export") else ""))]
     f = s.get("fusion")
     if f:

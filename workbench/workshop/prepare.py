@@ -3,7 +3,7 @@
 A facilitator runs :func:`prepare` (``workbench prepare``) on one machine; the folder is then copied to each
 participant's laptop and ``WORKBENCH_CACHE`` pointed at it. What the notebooks would otherwise export and
 fuse on a participant's two cores is read from it instead: the exports of every exporter, attention and opset
-the notebooks open, the fusion timelines (persisted by ``fusion/persist.py``: every snapshot, every single
+the notebooks open, the fusion timelines (persisted by ``fusion/timeline_store.py``: every snapshot, every single
 toggle the app warms, parity and answers on text), the fused, int8 and fp16 models the benchmarks and the
 ablation time (``variants/``), and the packaged real model's export. Measurements are not prepared: timing
 on the participant's own machine is the point of notebooks 02 and 04.
@@ -28,7 +28,7 @@ from ..errors import ConfigError, WorkbenchError
 from ..export import export
 from ..fusion import Timeline, exporter_matrix as matrix
 from ..fusion.catalog import BY_NAME
-from ..fusion.persist import enabled as persist_enabled, flush, versions as timeline_versions
+from ..fusion.timeline_store import enabled as persist_enabled, flush, versions as timeline_versions
 from ..fusion.scheduler import FusionScheduler
 from ..fusion.timeline import likely_engine, run_fusion
 from ..measure.variants.answers import task_answers
@@ -62,7 +62,7 @@ class Prepared:
 
 def versions() -> dict[str, str]:
     """What the cache keys depend on: the exporters' and engines' versions, the workbench's, and the hash of
-    its code that makes snapshots (``fusion/persist.py``). A laptop where one differs rebuilds what depends
+    its code that makes snapshots (``fusion/timeline_store.py``). A laptop where one differs rebuilds what depends
     on it instead of reading it."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -304,7 +304,7 @@ def check_prepared(folder: Path | str) -> list[str]:
 def damaged(folder: Path) -> list[str]:
     """One line per model of the prepared folder whose files are not what was written (a copy that did not
     finish, a changed byte): each names the file; the workbench would build that model again where it can."""
-    from ..cache.store import damaged_entries
+    from ..cache.model_store import damaged_entries
 
     return [f"{f.relative_to(folder)} {why}: {graph.name} is damaged (copy the folder again, or run `workbench "
             f"cache prune` on the copy)" for graph, f, why in damaged_entries(folder)]

@@ -26,7 +26,7 @@ _LIVE: "weakref.WeakSet" = weakref.WeakSet()
 
 @atexit.register
 def _stop_warming_then_flush() -> None:
-    # At exit no new snapshot is started, and the ones already made reach the disk (fusion/persist.py).
+    # At exit no new snapshot is started, and the ones already made reach the disk (fusion/timeline_store.py).
     for sch in list(_LIVE):
         try:
             sch.stop_warming(wait=False)

@@ -71,7 +71,7 @@ def build_path(cfg: dict) -> Path:
 
 def build(cfg: dict) -> bytes:
     """The model one point measures, as bytes (what a Ray build task returns to the object store): the whole
-    model, its weights included (in the cache they lie beside the graph, shared: ``workbench.cache.store``)."""
+    model, its weights included (in the cache they lie beside the graph, shared: ``workbench.cache.model_store``)."""
     from ...modelio import load_model
 
     return load_model(build_path(cfg), check=False, check_runtime=False).SerializeToString()

@@ -246,7 +246,7 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
 
 def search_report(model_path: Path) -> dict | None:
     """The search report saved beside a cached int8-guarded model, or None."""
-    from ...cache.store import sidecar
+    from ...cache.model_store import sidecar
 
     p = sidecar(Path(model_path), "search.json")
     try:

@@ -3,7 +3,7 @@
 ``fuse_bert`` (the export after the fusion timeline, or ONNX Runtime's GPU optimizer), ``int8_of`` (dynamic
 int8, per-channel weight scales), ``fp16_of`` (float16 with fp32 inputs/outputs), and :func:`cached`, which
 every derived model goes through: built once in a temporary folder of the export's group of the model store
-(:mod:`workbench.modelstore`), keyed by the export's content, the recipe and the onnxruntime version, and
+(:mod:`workbench.model_store`), keyed by the export's content, the recipe and the onnxruntime version, and
 published with its meta written last. What a variant is (its name, label, engine, needs) is its recipe
 (:mod:`workbench.measure.variants`).
 """
@@ -31,23 +31,23 @@ def _derived_key(export_path: Path, recipe: str) -> str:
 
 def cached(export_path: Path, recipe: str, build: Callable[[Path], None], name: str = "model.onnx") -> Path:
     """Build the variant ``recipe`` of ``export_path`` once, in the export's group of the cache (its weights
-    shared with the export's: :mod:`workbench.cache.store`); later calls are a lookup. ``build(out)`` writes
+    shared with the export's: :mod:`workbench.cache.model_store`); later calls are a lookup. ``build(out)`` writes
     an ONNX file at ``out`` in a temporary folder; other files it writes there are kept as side files
-    (``modelstore.sidecar``). ``name``: the file a lookup returns; a build that is no ONNX model (an OpenVINO
+    (``model_store.sidecar``). ``name``: the file a lookup returns; a build that is no ONNX model (an OpenVINO
     IR's ``openvino_model.xml``) is kept whole in a folder of its own."""
     import shutil
 
-    from ...cache import store as modelstore
+    from ...cache import model_store
 
-    key, group = _derived_key(export_path, recipe), modelstore.group_of_model(Path(export_path))
-    hit = modelstore.find("variants", key, group, name)  # leased: `workbench cache` leaves it alone
+    key, group = _derived_key(export_path, recipe), model_store.group_of_model(Path(export_path))
+    hit = model_store.find("variants", key, group, name)  # leased: `workbench cache` leaves it alone
     if hit is not None:
         return hit[0]
-    tmp = modelstore.staging(group)
+    tmp = model_store.staging(group)
     try:
         build(tmp / "model.onnx")
         # What it was built from, for `workbench cache` (which model, which recipe).
-        return modelstore.publish(tmp / name, kind="variants", key=key, group=group,
+        return model_store.publish(tmp / name, kind="variants", key=key, group=group,
                                   meta={"export": str(export_path), "recipe": recipe})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

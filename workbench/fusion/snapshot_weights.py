@@ -154,7 +154,7 @@ class WeightStore:
     def defer(self, loader, keys) -> None:
         """Take the tensors ``keys`` from ``loader()`` (a full model) only when one is first read.
 
-        A timeline reopened from disk (``persist.py``) shows skeletons; the
+        A timeline reopened from disk (``timeline_store.py``) shows skeletons; the
         export's 440 MB are parsed only when a snapshot is assembled or an
         engine step runs.
         """

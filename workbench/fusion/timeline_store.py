@@ -44,7 +44,7 @@ from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  
 from .weightfiles import WeightFileDamaged, read_weight, write_weight
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
-from .store import WeightStore
+from .snapshot_weights import WeightStore
 from .. import __version__
 from ..cache.identity import file_identity
 from ..cache.root import cache_root

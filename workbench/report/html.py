@@ -1,6 +1,6 @@
 """The HTML report: one self-contained file a person can open offline.
 
-Pure rendering: a plain dict in (see :func:`workbench.report.collect`), an
+Pure rendering: a plain dict in (see :func:`workbench.report.data.collect`), an
 HTML file out, written atomically and never over an existing file.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 from ..cache.atomic import atomic_write_text
 from ..measure.harness.load import busy_words
 from ..ort.answer_policy import TaskParity
-from ..report import plural
-from .labels import variant_label
-from .summary import task_parity_words
+from .data import plural
+from ..viz.labels import variant_label
+from ..viz.summary import task_parity_words
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -123,7 +123,7 @@ def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
     """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break;
     with random weights, what the check would mean instead of a warning."""
     from ..measure.variants import is_quantized
-    from .summary import random_weights_words
+    from ..viz.summary import random_weights_words
 
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
@@ -138,7 +138,7 @@ def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
 
 def tune_section(t: dict) -> str:
     """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
-    from .labels import workload_figure as fig
+    from ..viz.labels import workload_figure as fig
 
     base = next((r["p50_ms"] for r in t["variants"] if r["name"] == "torch"), None)
     rows = [{"variant": variant_label(r["name"]), "p50 ms": r["p50_ms"], "p90 ms": r.get("p90_ms"),
@@ -169,7 +169,7 @@ def _figures(data: dict) -> str:
         import plotly.io as pio
     except ImportError:
         return ""
-    from ..report import not_applicable
+    from .data import not_applicable
 
     parts = []
     steps = [st for st in (data.get("fusion") or {}).get("steps") or [] if not not_applicable(st)]
@@ -199,8 +199,8 @@ def _figures(data: dict) -> str:
 def render(data: dict) -> str:
     """The report's HTML: the summary first (the facts beside one layer before and after), then the
     recommendation of a tune, latency, the fusion steps, model and export settings, the machine, the ablation."""
-    from ..report import summary
-    from .summary import CSS as SUMMARY_CSS, summary_box
+    from .data import summary
+    from ..viz.summary import CSS as SUMMARY_CSS, summary_box
 
     model = data.get("model", {})
     title = f"BERT Fusion Workbench report: {model.get('label', model.get('name', 'model'))}"
@@ -226,7 +226,7 @@ def render(data: dict) -> str:
 
 
 def _latency_section(data: dict) -> str:
-    from .summary import ms, sci
+    from ..viz.summary import ms, sci
 
     bench = data["bench"]
     s = ["<h2>Latency</h2>"]
@@ -269,10 +269,10 @@ def _latency_section(data: dict) -> str:
 
 def _fusion_section(data: dict) -> str:
     """The steps that apply, each with what it fused or why not; the steps that cannot apply folded in one line."""
-    from ..report import not_applicable
+    from .data import not_applicable
 
     from ..graph.summary import FUSED_OPS
-    from .summary import ENGINE_TITLES
+    from ..viz.summary import ENGINE_TITLES
 
     fusion = data["fusion"]
     s = [f"<h2>Fusion timeline ({_e(ENGINE_TITLES.get(fusion.get('engine'), fusion.get('engine')))})</h2>"]
@@ -306,7 +306,7 @@ def _fusion_section(data: dict) -> str:
 
 def _settings_section(data: dict) -> str:
     """The model and its export in words: rows with nothing to say are left out."""
-    from .summary import export_words, sci
+    from ..viz.summary import export_words, sci
 
     m, ex = data.get("model") or {}, data.get("export") or {}
     rows = [("model", m.get("label") or m.get("name")),

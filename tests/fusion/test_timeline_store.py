@@ -1,4 +1,4 @@
-"""Timelines persisted on disk (``fusion/persist.py``): a reopen equals the cold run and runs no engine step."""
+"""Timelines persisted on disk (``fusion/timeline_store.py``): a reopen equals the cold run and runs no engine step."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 
 from workbench.config import FusionPlan
-from workbench.fusion import Timeline, persist, run_fusion
+from workbench.fusion import Timeline, run_fusion, timeline_store
 from workbench.fusion import timeline as timeline_mod
 from workbench.fusion.engines import engine_steps
 from workbench.fusion.scheduler import FusionScheduler
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def store_dir(tmp_path, monkeypatch):
     """A private, empty timeline store for this test."""
     folder = tmp_path / "timelines"
-    monkeypatch.setenv(persist.ENV_ROOT, str(folder))
-    monkeypatch.delenv(persist.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(timeline_store.ENV_ROOT, str(folder))
+    monkeypatch.delenv(timeline_store.ENV_SWITCH, raising=False)
     return folder
 
 
@@ -78,7 +78,7 @@ def test_a_reopened_timeline_equals_the_cold_one_and_runs_no_engine_step(tiny_ex
     path = tiny_export(exporter, "eager").path
     cold = run_fusion(path, FusionPlan(engine=engine), num_heads=HEADS, hidden_size=HIDDEN)
     assert cold.steps_run > 0 and not any(s.persisted for s in cold.snapshots)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     assert _entries(store_dir)
 
     _forbid_engines(monkeypatch)
@@ -114,7 +114,7 @@ def test_warm_up_toggles_and_parity_are_lookups_after_a_reopen(tiny_export, stor
     for step in steps:
         toggled[step] = [(s.step, s.nodes, s.fused) for s in cold.toggle(step, False)]
         cold.toggle(step, True)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
 
     _forbid_engines(monkeypatch)
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
@@ -133,11 +133,11 @@ def test_warm_up_toggles_and_parity_are_lookups_after_a_reopen(tiny_export, stor
 def test_parity_checked_after_a_reopen_is_written_too(tiny_export, store_dir):
     path = tiny_export("torchscript", "eager").path
     run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert tl.snapshots[-1].parity is None
     tl.snapshots[-1].check_parity(reference=tl.reference())
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     third = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert third.snapshots[-1].parity == tl.snapshots[-1].parity is not None
 
@@ -158,7 +158,7 @@ def test_task_parity_is_kept_per_text(tiny_export, store_dir):
     tl.check_parity(len(tl.snapshots) - 1)
     found = tl.snapshots[-1].task_parity
     assert found is not None
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     again = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert again.snapshots[-1].task_parity is None  # no text yet
     again.use_text(text(1))
@@ -202,7 +202,7 @@ def _damage(store_dir: Path, what: str) -> None:
 def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     assert list(store_dir.glob("*/weights/*.pb")), "the attention step's packed weights are stored"
     _damage(store_dir, what)
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
@@ -213,7 +213,7 @@ def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
     for a, b in zip(tl.snapshots, cold.snapshots):
         _same(a, b, timing=False)
     assert _weights(tl.final.model) == _weights(cold.final.model)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     third = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert third.steps_run == 0 and third.input.persisted  # rebuilt and written again
     for a, b in zip(third.snapshots, tl.snapshots):
@@ -223,7 +223,7 @@ def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
 def test_a_different_plan_or_version_misses(tiny_export, store_dir, monkeypatch):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     # another plan: the prefix before the switched-off step is read back, everything after it runs
     steps = [s.step for s in cold.snapshots[1:]]
     i = steps.index("gelu")
@@ -234,16 +234,16 @@ def test_a_different_plan_or_version_misses(tiny_export, store_dir, monkeypatch)
     assert not any(s.persisted for s in run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS,
                                                    hidden_size=HIDDEN, num_layers=7).snapshots[1:])
     # another onnxruntime (or onnx, onnxscript, workbench code): nothing of the old entries is read
-    monkeypatch.setattr(persist, "_VERSIONS", {**persist.versions(), "onnxruntime": "0.0.1"})
+    monkeypatch.setattr(timeline_store, "_VERSIONS", {**timeline_store.versions(), "onnxruntime": "0.0.1"})
     newer = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert newer.steps_run == cold.steps_run
     assert not newer.input.persisted and not any(s.persisted for s in newer.snapshots)
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     assert len([p for p in store_dir.iterdir() if p.is_dir()]) == 3
 
 
 def test_versions_cover_the_engines_and_the_workbench_code():
-    v = persist.versions()
+    v = timeline_store.versions()
     assert {"onnx", "onnxscript", "workbench", "workbench_code"} <= set(v)
     assert "onnxruntime" in v or "onnxruntime-gpu" in v
 
@@ -252,9 +252,9 @@ def test_persistence_can_be_switched_off(tiny_export, store_dir, monkeypatch):
     path = tiny_export("torchscript", "eager").path
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN, persist=False)
     assert tl.persist is None
-    monkeypatch.setenv(persist.ENV_SWITCH, "0")
+    monkeypatch.setenv(timeline_store.ENV_SWITCH, "0")
     assert run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN).persist is None
-    assert persist.flush(60)
+    assert timeline_store.flush(60)
     assert not store_dir.exists() or not any(store_dir.iterdir())
     # an in-memory model has no file to key on: never persisted
     import onnx
@@ -269,7 +269,7 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     def write(i):
         try:
             for _ in range(20):
-                persist.write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
+                timeline_store.write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -286,10 +286,10 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
 _OPEN = """
 import sys, time
 from workbench.config import FusionPlan
-from workbench.fusion import Timeline, persist
+from workbench.fusion import Timeline, timeline_store
 tl = Timeline(sys.argv[1], FusionPlan(engine="auto"), num_heads=2, hidden_size=128)
 tl.run()
-persist.flush(120)
+timeline_store.flush(120)
 heavy = sorted(m for m in ("torch", "transformers", "onnxscript", "onnx_ir", "onnxruntime.transformers")
                if m in sys.modules)
 print(tl.steps_run, ",".join(heavy) or "-")
@@ -317,7 +317,7 @@ def test_two_processes_writing_at_once_then_a_reopen_imports_no_engine(tiny_expo
 
 
 def test_flush_gives_up_after_its_stated_bound_in_one_line(monkeypatch, capsys):
-    """``persist.flush()`` with no time waits at most $WORKBENCH_FLUSH_WAIT_S (else disk.FLUSH_WAIT_S)."""
+    """``timeline_store.flush()`` with no time waits at most $WORKBENCH_FLUSH_WAIT_S (else disk.FLUSH_WAIT_S)."""
     import time
 
     from workbench.fusion.scheduler import new_flag, write_behind
@@ -327,10 +327,10 @@ def test_flush_gives_up_after_its_stated_bound_in_one_line(monkeypatch, capsys):
     monkeypatch.setenv("WORKBENCH_FLUSH_WAIT_S", "0.3")
     try:
         t = time.monotonic()
-        assert persist.flush() is False
+        assert timeline_store.flush() is False
         assert time.monotonic() - t < 5
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "gave up after 0.3 s waiting for the timeline store's queued disk writes" in err[0]
     finally:
         release.set()
-    assert persist.flush(60)
+    assert timeline_store.flush(60)

@@ -1,6 +1,6 @@
 """The main job, headless: export → fusion timeline → benchmark → report data, and its summary.
 
-Plain data out; :mod:`workbench.viz.report` renders it. Each stage that
+Plain data out; :mod:`workbench.report.html` renders it. Each stage that
 fails adds its one-line error to ``errors`` and the report still gets
 written with what succeeded. :func:`summary` picks the few facts a user
 wants first (what was fused, what it bought, what to ship) out of that data,
@@ -13,10 +13,10 @@ import dataclasses
 import time
 from typing import Callable
 
-from . import __version__
-from .config import BenchConfig, ExportConfig, FusionPlan
-from .errors import WorkbenchError
-from .models import ModelSource, resolve
+from .. import __version__
+from ..config import BenchConfig, ExportConfig, FusionPlan
+from ..errors import WorkbenchError
+from ..models import ModelSource, resolve
 
 Progress = Callable[[str, float], None]
 
@@ -49,7 +49,7 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     export_cfg = export_cfg or ExportConfig()
     plan = plan or FusionPlan()
     if text is not None and not hasattr(text, "batches"):
-        from .text import text_batches
+        from ..text import text_batches
 
         text = text_batches(src, list(text))  # before the export: no tokenizer fails in a moment
     data: dict = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -57,7 +57,7 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     if text is not None:
         data["text"] = text.describe()
 
-    from .export import export
+    from ..export import export
 
     progress("export", 0.0)
     result = export(src, export_cfg, progress=lambda s, f: progress(f"export: {s}", 0.3 * f))
@@ -71,7 +71,7 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     if tune:
         progress("tune", 0.8)
         try:
-            from .measure.tune.run import tune as run_tune
+            from ..measure.tune.run import tune as run_tune
 
             res = run_tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
                         exporter=export_cfg.exporter, attention=export_cfg.attention,
@@ -87,7 +87,7 @@ def _fusion_stage(data: dict, src: ModelSource, path, plan: FusionPlan, text) ->
     """The fusion timeline, its parity (on the text too, after every step, when there is text) and the layer
     pictures, into ``data["fusion"]`` and ``data["layer_pictures"]``."""
     try:
-        from .fusion import run_fusion
+        from ..fusion import run_fusion
 
         tl = run_fusion(path, plan, num_layers=src.num_layers, num_heads=src.num_heads, hidden_size=src.hidden_size)
         if text is not None:  # the answers on the text after every step, as `workbench fuse --text` checks them
@@ -101,7 +101,7 @@ def _fusion_stage(data: dict, src: ModelSource, path, plan: FusionPlan, text) ->
         data["errors"].append(f"fusion: {e}")
         return
     try:  # one encoder layer before and after, as pictures (a report without them is still a report)
-        from .viz.layer_svg import layer_picture
+        from ..viz.layer_svg import layer_picture
 
         data["layer_pictures"] = {"before": layer_picture(tl.snapshots[0], 0, title="layer 0, exported"),
                                   "after": layer_picture(tl.final, 0, title="layer 0, after the fusions")}
@@ -113,8 +113,8 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                  bench_cfg: BenchConfig | None, text, progress: Progress) -> None:
     """The standard variants timed in one worker, into ``data["bench"]``."""
     try:
-        from .measure.harness.bench import benchmark
-        from .measure.variants import build_variants, default_variants
+        from ..measure.harness.bench import benchmark
+        from ..measure.variants import build_variants, default_variants
 
         cfg = bench_cfg or BenchConfig(runs=20)
         if text is not None:  # the shape the sessions are sized for: the text's largest batch and bucket
@@ -127,7 +127,7 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                                      progress=progress)
         # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
         # Without text, int8's answers are still checked, on the built-in sentences (cheap).
-        from .measure.variants.answers import builtin_answers_text, int8_report
+        from ..measure.variants.answers import builtin_answers_text, int8_report
 
         answers = builtin_answers_text(src) if text is None and cfg.provider == "cpu" else None
         res = benchmark(variants, cfg, text=text or answers, text_answers_only=text is None, floor=text is None)
@@ -163,7 +163,7 @@ def not_applicable(step: dict) -> str:
         changed = bool(step.get("removed") or step.get("added"))
     if changed:
         return ""
-    from .fusion.catalog import BY_NAME
+    from ..fusion.catalog import BY_NAME
 
     cat = BY_NAME.get(step.get("name") or step.get("step") or "")
     why = step.get("diagnostic") or ""
@@ -200,7 +200,7 @@ def summary(data: dict) -> dict:
 
 def _busy(data: dict) -> str:
     """The busy sentence of the benchmark's or the tune's machine load ("" when both were quiet)."""
-    from .measure.harness.load import busy_words
+    from ..measure.harness.load import busy_words
 
     return next((w for part in ("bench", "tune") if (w := busy_words((data.get(part) or {}).get("machine_load")))), "")
 
@@ -233,7 +233,7 @@ def _latency_summary(data: dict) -> dict | None:
 
 
 def _int8_summary(data: dict) -> dict | None:
-    from .ort.answer_policy import holds
+    from ..ort.answer_policy import holds
 
     tune_row = next((r for r in (data.get("tune") or {}).get("variants") or [] if r.get("name") == "int8"), None)
     row = next((v for v in (data.get("bench") or {}).get("variants") or [] if v.get("name") == "int8"), None)
