@@ -1,7 +1,8 @@
-"""The app's actions, and the only writer of its state.
+"""The app's controller: the fusion steps and the views, and the feature objects that do the rest.
 
 The controller toggles and selects steps and writes what the graph panes show (``snapshots``, ``step``,
-``rows``, ``pair``, the view settings) into the :class:`~workbench.ui.state.AppState`. Everything else is a feature
+``rows``, ``pair``, the view settings), the settings a user changes (``configure``), the status line and the
+jobs' states into the :class:`~workbench.ui.state.AppState`. Everything else is a feature
 object beside it over the same state, each the only writer of its part: ``loading`` (export and fuse),
 ``auto_engine`` (the engine lines, auto's comparison, the warm-up line), ``parity`` (the rows' badges),
 ``graph_tools`` (session layer, Netron), ``measuring`` (benchmark, GPU column, operator profile), ``tuning``,
@@ -37,7 +38,7 @@ _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile
 
 
 class Controller:
-    """Every action of the app; the only writer of ``state``.
+    """The app's steps and views, and its feature objects (each the only writer of its part of ``state``).
 
     Args:
         state: the app state to write.
