@@ -250,7 +250,7 @@ def test_background_parity_waits_until_the_selected_steps_toggle_is_ready(tiny_e
     real = Timeline.check_parity
 
     def spy(tl, i):
-        seen.append(c.scheduler.toggle_ready(c._chosen))
+        seen.append(c.scheduler.toggle_ready(c.looking_at))
         return real(tl, i)
 
     monkeypatch.setattr(Timeline, "check_parity", spy)
@@ -309,7 +309,7 @@ def test_twenty_quick_clicks_on_one_checkbox_end_in_the_state_of_the_last(tiny_e
         assert next(r for r in c.step_rows() if r["name"] == "attention")["on"] is False  # the box shows the last click
         c.wait(300)
         assert applied == clicks  # in the order clicked, none lost
-        assert not c._pending  # every click ran
+        assert not c.clicks_in_flight  # every click ran
         s = c.state
         assert s.error is None and "attention" in s.disabled
         assert not s.snapshots[-1].fused.get("Attention") and "attention" in c.timeline.plan.disabled
