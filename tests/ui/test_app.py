@@ -476,10 +476,10 @@ def test_gpu_column_variants_are_the_fused_model_on_cuda_and_never_run_on_the_cp
     from workbench.measure.variants.gpu_column import DevicePlan
     from workbench.ort.gpu import gpu_status
 
-    vs = app.controller.gpu_variants(DevicePlan(("fused", "fused-cudagraph"), "GPU column: fused"))
+    vs = app.controller.measuring.gpu_variants(DevicePlan(("fused", "fused-cudagraph"), "GPU column: fused"))
     assert [v.name for v in vs] == ["fused@gpu", "fused-cudagraph@gpu"]
     assert all(v.provider == "cuda" for v in vs) and vs[1].kind == "onnx-cudagraph"
-    cpu = next(v for v in app.controller.variants() if v.name == "fused")
+    cpu = next(v for v in app.controller.measuring.variants() if v.name == "fused")
     assert cpu.provider == "cpu" and vs[0].model == cpu.model == vs[1].model
     if not gpu_status()[0]:
         with pytest.raises(RuntimeUnavailableError, match="^GPU asked for, but "):

@@ -100,7 +100,7 @@ def test_measuring_refuses_without_a_model_and_errors_are_one_line():
     from workbench.ui.controller import Controller
 
     c = Controller(AppState(source="/nonexistent/model-folder"), background=False)
-    c.run_benchmark()
+    c.measuring.run_benchmark()
     assert c.state.error == "load a model first"
     c.load()
     assert c.state.jobs["load"].state == "error" and "\n" not in c.state.error
@@ -250,7 +250,7 @@ def test_background_parity_waits_until_the_selected_steps_toggle_is_ready(tiny_e
     real = Timeline.check_parity
 
     def spy(tl, i):
-        seen.append(c.scheduler.toggle_ready(c._chosen))
+        seen.append(c.scheduler.toggle_ready(c.looking_at))
         return real(tl, i)
 
     monkeypatch.setattr(Timeline, "check_parity", spy)
@@ -309,10 +309,39 @@ def test_twenty_quick_clicks_on_one_checkbox_end_in_the_state_of_the_last(tiny_e
         assert next(r for r in c.step_rows() if r["name"] == "attention")["on"] is False  # the box shows the last click
         c.wait(300)
         assert applied == clicks  # in the order clicked, none lost
-        assert not c._pending  # every click ran
+        assert not c.clicks_in_flight  # every click ran
         s = c.state
         assert s.error is None and "attention" in s.disabled
         assert not s.snapshots[-1].fused.get("Attention") and "attention" in c.timeline.plan.disabled
         assert next(r for r in c.step_rows() if r["name"] == "attention")["on"] is False
+    finally:
+        c.close()
+
+
+def test_profiles_follow_their_snapshots_and_a_new_load_drops_them(tiny_export):
+    """An operator profile belongs to the snapshot it timed: a toggle that replaces that snapshot drops its
+    profile (the overlay would colour a graph it never measured), an untouched snapshot keeps its own, and a
+    new load starts with none."""
+    from workbench.ui.controller import Controller
+
+    tiny_export()
+    c = Controller(AppState(source="bert-tiny", engine="ort", seq=16, runs=3), background=False)
+    try:
+        c.load()
+        s = c.state
+        names = [sn.step for sn in s.snapshots]
+        att, last = names.index("attention"), len(names) - 1
+        c.measuring.profile([0, att, last])
+        assert s.error is None, s.error
+        assert {i: p.variant for i, p in c.measuring.profiles.items()} == {0: "export", att: "attention",
+                                                                           last: names[-1]}
+        assert set(s.op_breakdown) == {"0: export", "after attention", f"{last}: {names[-1]}"}
+        c.toggle("attention", False)  # the steps from attention on are new graphs
+        assert "attention" not in [sn.step for sn in s.snapshots]
+        assert {i: p.variant for i, p in c.measuring.profiles.items()} == {0: "export"}
+        c.toggle("attention", True)
+        assert {i: p.variant for i, p in c.measuring.profiles.items()} == {0: "export"}  # not measured again
+        c.load()
+        assert s.error is None and c.measuring.profiles == {}
     finally:
         c.close()

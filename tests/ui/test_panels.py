@@ -12,10 +12,7 @@ class StubController:
 
     def __init__(self):
         self.calls: list[tuple] = []
-
-    def variant_choices(self):
-        return [("0: export (ONNX Runtime, no optimizations)", "0: export"), ("1: attention (fused, all steps)",
-                                                                              "1: attention")]
+        self.measuring = _Measuring(self.calls, "measuring")
 
     def __getattr__(self, name):
         return _Recorder(self.calls, name)
@@ -32,6 +29,14 @@ class _Recorder:
 
     def __getattr__(self, name):
         return _Recorder(self.calls, name)
+
+
+class _Measuring(_Recorder):
+    """The measuring feature: records its calls, and offers the variant list of two snapshots."""
+
+    def variant_choices(self):
+        return [("0: export (ONNX Runtime, no optimizations)", "0: export"), ("1: attention (fused, all steps)",
+                                                                              "1: attention")]
 
 
 @pytest.fixture()

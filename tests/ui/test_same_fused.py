@@ -19,7 +19,7 @@ def test_the_app_and_bench_time_the_same_fused(tiny_export):
     try:
         c.load()
         assert c.state.error is None, c.state.error
-        app = {v.name: v for v in c.variants()}
+        app = {v.name: v for v in c.measuring.variants()}
         cfg = c.state.export_config()
         bench = build_variants("bert-tiny", ["unfused", "fused"], plan=c.state.fusion_plan(), exporter=cfg.exporter,
                                attention=cfg.attention, opset=cfg.opset)

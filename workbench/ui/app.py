@@ -17,10 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ATTENTIONS, ENGINES, EXPORTERS, OPSETS
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelSourceError
+from ..models import PRESETS
 from . import compat
 from .controller import Controller
+from .link import link_panes
+from .panels.fusion import FusionPanel
+from .panels.graph import GraphPane, ViewBar
+from .panels.model_bar import ModelBar
+from .panels.netron import NetronPanel
+from .panels.profile import ProfilePanel
+from .panels.report import ReportPanel
+from .panels.sweep import SweepPanel
+from .panels.text import TextPanel
 from .state import AppState
+from .styles import CSS
 
 #: Default pixel width of each graph pane; the width probe resizes them to the space the app gets.
 GRAPH_WIDTH = 520
@@ -83,8 +94,6 @@ class Workbench:
     @classmethod
     def from_onnx(cls, path: str | os.PathLike, **kw) -> "Workbench":
         """The app for an existing ``.onnx`` file (nothing is exported)."""
-        from ..errors import ModelSourceError
-
         p = Path(path).expanduser()
         if not p.is_file():
             raise ModelSourceError(f"{p} is not a file")
@@ -94,17 +103,8 @@ class Workbench:
         compat.defer_slow_imports()
         import ipywidgets as W
 
-        from ..models import PRESETS
-        from .link import link_panes
-        from .panels.fusion import FusionPanel
-        from .panels.graph import GraphPane, ViewBar
-        from .panels.model_bar import ModelBar
-        from .panels.netron import NetronPanel
-        from .panels.profile import ProfilePanel
-        from .panels.report import ReportPanel
-        from .panels.sweep import SweepPanel
-        from .panels.text import TextPanel
-        from .styles import CSS
+        # Lazy: ``width`` imports ipywidgets at its head, and this module must import (and show compat's line)
+        # where ipywidgets is missing or mismatched.
         from .width import WidthProbe
 
         s, c, L = self.state, self.controller, W.Layout
@@ -191,7 +191,7 @@ class Workbench:
 
     timeline = property(lambda self: self.controller.timeline)
     export_result = property(lambda self: self.controller.export_result)
-    profiles = property(lambda self: self.controller.profiles)
+    profiles = property(lambda self: self.controller.measuring.profiles)
     timings = property(lambda self: self.controller.timings)
     session_layer = property(lambda self: self.controller.graph_tools.session_layer)
     bench_result = property(lambda self: self.state.bench_result)
@@ -265,7 +265,8 @@ class Workbench:
         return self.controller.default_step()
 
     def warm_text(self) -> str:
-        return self.controller.warm_text()
+        """One line on the background precomputation of single toggles (what a click will cost)."""
+        return self.controller.auto_engine.warm_text()
 
     def check_parity(self, wait: bool | None = None) -> None:
         self.controller.parity.check(wait)
@@ -283,23 +284,24 @@ class Workbench:
         self.controller.graph_tools.close_netron()
 
     def variants(self, names: list[str] | None = None) -> list:
-        return self.controller.variants(names)
+        """The benchmark's variants for the chosen snapshots (default: unfused and fused)."""
+        return self.controller.measuring.variants(names)
 
     def run_benchmark(self, names: list[str] | None = None) -> None:
         """Time the chosen variants in the worker process; the plots grow while it runs."""
-        self.controller.run_benchmark(names)
+        self.controller.measuring.run_benchmark(names)
 
     def stop_benchmark(self) -> None:
-        self.controller.stop_benchmark()
+        self.controller.measuring.stop_benchmark()
 
     def wait_benchmark(self, timeout: float | None = 600) -> "Workbench":
         """Block until the running benchmark, profile, ablation, answers check or sweep is done."""
-        self.controller.wait_measure(timeout)
+        self.controller.measuring.wait(timeout)
         return self
 
     def profile(self, indices: list[int] | None = None) -> None:
         """Profile operators of the before/after snapshots: op breakdown and latency overlay."""
-        self.controller.profile(indices)
+        self.controller.measuring.profile(indices)
 
     def ablate(self, steps: list[str] | None = None) -> None:
         """What each fusion buys here: the plan without each fired step, timed against the full plan."""

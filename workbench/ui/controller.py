@@ -1,10 +1,12 @@
-"""The app's actions, and the only writer of its state.
+"""The app's controller: the fusion steps and the views, and the feature objects that do the rest.
 
-The controller loads a model (through :class:`~workbench.ui.loading.ModelLoading`), toggles and selects
-steps, checks parity, shows the session layer, and (through :class:`~workbench.ui.measuring.MeasureActions`)
-benchmarks and profiles; its feature objects (``tuning``, ``sweep``, ``text_answers``, ``report``, ...) ablate, tune,
-sweep, check answers on real text and write the report. It calls the compute modules and writes what comes back into
-the :class:`~workbench.ui.state.AppState`; every piece of background work goes through the
+The controller toggles and selects steps and writes what the graph panes show (``snapshots``, ``step``,
+``rows``, ``pair``, the view settings), the settings a user changes (``configure``), the status line and the
+jobs' states into the :class:`~workbench.ui.state.AppState`. Everything else is a feature
+object beside it over the same state, each the only writer of its part: ``loading`` (export and fuse),
+``auto_engine`` (the engine lines, auto's comparison, the warm-up line), ``parity`` (the rows' badges),
+``graph_tools`` (session layer, Netron), ``measuring`` (benchmark, GPU column, operator profile), ``tuning``,
+``sweep``, ``text_answers``, ``report`` and ``rules``. Every piece of background work goes through the
 :class:`~workbench.ui.jobs.JobRunner`. It never imports ipywidgets: panels observe the state.
 """
 
@@ -15,28 +17,28 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WorkbenchError
-from .auto_engine import EngineActions
+from ..ort.session import cuda_status
+from .auto_engine import AutoEngine
+from .graph_tools import GraphTools
 from .jobs import Job, JobRunner
-from .measuring import MeasureActions
+from .live_rules import LiveRules
+from .loading import ModelLoading
+from .measuring import Measuring
+from .parity_checks import ParityChecks
 from .reporting import Reporting
+from .state import AppState, JobStatus, Status
+from .step_rows import default_step, step_near, step_rows
 from .sweep import Sweep
 from .text_answers import TextAnswers
 from .tuning import Tuning
-from .graph_tools import GraphTools
-from .live_rules import LiveRules
-from .loading import ModelLoading
-from .parity_checks import ParityChecks
-from .state import AppState, JobStatus, Status
-from .step_rows import default_step, step_near, step_rows
 from .views import GraphViews, step_name
-from ..ort.session import cuda_status
 
 #: Jobs whose start clears the last error (background upkeep does not).
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
 
 
-class Controller(EngineActions, MeasureActions):
-    """Every action of the app; the only writer of ``state``.
+class Controller:
+    """The app's steps and views, and its feature objects (each the only writer of its part of ``state``).
 
     Args:
         state: the app state to write.
@@ -55,15 +57,11 @@ class Controller(EngineActions, MeasureActions):
         #: Runs the timeline's work (a toggle first, the warm-up and auto's comparison behind it).
         self.scheduler = None
         self.text = None  # TextBatches once the user gave sentences
-        self.profiles: dict[int, Any] = {}
-        self._profiled: dict[int, Any] = {}
         self.timings: dict[str, float] = {}
         self._pending: dict[str, bool] = {}  # toggles clicked whose run has not finished
         self._clicks, self._last_click = 0, {}  # the latest click per step (its pending state stays until that one ran)
         self._chosen: str | None = None  # the step the user looks at, by name
         self._gen = 0  # bumped whenever the snapshots change: parity results for older ones are dropped
-        self._bench = None
-        self._last_series = 0.0
         self.closed = False
         #: The live rules feature (``app.add_rule``): rules written in a notebook cell, under a time limit.
         self.rules = LiveRules(self)
@@ -73,6 +71,10 @@ class Controller(EngineActions, MeasureActions):
         self.parity = ParityChecks(self)
         #: Export (or reuse the export) and run the fusion timeline: the "load" job.
         self.loading = ModelLoading(self)
+        #: Which engine runs and why (auto's comparison in the background), and the warm-up line.
+        self.auto_engine = AutoEngine(self)
+        #: The benchmark, its GPU column and the operator profiles, in the measure lane.
+        self.measuring = Measuring(self)
         #: The report feature: everything on screen as plain data (``report_data``) and the HTML file.
         self.report = Reporting(self)
         #: What each fusion buys here (``ablate``) and ``workbench tune`` (``tune``), in the measure lane.
@@ -150,19 +152,15 @@ class Controller(EngineActions, MeasureActions):
         """Show a new timeline's snapshots (what :class:`~workbench.ui.loading.ModelLoading` ran), then start its
         warm-up, the parity checks and the warm-up line."""
         self.timeline, self.scheduler = tl, sch
-        self.profiles, self._profiled = {}, {}
-        self._set_snapshots(snaps, parity=False)
+        self.measuring.snapshots_changed(snaps, new_model=True)
+        self.show_snapshots(snaps, parity=False)
         self.timings["fusion_s"] = fusion_s
         # Precompute each single toggle in the background, at low priority: a click is then a lookup.
         # The selected step's own toggle first: the checkbox a user looking at it clicks first.
         sch.warm_first = (self._chosen,) if self._chosen else ()
         sch.start_warming()
         self.parity.kick_auto()  # after the warm-up started: parity holds back until that toggle is ready
-        self.runner.every("warm", self._watch_warm)
-
-    def compare_engines(self, sch) -> None:
-        """Under auto, run the other engine in the background; auto switches if it fuses more."""
-        self.runner.start("compare engines", lambda job, sch=sch: self._compare_engines(sch, job), lane="compare")
+        self.auto_engine.follow_warm_up()
 
     # ----------------------------------------------------------------- toggles and steps
     @property
@@ -213,22 +211,20 @@ class Controller(EngineActions, MeasureActions):
             finally:
                 if self._last_click.get(name) == click:  # a later click of this step still waits its turn
                     self._pending.pop(name, None)
-            self._set_snapshots(snaps)
+            self.show_snapshots(snaps)
             self.timings["toggle_s"] = time.perf_counter() - t0
             self.say(f"{name} {'on' if on else 'off'}: {s.snapshots[-1].nodes} nodes after fusion "
                      f"({self.timings['toggle_s']:.2f} s)", "ok")
 
         self.runner.start("toggle", work)
 
-    def _set_snapshots(self, snaps, parity: bool = True) -> None:
+    def show_snapshots(self, snaps, parity: bool = True) -> None:
+        """Show a run's snapshots (a toggle, a switch of engine, a load): the step the user looks at stays
+        selected; the measuring feature keeps the profiles of the snapshots still shown; with ``parity``,
+        the parity checks start again in the background."""
         s = self.state
         snaps = list(snaps)
-        # Profiles follow their snapshot when a toggle shifts the indices; other ones are dropped.
-        where = {id(sn): i for i, sn in enumerate(snaps)}
-        moved = {where[id(sn)]: (self.profiles[k], sn) for k, sn in self._profiled.items()
-                 if id(sn) in where and k in self.profiles}
-        self.profiles = {i: p for i, (p, _) in moved.items()}
-        self._profiled = {i: sn for i, (_, sn) in moved.items()}
+        self.measuring.snapshots_changed(snaps)
         self._gen += 1
         names = [step_name(sn.step) for sn in snaps]
         want = step_near(snaps, self.timeline.steps() if self.timeline else [], self._chosen)
@@ -289,7 +285,7 @@ class Controller(EngineActions, MeasureActions):
         t0 = time.perf_counter()
         if rows:
             self.update_rows()
-        s.pair = self.views.pair(s.snapshots, self.pair_indices()[1], s, self.profiles)
+        s.pair = self.views.pair(s.snapshots, self.pair_indices()[1], s, self.measuring.profiles)
         self.timings["refresh_s"] = time.perf_counter() - t0
 
     def set_view(self, view: str | None = None, layer: int | None = None, *, constants: bool | None = None,
@@ -350,11 +346,7 @@ class Controller(EngineActions, MeasureActions):
         self.graph_tools.close_netron()
         if self.scheduler is not None:
             self.scheduler.stop_warming(wait=False)
-        if self._bench is not None and not self._bench.done:
-            try:
-                self._bench.kill()
-            except Exception:
-                pass
+        self.measuring.close()
         self.runner.closed = True
 
 

@@ -2,9 +2,11 @@
 and hand the snapshots to the controller.
 
 :class:`ModelLoading` runs as the controller's "load" job (the model lane). It reads the settings of the one
-:class:`~workbench.ui.state.AppState`, writes the engine lines and the status, and gives the new timeline and
-scheduler to :meth:`Controller.adopt <workbench.ui.controller.Controller.adopt>`, which owns what follows
-(the snapshots shown, the warm-up, parity, auto's engine comparison).
+:class:`~workbench.ui.state.AppState` and writes ``state.sentences``, ``state.text_line`` and ``state.answers``
+(emptied when a new export replaces the text's model) and, while the fusion steps run, the export's graph as the
+first snapshot; it gives the engine choice to :class:`~workbench.ui.auto_engine.AutoEngine` (the engine lines, auto's
+comparison) and the new timeline and scheduler to :meth:`Controller.adopt <workbench.ui.controller.Controller.adopt>`,
+which owns what follows (the snapshots shown, the warm-up, parity).
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from .step_rows import ENGINE_TITLES, engine_summary
 from ..export import export
 from ..fusion import Timeline
 from ..fusion.scheduler import FusionScheduler
 from ..fusion.timeline import likely_engine
 from ..models import resolve
+from .step_rows import ENGINE_TITLES
 
 
 class ModelLoading:
@@ -25,7 +27,7 @@ class ModelLoading:
 
     Args:
         app: the controller: its ``state``, ``export_result``, ``text``, ``timings``, ``stop_warming``,
-            ``refresh``, ``say`` and ``adopt``.
+            ``refresh``, ``say``, ``adopt`` and ``auto_engine``.
     """
 
     def __init__(self, app):
@@ -64,15 +66,7 @@ class ModelLoading:
         self.show_export_first(tl)
         sch = FusionScheduler(tl)
         snaps = sch.run()
-        if likely:
-            s.engine_note = (f"auto: showing {likely} first (it fuses {s.exporter} exports of "
-                             f"{src.model_type or 'this model'} best); "
-                             f"the other engine is being compared in the background")
-            s.engine_line = f"auto → {ENGINE_TITLES.get(likely, likely)} (comparing with the other engine…)"
-        else:
-            s.engine_note = tl.engine_note or ""  # the auto run's reasons (set_plan below replaces tl's)
-            s.engine_line = engine_summary(s.engine, tl.engine_used,
-                                           {e: r[-1].fused for e, r in tl.runs.items() if r})
+        app.auto_engine.show_first(tl, likely, src.model_type)  # before set_plan below replaces tl's reasons
         if s.engine == "auto" and tl.engine_used and not likely:
             # Keep the engine auto chose: a later toggle must not switch engines (and step lists) under
             # the user. Its snapshots are cached, so this costs nothing.
@@ -86,7 +80,7 @@ class ModelLoading:
             summary += f" → {last.nodes} after fusion ({ENGINE_TITLES.get(tl.engine_used, tl.engine_used)})"
         app.say(summary, "ok")
         if likely:  # after the status line above: a switch says so after it
-            app.compare_engines(sch)
+            app.auto_engine.compare_engines(sch)
 
     def show_export_first(self, tl) -> None:
         """On a first open, draw the exported graph (``tl``'s input) while the fusion steps run."""

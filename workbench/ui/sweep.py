@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ConfigError
+from ..measure.fleet import run as fleet_run  # its ``run_sweep``: this feature's own method is named so too
+from ..measure.fleet.spec import safe_yaml
 from .jobs import Job
 from .measuring import MEASURE_LANE
 
@@ -16,7 +19,7 @@ class Sweep:
     """``run_sweep`` and ``stop_sweep``.
 
     Args:
-        app: the controller: its ``state``, ``runner``, ``say`` and ``measuring``.
+        app: the controller: its ``state``, ``runner``, ``say`` and ``measuring`` (``busy``).
     """
 
     def __init__(self, app):
@@ -26,16 +29,12 @@ class Sweep:
                   out: str | None = None) -> None:
         """Run a fleet sweep (``workbench.measure.fleet.run``); rows land in ``state.sweep`` as they come."""
         app = self.app
-        if app.measuring():
+        if app.measuring.busy():
             app.say("a measurement is already running: wait for it or stop it first", "error")
             return
         s = app.state
 
         def work(job: Job) -> None:
-            from ..errors import ConfigError
-            from ..measure.fleet.run import run_sweep
-            from ..measure.fleet.spec import safe_yaml
-
             spec_ = spec
             if isinstance(spec, str) and not Path(spec).expanduser().is_file():
                 spec_ = safe_yaml(spec, "the sweep spec")  # alias bombs refused before anything is built
@@ -48,8 +47,8 @@ class Sweep:
                 s.sweep = {"rows": list(rows), "total": total, "running": True}
                 job.progress(f"sweep: {done} of {total} measured", done / max(1, total))
 
-            res = run_sweep(spec_, executor, address=address, out=out, progress=progress,
-                            cancel=lambda: job.cancelled)
+            res = fleet_run.run_sweep(spec_, executor, address=address, out=out, progress=progress,
+                                      cancel=lambda: job.cancelled)
             s.sweep = {**res, "running": False}
             app.say(f"sweep done: {len(res['rows'])} rows on {len(res.get('nodes', []))} node(s)", "ok")
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import WorkbenchError
+from ..measure.tune import run as tune_run  # its ``tune``: this feature's own method is named so too
+from ..measure.tune.ablation import fusion_ablation
+from ..measure.tune.rows import fig
+from ..measure.tune.save import check_target, save
 from .jobs import Job
 from .measuring import MEASURE_LANE
 
@@ -19,7 +23,7 @@ class Tuning:
 
     Args:
         app: the controller: its ``state``, ``export_result``, ``timeline``, ``text``, ``runner``, ``say``
-            and ``ready_to_measure``.
+            and ``measuring`` (``ready``).
     """
 
     def __init__(self, app):
@@ -28,13 +32,11 @@ class Tuning:
     def ablate(self, steps: list[str] | None = None) -> None:
         """What each fusion buys here: the plan without each fired step, timed against the full plan."""
         app = self.app
-        if not app.ready_to_measure():
+        if not app.measuring.ready():
             return
         s = app.state
 
         def work(job: Job) -> None:
-            from ..measure.tune.ablation import fusion_ablation
-
             res = fusion_ablation(app.export_result.source, s.bench_config(), plan=app.timeline.plan,
                                   exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
                                   progress=lambda stage, f: job.progress(f"what each fusion buys: {stage}", f))
@@ -49,11 +51,10 @@ class Tuning:
         """The fastest variant whose answers hold here, against PyTorch, torch.compile and OpenVINO
         (``workbench tune``); with ``out``, saved there ready to deploy (a new or empty folder)."""
         app = self.app
-        if not app.ready_to_measure():
+        if not app.measuring.ready():
             return
         s = app.state
         if out is not None:
-            from ..measure.tune.save import check_target
             try:
                 check_target(out)
             except WorkbenchError as e:
@@ -61,18 +62,13 @@ class Tuning:
                 return
 
         def work(job: Job) -> None:
-            from ..measure.tune.run import tune
-            from ..measure.tune.save import save
-
             src = app.export_result.source
             text = app.text if (app.text is not None and s.bench_on_text) else None
-            res = tune(src, text=text, cfg=s.bench_config(), plan=app.timeline.plan, exporter=s.exporter,
-                       attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
+            res = tune_run.tune(src, text=text, cfg=s.bench_config(), plan=app.timeline.plan, exporter=s.exporter,
+                                attention=s.attention, progress=lambda stage, f: job.progress(f"tune: {stage}", f))
             if out is not None:
                 res.saved = save(res, out, src)
             s.tune = res
-            from ..measure.tune.rows import fig
-
             recs = ", ".join(f"{w} {r.variant} {fig(w, r.figure)}" for w, r in res.recommended.items())
             app.say(f"tuned: {recs}" + (f", saved to {res.saved['dir']}" if res.saved else ""), "ok")
 

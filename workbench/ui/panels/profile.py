@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ...viz import latency as vl
+from ...viz.labels import on_gpu, variant_label, workload_figure
 from ...viz.summary import task_parity_words as words
 from .base import Panel, badge, esc, sync_figure
 
@@ -18,8 +20,6 @@ def _f(x) -> str:
 
 def results_html(r, explanation=()) -> str:
     """The benchmark's table: each variant against the first, its own precision's floor and the MatMuls alone."""
-    from ...viz.labels import on_gpu, variant_label
-
     base = r.variants[0].p50_ms if r.variants else None
     rows = []
     for v in r.variants:
@@ -71,8 +71,6 @@ class ProfilePanel(Panel):
     def __init__(self, state, controller, extra=()):
         super().__init__(state, controller)
         import ipywidgets as W
-
-        from ...viz import latency as vl
 
         self._vl = vl
         L, s = W.Layout, state
@@ -134,12 +132,12 @@ class ProfilePanel(Panel):
         self.w_run = W.Button(description="Run", button_style="success", icon="play", layout=L(width="80px"))
         self.w_stop = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True,
                                layout=L(width="80px"))
-        self.w_run.on_click(lambda _: self.controller.run_benchmark())
-        self.w_stop.on_click(lambda _: self.controller.stop_benchmark())
+        self.w_run.on_click(lambda _: self.controller.measuring.run_benchmark())
+        self.w_stop.on_click(lambda _: self.controller.measuring.stop_benchmark())
         self.w_profile = W.Button(description="Profile ops", icon="tachometer-alt", layout=L(width="120px"),
                                   tooltip="profile the operators of the selected step's before and after graphs: "
                                           "time per op type, and nodes coloured by their share of latency")
-        self.w_profile.on_click(lambda _: self.controller.profile())
+        self.w_profile.on_click(lambda _: self.controller.measuring.profile())
         self.w_ablate = W.Button(description="What each fusion buys", icon="balance-scale", layout=L(width="190px"),
                                  tooltip="fuse again without each fusion step in turn and time every plan "
                                          "interleaved with the full plan (twice, for the noise): what each step "
@@ -209,8 +207,8 @@ class ProfilePanel(Panel):
         self.w_kernels = W.HTML().add_class("wb-kernels")
         self.watch("kernels", lambda: setattr(self.w_kernels, "value", kernels_html(self.state.kernels)))
         self.watch("gpu_note", self.draw_gpu_note)
-        self.watch(["provider", "bench_on_text"], lambda: self.controller.gpu_column())
-        self.controller.gpu_column()
+        self.watch(["provider", "bench_on_text"], lambda: self.controller.measuring.gpu_column())
+        self.controller.measuring.gpu_column()
         self.draw_gpu_note()
 
     def draw_gpu_note(self) -> None:
@@ -238,7 +236,7 @@ class ProfilePanel(Panel):
         self.w_tune.disabled = bool(busy)
 
     def draw_variants(self) -> None:
-        choices = self.controller.variant_choices()
+        choices = self.controller.measuring.variant_choices()
         keys = [k for _, k in choices]
         if not keys:
             return
@@ -292,11 +290,9 @@ def kernels_html(kernels: dict, top: int = 12) -> str:
 def tune_html(res) -> str:
     """The tune's recommendation per workload, the peers, and each variant's figures and answers
     (``res``: a :class:`workbench.measure.tune.result.TuneResult`)."""
-    from ...viz.labels import variant_label, workload_figure as fig
-
     heads = "".join(
         f"<div class='wb-section'>{esc(w.capitalize())}: {esc(variant_label(rec.variant))}, "
-        f"{esc(fig(w, rec.figure))} (batch {rec.batch})</div>"
+        f"{esc(workload_figure(w, rec.figure))} (batch {rec.batch})</div>"
         f"<div>{esc(rec.why)}</div>" for w, rec in res.recommended.items())
     rows = "".join(
         f"<tr><td>{esc(variant_label(r.name))}</td><td>{_f(r.p50_ms)}</td>"
