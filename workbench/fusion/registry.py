@@ -16,6 +16,7 @@ import dataclasses
 
 from ..errors import FusionError
 from .scheduler import new_lock
+import hashlib
 
 CHAINS = ("ort", "onnxscript")
 
@@ -113,8 +114,6 @@ def _version(rule) -> str:
 def plan_key(plan) -> str:
     """What a fused model made with ``plan`` is cached by: the engine, the steps off and opted in, and a hash of
     the rules added at run time that run (a plan that switches them all off keys as the package's own chain)."""
-    import hashlib
-
     added = {e: [f"{s.name}@{s.version}" for s in steps(e) if s.version and s.name not in plan.disabled]
              for e in CHAINS if plan.engine in (e, "auto")}
     mine = {s.name for e in CHAINS for s in steps(e) if s.version}
