@@ -32,7 +32,7 @@ def _own_steps(engine: str) -> tuple:
         from .ort_engine import ORT_STEPS
 
         return ORT_STEPS
-    from .onnxscript_engine import onnxscript_steps
+    from .onnxscript_engine import onnxscript_steps  # lazy: onnxscript_engine.py imports this module at its load
 
     if "own:onnxscript" not in _MEMO:
         _MEMO["own:onnxscript"] = onnxscript_steps()
@@ -97,7 +97,7 @@ def steps(engine: str) -> tuple:
     """The ``EngineStep`` objects of ``engine``'s chain, in run order."""
 
     def build():
-        from .rule_steps import rule_step
+        from .rule_steps import rule_step  # lazy: rule_steps.py imports this module at its load
 
         own = {s.name: s for s in _own_steps(engine)}
         by_rule = {r.name: r for r in _rules()}
@@ -133,7 +133,7 @@ def rows_by_name() -> dict:
 
 
 def _rows() -> tuple:
-    from .steps import ENGINE_ROWS
+    from .steps import ENGINE_ROWS  # lazy: steps.py imports this module at its load
 
     chains = {e: chain(e) for e in CHAINS}
     order = list(chains["ort"])
@@ -201,7 +201,7 @@ def unregister_rule(name: str) -> None:
 
 
 def _check(rule) -> None:
-    from .rule import Rule
+    from .rule import Rule  # lazy: rule.py imports this module at its load
 
     if isinstance(rule, type):
         what = "a Rule" if issubclass(rule, Rule) else "a class"

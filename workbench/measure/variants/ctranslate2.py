@@ -93,7 +93,7 @@ def convert(src, into: Path) -> None:
 def _build(ctx: Build, name: str):
     import ctranslate2
 
-    from .models import cached
+    from .models import cached  # lazy: models.py imports this module at its load
 
     ctx.progress("CTranslate2 conversion", 0.8)
 

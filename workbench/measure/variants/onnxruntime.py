@@ -29,7 +29,7 @@ def _fused(ctx: Build, name: str):
 
 
 def _tuned(ctx: Build, name: str):
-    from .models import fuse_bert
+    from .models import fuse_bert  # lazy: models.py imports this module at its load
 
     ctx.progress("this machine's plan (ablation)", 0.6)
     plan = ctx.tuned_plan(ctx) if callable(ctx.tuned_plan) else ctx.tuned_plan
@@ -41,7 +41,7 @@ def _tuned(ctx: Build, name: str):
 
 
 def _int8_of(fused):
-    from .models import int8_of
+    from .models import int8_of  # lazy: models.py imports this module at its load
 
     return int8_of(fused)
 
@@ -59,7 +59,7 @@ def _int8(ctx: Build, name: str):
 
 
 def _guarded(ctx: Build, name: str):
-    from .extra import guard_text, guarded_int8_of
+    from .extra import guard_text, guarded_int8_of  # lazy: extra.py imports this module at its load
 
     ctx.progress("answer-guarded int8 search", 0.75)
     guard = ctx.search_text if ctx.search_text is not None else (ctx.text if ctx.text is not None
@@ -70,13 +70,13 @@ def _guarded(ctx: Build, name: str):
 
 
 def _guarded_report(v) -> dict | None:
-    from .guarded import search_report
+    from .guarded import search_report  # lazy: guarded.py imports this module at its load
 
     return search_report(v.model)
 
 
 def _static(ctx: Build, name: str):
-    from .static_int8 import int8_static_of
+    from .static_int8 import int8_static_of  # lazy: static_int8.py imports this module at its load
 
     ctx.progress("static int8 (calibrating)", 0.8)
     return Variant(name, int8_static_of(ctx.fused, ctx.search()), provider="cpu",
@@ -84,13 +84,13 @@ def _static(ctx: Build, name: str):
 
 
 def _fp16_of(fused):
-    from .models import fp16_of
+    from .models import fp16_of  # lazy: models.py imports this module at its load
 
     return fp16_of(fused)
 
 
 def _fp16(ctx: Build, name: str):
-    from .models import fuse_bert
+    from .models import fuse_bert  # lazy: models.py imports this module at its load
 
     ctx.progress("fp16 conversion", 0.85)
     if ctx.src.model_type and not ort_optimizes(ctx.src.model_type):

@@ -22,20 +22,20 @@ def _variant(ctx: Build, name: str, precision: str | None = None, ir=None):
 
 
 def _int8(ctx: Build, name: str):
-    from .ov_quant import openvino_int8_of
+    from .ov_quant import openvino_int8_of  # lazy: ov_quant.py imports this module at its load
 
     return _variant(ctx, name, ir=openvino_int8_of(ctx.export_path, ctx.search()))
 
 
 def _guarded(ctx: Build, name: str):
-    from .ov_quant import openvino_int8_guarded_of
+    from .ov_quant import openvino_int8_guarded_of  # lazy: ov_quant.py imports this module at its load
 
     return _variant(ctx, name,
                     ir=openvino_int8_guarded_of(ctx.export_path, ctx.search(), threads=ctx.threads))
 
 
 def _guard_report(v) -> dict | None:
-    from .ov_quant import ir_report
+    from .ov_quant import ir_report  # lazy: ov_quant.py imports this module at its load
 
     return ir_report(v.options["ir"])
 

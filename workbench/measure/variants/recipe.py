@@ -177,7 +177,7 @@ class Build:
     @cached_property
     def fused(self) -> Path:
         """The export after the fusion timeline under ``plan``, as a file (cached)."""
-        from .models import fuse_bert
+        from .models import fuse_bert  # lazy: models.py imports this module at its load
 
         return fuse_bert(self.export_path, num_heads=self.heads, hidden_size=self.hidden, plan=self.plan)
 
@@ -202,7 +202,7 @@ class Build:
 
     def search(self):
         """The part of the text the calibrated and guarded recipes tune on (:func:`.extra.search_text_of`)."""
-        from .extra import search_text_of
+        from .extra import search_text_of  # lazy: extra.py imports this module at its load
 
         return self.search_text if self.search_text is not None else search_text_of(self.src, self.text)
 
