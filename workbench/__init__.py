@@ -20,6 +20,6 @@ def __getattr__(name):
 
 def load_ipython_extension(ipython):
     """``%load_ext workbench``: register the ``%workbench`` line magic."""
-    from .ui.magic import register_magic
+    from .ui.magic import register_magic  # lazy: magic.py imports this module at its load
 
     register_magic(ipython)

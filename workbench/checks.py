@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import ModelSourceError
 from .families import POSITION_KEYS, ROTARY_BASE_KEYS
+from .settings import env_number
 
 #: Limit for the fp32 memory a model may need, in GB (raise it with this environment variable).
 MAX_MODEL_GB_ENV = "WORKBENCH_MAX_MODEL_GB"
@@ -148,8 +149,6 @@ def check_config(config: dict, where: str) -> None:
 
 def max_model_gb() -> float | None:
     """$WORKBENCH_MAX_MODEL_GB (None: unset); "nan", "inf", "-5": one line naming the variable."""
-    from .settings import env_number
-
     return env_number(MAX_MODEL_GB_ENV, minimum=0.001)
 
 

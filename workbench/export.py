@@ -29,6 +29,11 @@ from .config import ExportConfig
 from .errors import BrokenModelError, ExportError, WorkbenchError
 from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
 from .models import ModelSource, resolve
+from .cache import model_store
+from .cache.root import cache_write_problem
+from .errors import OutputPathError
+from .modelio import load_model, save_model
+from .ort.inputs import InputSpec, make_inputs
 
 #: Bump when the export recipe changes in a way the key would not see.
 RECIPE_VERSION = 4
@@ -78,9 +83,6 @@ def cache_key(source: ModelSource, cfg: ExportConfig) -> str:
 def _cache_write_failed(e: BaseException, what: str) -> None:
     """Raise the one line of a write into the cache that failed for the folder's sake (full, read-only) when
     that is what ``e`` (or an exception it was raised from) is."""
-    from .errors import OutputPathError
-    from .cache.root import cache_write_problem
-
     while e is not None:
         if isinstance(e, OSError) and (line := cache_write_problem(e, what)):
             raise OutputPathError(line) from e
@@ -120,7 +122,6 @@ def keyword_wrapper(model, input_names: tuple[str, ...]):
 
 def _example_inputs(source: ModelSource, batch: int = 2, seq: int = 16, seed: int = 0):
     import torch
-    from .ort.inputs import InputSpec, make_inputs
 
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
@@ -197,7 +198,6 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
     progress = progress or _noop
     if src.kind == "onnx":
         return _onnx_file(src, cfg)
-    from .cache import model_store
 
     key = cache_key(src, cfg)
     group = model_store.group_of(src.identity)  # every export of this model shares its weights (model_store)
@@ -222,8 +222,6 @@ def export(source: ModelSource | str | None = None, cfg: ExportConfig | None = N
 
 def _onnx_file(src: ModelSource, cfg: ExportConfig) -> ExportResult:
     """An ``.onnx`` file needs no export: its own path, node count and opset."""
-    from .modelio import load_model
-
     m = load_model(src.path, load_external_data=False)
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     return ExportResult(src.path, src, cfg, cached=True, export_s=0.0, nodes=len(m.graph.node),
@@ -234,8 +232,6 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
     """The stored export (leased: ``workbench cache`` leaves it alone; None when absent or damaged: it is
     rebuilt); a stored export whose parity failed (written before exports were refused for it) is refused as
     a fresh one would be."""
-    from .cache import model_store
-
     hit = model_store.find("exports", key, group)
     if hit is None:
         return None
@@ -257,8 +253,6 @@ def _cached(key: str, group: str, src: ModelSource, cfg: ExportConfig, check_par
 def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str, *, check_parity: bool,
                  progress: Progress) -> dict:
     """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch); return its meta."""
-    from .modelio import load_model
-
     progress(f"exporting with {cfg.exporter}", 0.15)
     t0 = time.perf_counter()
     try:
@@ -311,8 +305,6 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
 
 def copy_export(result: ExportResult, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write an export into a user folder through the safe save path."""
-    from .modelio import load_model, save_model
-
     name = f"{result.source.name}-{result.config.exporter}-{result.config.attention}-opset{result.opset}.onnx"
     model = load_model(result.path, full_check=False)
     return save_model(model, Path(out_dir) / name, overwrite=overwrite, protect=[result.path])

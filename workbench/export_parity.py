@@ -8,6 +8,11 @@ from pathlib import Path
 from .concurrency import spawn
 from .errors import ExportError, WorkbenchError
 from .models import ModelSource
+from .ort.inputs import InputSpec, make_inputs, parity_cases
+from .ort.parity import ATOL, RTOL, compare, merge, real_tokens
+from .ort.session import create_session, run_session
+import numpy as np
+import re
 
 #: (batch, seq, right-padded): batch 1 and 2, sequence 8 and 128, a padded mask among them.
 #: Two cases, not four, so checking costs little next to the export itself.
@@ -16,8 +21,6 @@ EXPORT_PARITY_CASES: tuple[tuple[int, int, bool], ...] = ((1, 8, False), (2, 128
 
 def root_cause(e: BaseException) -> str:
     """The innermost exception's first line, without terminal colour codes."""
-    import re
-
     while e.__cause__ is not None:
         e = e.__cause__
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
@@ -55,8 +58,6 @@ def head_output(out):
 def broken_line(label: str, cfg: ExportConfig, parity: dict, *, finite_onnx: bool,
                 finite_torch: bool | None = None) -> str:
     """One line for an export whose parity against PyTorch failed: not finite, or beyond tolerance."""
-    from .ort.parity import ATOL, RTOL
-
     how = f"the {cfg.exporter} export of {label}"
     if not finite_onnx:
         also = " (PyTorch's are too)" if finite_torch is False else ""
@@ -68,8 +69,6 @@ def broken_line(label: str, cfg: ExportConfig, parity: dict, *, finite_onnx: boo
 
 
 def _parity_feeds(source: ModelSource) -> list[dict]:
-    from .ort.inputs import InputSpec, make_inputs, parity_cases
-
     spec = InputSpec(names=source.input_names, vocab_size=source.vocab_size,
                      type_vocab_size=int(source.config_dict.get("type_vocab_size", 2)),
                      max_positions=source.max_positions)
@@ -114,8 +113,6 @@ class ReferenceOutputs:
 
 def _parity_outputs(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
     """``(feeds, PyTorch's outputs, ONNX Runtime's outputs, no graph optimizations)`` on the parity cases."""
-    from .ort.session import create_session, run_session
-
     feeds = _parity_feeds(source)
     # onnxruntime (session creation and runs) works in a thread while torch computes the
     # reference: both release the GIL, and the two overlap on a 2-core machine.
@@ -147,10 +144,6 @@ def export_parity(model, source: ModelSource, onnx_path: Path, refs: list | None
 
 def checked_parity(model, source: ModelSource, onnx_path: Path, refs: list | None = None):
     """``(Parity, ONNX outputs finite, PyTorch outputs finite)``, both at real tokens."""
-    import numpy as np
-
-    from .ort.parity import compare, merge, real_tokens
-
     feeds, refs, outs = _parity_outputs(model, source, onnx_path, refs)
     masks = [f.get("attention_mask") for f in feeds]
     finite = [all(bool(np.isfinite(real_tokens(o, m)).all()) for o, m in zip(arrays, masks)) for arrays in (outs, refs)]

@@ -25,6 +25,9 @@ import onnx
 from onnx import external_data_helper
 
 from .errors import ModelIOError, first_line
+from .errors import OutputPathError
+from .path_checks import check_output_path
+from onnx import helper as h
 
 #: protobuf's hard limit is 2 GiB; keep a margin for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 1_900_000_000
@@ -51,7 +54,6 @@ def runtime_limits() -> dict:
     Probing tiny models is exact where a hand-kept table goes stale.
     """
     import onnxruntime as ort
-    from onnx import helper as h
 
     def accepts(ir: int, opset: int) -> bool:
         g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "probe",
@@ -313,8 +315,6 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
         for d in (dest, data_dest):
             if _same_file(d, prot):
                 raise ModelIOError(f"refusing to write {d}: it is the input model; choose another output path")
-    from .errors import OutputPathError
-    from .path_checks import check_output_path
 
     try:  # a file in the way, an unwritable folder (/proc, read-only): one line before anything is written
         check_output_path(dest, existing_ok=overwrite)

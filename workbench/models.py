@@ -28,6 +28,8 @@ from .cache.identity import file_identity
 from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
 from .model_types import check_type, head_absent, input_names_for, task_of
+from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
+import importlib
 
 #: Every preset's config, read from the family records (``families.py``): ``{name: config}``.
 PRESETS: dict[str, dict[str, Any]] = preset_configs()
@@ -262,8 +264,6 @@ def _quiet_transformers():
 
 def _real_model_folder(name: str, *, required: bool = True) -> Path | None:
     """The folder a real-model preset's package ships, or None / a one-line error when it is not installed."""
-    import importlib
-
     dist, module, _ = REAL_MODELS[name]
     try:
         mod = importlib.import_module(module)
@@ -279,8 +279,6 @@ def _real_model_folder(name: str, *, required: bool = True) -> Path | None:
 
 
 def _from_folder(path: Path) -> ModelSource:
-    from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
-
     cfg_file = path / "config.json"
     if special_kind(cfg_file):
         raise ModelSourceError(f"{cfg_file} is {special_kind(cfg_file)}, not a file; refused")
@@ -330,7 +328,6 @@ def _from_hub(name: str) -> ModelSource:
             f"from the Hugging Face hub (no network, and not in the local cache?): {first_line(e)}") from e
     config = cfg.to_dict()
     model_type = check_type(getattr(cfg, "model_type", None), name, config)
-    from .checks import check_config
     check_config(config, name)
     ident = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode() + name.encode())
     return ModelSource(name=name, kind="hub", identity=ident.hexdigest(),
@@ -375,8 +372,6 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
 
 
 def _from_path(text: str, path: Path) -> ModelSource:
-    from .checks import special_kind
-
     kind = special_kind(path)
     if kind:  # opening a pipe or a device would block or never end
         raise ModelSourceError(f"{path} is {kind}, not a model file or folder; refused")

@@ -18,6 +18,9 @@ import numpy as np
 
 from .errors import ConfigError
 from .models import ModelSource
+from .ort.task_parity import kind_for
+from .settings import env_number
+import unicodedata
 
 #: Sequence lengths a batch is padded up to (the smallest that holds its longest sentence).
 BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)
@@ -31,8 +34,6 @@ MAX_SENTENCES_ENV, DEFAULT_MAX_SENTENCES = "WORKBENCH_MAX_SENTENCES", 1000
 
 def max_sentences() -> int:
     """The sentence cap: $WORKBENCH_MAX_SENTENCES, else :data:`DEFAULT_MAX_SENTENCES`."""
-    from .settings import env_number
-
     return env_number(MAX_SENTENCES_ENV, DEFAULT_MAX_SENTENCES, integer=True, minimum=1, maximum=100_000_000)
 
 #: Used when the user gives no text: short and long, questions, numbers, punctuation, near-paraphrases
@@ -89,8 +90,6 @@ BUILTIN_SENTENCES: tuple[str, ...] = (
 
 def _clean(line: str) -> str:
     """A line with its control characters (bell, escape, DEL, ...) as spaces and its spaces collapsed."""
-    import unicodedata
-
     return " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in line).split())
 
 
@@ -255,8 +254,6 @@ def text_batches(source: ModelSource, sentences=None, *, batch_size: int = DEFAU
         ModelSourceError: the model has no tokenizer.
         ConfigError: no sentences, or a bad batch size.
     """
-    from .ort.task_parity import kind_for
-
     sentences = list(BUILTIN_SENTENCES if sentences is None else sentences)[:max_sentences()]
     tok = source.tokenizer()
     max_length = min(source.max_positions, max(buckets))

@@ -25,6 +25,12 @@ from pathlib import Path
 from ..errors import ConfigError
 from .kinds import BY_NAME, KINDS, remove_owned, temp_target
 from .root import STALE_TEMP_S, cache_root, live_leases
+from ..settings import env_number
+from .identity import file_identity
+from .model_store import WEIGHTS_DIR, entry_files, read_files, unused_weights
+import json
+import math
+import shutil
 
 #: Optional size limit of the cache in GB; past it the least recently used entries go (after each CLI command).
 MAX_GB_ENV = "WORKBENCH_CACHE_MAX_GB"
@@ -90,8 +96,6 @@ def total_bytes(root: Path | None = None) -> int:
 
 
 def _read_json(p: Path) -> dict:
-    import json
-
     try:
         d = json.loads(p.read_text())
         return d if isinstance(d, dict) else {}
@@ -159,8 +163,6 @@ def entries(root: Path | None = None, *, models: bool = True) -> list[Entry]:
 
 def _group_entries(folder: Path, leases: _Leases) -> list[Entry]:
     """The exports and variants of one model folder, and the weights none of them reads."""
-    from .model_store import WEIGHTS_DIR, entry_files, read_files
-
     group_held = f"models/{folder.name}" in leases.names
     out, reads, readers = [], {}, {}
     stems = {p.with_suffix("") for p in [*folder.glob("*.onnx"), *folder.glob("*.json")]}
@@ -210,8 +212,6 @@ def _mtime(p: Path) -> float:
 
 def _name_models(root: Path, items: list[Entry]) -> None:
     """Each entry's model, from the exports' meta (variants and timelines point at their export)."""
-    from .identity import file_identity
-
     by_path, by_hash = {}, {}
     for e in items:
         if e.kind == "exports" and e.files:
@@ -260,8 +260,6 @@ def summary(items: list[Entry]) -> list[dict]:
 
 def _remove(e: Entry, leases: _Leases) -> list[Path]:
     """Remove what the workbench wrote of entry ``e``; return the files it left (not the workbench's)."""
-    import shutil
-
     if e.files:  # an entry of a model folder: its own files, then the weights no graph there reads any more
         for p in e.files:
             try:
@@ -291,8 +289,6 @@ def _remove(e: Entry, leases: _Leases) -> list[Path]:
 
 def _collect(folder: Path, leases: _Leases) -> None:
     """A model folder's weights no graph reads, unless a live process holds the folder; then empty folders."""
-    from .model_store import WEIGHTS_DIR, unused_weights
-
     if f"models/{folder.name}" in leases.names:
         return
     for p in unused_weights(folder):
@@ -321,8 +317,6 @@ def prune(*, older_than_days: float | None = None, max_bytes: int | None = None,
     Raises:
         ConfigError: no criterion, or a negative or non-finite one.
     """
-    import math
-
     if not everything and older_than_days is None and max_bytes is None and timeline_versions is None:
         raise ConfigError("say what to prune: --all, --older-than DAYS, --max-gb GB or --old-versions")
     for name, v in (("older-than", older_than_days), ("max-gb", max_bytes)):
@@ -374,8 +368,6 @@ def max_bytes_setting() -> int | None:
     Raises:
         ConfigError: not a finite number from 0 to :data:`MAX_GB` (one line naming the variable).
     """
-    from ..settings import env_number
-
     gb = env_number(MAX_GB_ENV, None, minimum=0, maximum=MAX_GB)
     return None if gb is None else int(gb * 1e9)
 

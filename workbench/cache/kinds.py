@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+import shutil
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,6 @@ def remove_owned(folder: Path, kind: CacheKind) -> list[Path]:
     Owned: the files ``kind`` names, and temporary names of the workbench's writers standing for them (a
     temporary folder of that shape goes whole). A symbolic link is removed as a link, never followed.
     """
-    import shutil
-
     kept: list[Path] = []
     for sub, dirs, names in os.walk(folder, topdown=False):
         rel = os.path.relpath(sub, folder).replace(os.sep, "/")

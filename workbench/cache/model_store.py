@@ -41,6 +41,13 @@ import onnx
 
 from ..errors import CacheDamagedError
 from . import integrity
+from ..modelio import external_tensors, load_model
+from .atomic import atomic_write_bytes, atomic_write_text
+from .identity import file_identity
+from .kinds import BY_NAME
+from .root import cache_entry, cache_root, storing
+from onnx import numpy_helper
+from onnx.external_data_helper import _get_all_tensors
 
 #: Tensors at least this large are stored once in ``weights/``; smaller ones stay in the graph file.
 SHARE_BYTES = 64 * 1024
@@ -67,21 +74,16 @@ def group_of_model(path: Path) -> str:
             return path.parent.name
     except OSError:
         pass
-    from .identity import file_identity
 
     return group_of(file_identity(path))
 
 
 def _folder() -> Path:
-    from .root import cache_root
-
     return cache_root() / KIND
 
 
 def open_group(group: str) -> Path:
     """``<cache>/models/<group>``, leased to this process (its weights are never collected while it lives)."""
-    from .root import cache_entry
-
     folder = cache_entry(KIND, group)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -107,8 +109,6 @@ def find(kind: str, key: str, group: str, name: str = "model.onnx") -> tuple[Pat
         CacheDamagedError: a file of the entry is damaged and cannot be removed here (a read-only cache, a
             folder in a file's place): one line naming it and what to do.
     """
-    from .root import cache_entry
-
     cache_entry(kind, key)
     graph, meta = paths(kind, key, group)
     target = graph if name.endswith(".onnx") else graph.with_suffix("") / name
@@ -148,8 +148,6 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
     Raises:
         OutputPathError: the cache cannot be written (read-only, full): one line naming it.
     """
-    from .root import cache_entry, storing
-
     cache_entry(kind, key)
     graph, meta_path = paths(kind, key, group)
     what = (f"the export of {(meta.get('model') or {}).get('name') or 'the model'}" if kind == "exports"
@@ -167,9 +165,6 @@ def publish(model: Path, *, kind: str, key: str, group: str, meta: dict) -> Path
 
 
 def _store(model: Path, folder: Path, graph: Path, meta_path: Path, meta: dict) -> Path:
-    from ..modelio import load_model
-    from .atomic import atomic_write_text
-
     own: dict[str, str] = {}  # the entry's own files (relative to the group) and their SHA-256
     if model.suffix == ".onnx":
         stored = _externalize(load_model(model, check=False, check_runtime=False), folder)
@@ -202,8 +197,6 @@ def _data_files(model: Path) -> set[str]:
 
 def _reads(model: Path) -> dict[str, int | None]:
     """The external data files the graph at ``model`` reads, with the bytes it reads from each (None: unknown)."""
-    from ..modelio import external_tensors
-
     out: dict[str, int | None] = {}
     for t in external_tensors(onnx.load(str(model), load_external_data=False)):
         info = {e.key: e.value for e in t.external_data}
@@ -219,8 +212,6 @@ def _reads(model: Path) -> dict[str, int | None]:
 
 def _externalize(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
     """``model`` (modified in place) with each large tensor in ``folder/weights/<sha256>.bin``."""
-    from onnx.external_data_helper import _get_all_tensors
-
     for t in _get_all_tensors(model):
         data = _raw(t)
         if data is None or len(data) < SHARE_BYTES:
@@ -250,7 +241,6 @@ def _raw(t: onnx.TensorProto) -> bytes | None:
         return None
     if t.HasField("raw_data"):
         return t.raw_data
-    from onnx import numpy_helper
 
     return numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
 
@@ -258,8 +248,6 @@ def _raw(t: onnx.TensorProto) -> bytes | None:
 def _atomic_bytes(path: Path, data: bytes) -> str:
     """Write through a temporary file and a rename (no fsync: a cache entry lost to a crash is rebuilt); return
     the SHA-256 of what was written (the file counts as checked in this process)."""
-    from .atomic import atomic_write_bytes
-
     atomic_write_bytes(path, data, durable=False)
     integrity.mark_checked(path)
     return hashlib.sha256(data).hexdigest()
@@ -272,8 +260,6 @@ def staging(group: str, what: str = "a model built from an export") -> Path:
     Raises:
         OutputPathError: the cache cannot be written (read-only, full): one line naming it and ``what``.
     """
-    from .root import storing
-
     with storing(what):
         open_group(group)
         return Path(tempfile.mkdtemp(dir=_folder(), prefix=f".{group}.tmp-"))
@@ -300,8 +286,6 @@ def entry_files(graph: Path) -> list[Path]:
 
 def unused_weights(folder: Path) -> list[Path]:
     """Weight files of a group folder that no graph in it reads."""
-    from .kinds import BY_NAME
-
     used: set[str] = set()
     for g in folder.glob("*.onnx"):
         used |= read_files(g)

@@ -12,6 +12,11 @@ from pathlib import Path
 from ..errors import OutputPathError
 from ..path_checks import folder_unwritable
 from .atomic import atomic_write_text
+from .kinds import KINDS, ROOT_FILES, is_temp_name as shaped, temp_target
+import atexit
+import json
+import shutil
+import time
 
 
 def cache_root(*, write: bool = True) -> Path:
@@ -102,8 +107,6 @@ def _process_start(pid: int) -> float | None:
 
 
 def _write_lease(root: Path) -> None:
-    import json
-
     folder = root / LEASES
     folder.mkdir(exist_ok=True)
     atomic_write_text(folder / f"{os.getpid()}.json", json.dumps(
@@ -115,10 +118,8 @@ def _open_lease(root: Path) -> None:
     """Once per process and cache folder: the process's lease, then the debris of dead writers goes."""
     if _lease.get("root") == root:
         return
-    import atexit
 
     _lease.clear()
-    import time
 
     # "started" (psutil's, to tell a reused pid) and "opened" (this clock, precise: nothing this process
     # writes in the cache is older than the moment it first opened it).
@@ -167,8 +168,6 @@ def cache_entry(kind: str, key: str) -> Path:
 def live_leases(root: Path, *, clean: bool = False) -> dict[int, dict]:
     """The leases of workbench processes still running (pid alive and started when its lease says);
     ``clean`` removes the leases of processes that are gone."""
-    import json
-
     out = {}
     folder = root / LEASES
     if not folder.is_dir():
@@ -194,8 +193,6 @@ def live_leases(root: Path, *, clean: bool = False) -> dict[int, dict]:
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` has the exact shape of a workbench writer's temporary file or folder
     (:func:`workbench.cache.kinds.temp_target`)."""
-    from .kinds import is_temp_name as shaped
-
     return shaped(name)
 
 
@@ -220,9 +217,6 @@ def remove_stale_temps(root: Path) -> list[Path]:
     live lease is never younger than the caller) and in ``workbench cache prune``; ``workbench cache list``
     changes nothing.
     """
-    import shutil
-    import time
-
     candidates = list(_temp_candidates(root))  # listed before the leases are read: see admin.entries
     leases = live_leases(root, clean=True)
     leased = _leased_names(leases)
@@ -254,8 +248,6 @@ def _temp_candidates(root: Path):
 
     The lease name is the entry the writer leased (``kind/key``), or "" where writers lease nothing.
     """
-    from .kinds import KINDS, ROOT_FILES, temp_target
-
     def scan(folder: Path):
         try:
             return [e for e in os.scandir(folder) if temp_target(e.name) is not None]

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from .scheduler import new_lock
+import warnings
 
 
 class _Collect(logging.Handler):
@@ -106,8 +107,6 @@ class _PerThreadStdout:
 @contextlib.contextmanager
 def quiet_stdout():
     """Silence what the engines print, in the calling thread only (and their warnings)."""
-    import warnings
-
     with _INSTALL:
         if not isinstance(sys.stdout, _PerThreadStdout):
             sys.stdout = _PerThreadStdout(sys.stdout)

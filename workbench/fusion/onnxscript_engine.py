@@ -16,6 +16,7 @@ from ..errors import FusionError
 from .anchors import EVERY_GRAPH, Patterns
 from .engine_logs import quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
+import numpy as np
 
 
 def _core(name: str) -> Callable:
@@ -127,7 +128,6 @@ def _attention_rest(ctx, model) -> StepOutcome:
 def _contiguous(model) -> None:
     """Give every initializer held as a non-contiguous array (a constant-folded Transpose of a weight) a
     contiguous copy: onnx-ir's initializer deduplication hashes the array's buffer and refuses strided ones."""
-    import numpy as np
     import onnx_ir as ir
 
     for value in model.graph.initializers.values():

@@ -23,6 +23,9 @@ from .anchors import EVERY_GRAPH, Anchors, GraphOps
 from .engine_logs import capture_ort_logs
 from .engine_types import EngineContext, EngineStep, StepOutcome
 from .snapshot_weights import nbytes, weight_key
+import functools
+import hashlib
+from onnx.external_data_helper import load_external_data_for_tensor
 
 
 #: Initializers at least this large enter shape inference as typed inputs, not as data.
@@ -64,8 +67,6 @@ def _infer_runtime_shape(ctx: EngineContext, bert, dynamic_axis_mapping=None, up
     The result depends only on the graph and the axis mapping, so a step
     recomputed after a toggle (or a later step seeing the same graph) reuses it.
     """
-    import hashlib
-
     if not bert.enable_shape_infer:
         return None
     mapping = dict(dynamic_axis_mapping or {})
@@ -91,8 +92,6 @@ def _infer_runtime_shape(ctx: EngineContext, bert, dynamic_axis_mapping=None, up
 
 
 def _bert(ctx: EngineContext, model: onnx.ModelProto):
-    import functools
-
     from onnxruntime.transformers.onnx_model_bert import BertOnnxModel
 
     heads, hidden = ctx.num_heads, ctx.hidden_size
@@ -285,8 +284,6 @@ def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
     engine rewrites an initializer under its old name: ``snapshot_weights.py``); only
     what the pass made itself (folded constants) is read from the side file.
     """
-    from onnx.external_data_helper import load_external_data_for_tensor
-
 
     for t in model.graph.initializer:
         if t.data_location != onnx.TensorProto.EXTERNAL:

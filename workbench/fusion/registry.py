@@ -16,6 +16,7 @@ import dataclasses
 
 from ..errors import FusionError
 from .scheduler import new_lock
+import hashlib
 
 CHAINS = ("ort", "onnxscript")
 
@@ -31,7 +32,7 @@ def _own_steps(engine: str) -> tuple:
         from .ort_engine import ORT_STEPS
 
         return ORT_STEPS
-    from .onnxscript_engine import onnxscript_steps
+    from .onnxscript_engine import onnxscript_steps  # lazy: onnxscript_engine.py imports this module at its load
 
     if "own:onnxscript" not in _MEMO:
         _MEMO["own:onnxscript"] = onnxscript_steps()
@@ -96,7 +97,7 @@ def steps(engine: str) -> tuple:
     """The ``EngineStep`` objects of ``engine``'s chain, in run order."""
 
     def build():
-        from .rule_steps import rule_step
+        from .rule_steps import rule_step  # lazy: rule_steps.py imports this module at its load
 
         own = {s.name: s for s in _own_steps(engine)}
         by_rule = {r.name: r for r in _rules()}
@@ -113,8 +114,6 @@ def _version(rule) -> str:
 def plan_key(plan) -> str:
     """What a fused model made with ``plan`` is cached by: the engine, the steps off and opted in, and a hash of
     the rules added at run time that run (a plan that switches them all off keys as the package's own chain)."""
-    import hashlib
-
     added = {e: [f"{s.name}@{s.version}" for s in steps(e) if s.version and s.name not in plan.disabled]
              for e in CHAINS if plan.engine in (e, "auto")}
     mine = {s.name for e in CHAINS for s in steps(e) if s.version}
@@ -134,7 +133,7 @@ def rows_by_name() -> dict:
 
 
 def _rows() -> tuple:
-    from .steps import ENGINE_ROWS
+    from .steps import ENGINE_ROWS  # lazy: steps.py imports this module at its load
 
     chains = {e: chain(e) for e in CHAINS}
     order = list(chains["ort"])
@@ -202,7 +201,7 @@ def unregister_rule(name: str) -> None:
 
 
 def _check(rule) -> None:
-    from .rule import Rule
+    from .rule import Rule  # lazy: rule.py imports this module at its load
 
     if isinstance(rule, type):
         what = "a Rule" if issubclass(rule, Rule) else "a class"

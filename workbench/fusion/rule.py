@@ -27,6 +27,8 @@ from .graph_utils import (const, dims, finish, inherit_scope, initializer, node_
 from .lazy import LazyModule, ir  # noqa: F401  (what a rule writer imports from here)
 from .engine_logs import quiet_stdout, trace_rules
 from .steps import Step
+import hashlib
+import inspect
 
 
 class Match:
@@ -177,9 +179,6 @@ class Rule:
 
     def version(self) -> str:
         """A hash of this rule's code and settings: what a cached snapshot of it is keyed by."""
-        import hashlib
-        import inspect
-
         h = hashlib.sha256()
         for cls in type(self).__mro__:
             if cls in (Rule, PatternRule, object):

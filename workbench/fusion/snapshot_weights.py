@@ -27,6 +27,7 @@ import weakref
 import onnx
 
 from .scheduler import new_lock
+from onnx import numpy_helper
 
 #: Initializers at least this large are shared, not copied, between snapshots.
 THRESHOLD = 4096
@@ -110,8 +111,6 @@ def _stored(t: onnx.TensorProto) -> onnx.TensorProto | None:
 def _hook(on: bool) -> None:
     """Count a reader in (``on``) or out; ``onnx.numpy_helper.to_array`` answers a stub with its store's values
     while any :func:`reading_from` block is open, and is onnx's own function again once none is."""
-    from onnx import numpy_helper
-
     with _HOOK["lock"]:
         _HOOK["users"] += 1 if on else -1
         if on and _HOOK["users"] == 1:
@@ -266,8 +265,6 @@ class WeightStore:
     def arrays(self, skeleton: onnx.ModelProto) -> dict:
         """The values of ``skeleton``'s stubs as numpy arrays, by initializer name (for
         ``create_session(initializers=...)``: no whole-model copy or serialization)."""
-        from onnx import numpy_helper
-
         to_array = getattr(numpy_helper.to_array, "__wrapped__", numpy_helper.to_array)
         out = {}
         for t in skeleton.graph.initializer:

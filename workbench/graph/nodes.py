@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 #: Group name of the embedding block.
 EMBEDDINGS = "embeddings"
@@ -164,8 +166,6 @@ def _module_path(node) -> tuple[str, ...]:
 
 def _scalars(g) -> dict[str, float]:
     """Tensor name → value of every one-element numeric initializer or Constant output (weights skipped)."""
-    from onnx import numpy_helper
-
     out: dict[str, float] = {}
     tensors = [(t.name, t) for t in g.initializer if not t.dims or all(d == 1 for d in t.dims)]
     tensors += [(n.output[0], a.t) for n in g.node if n.op_type == "Constant" and n.output
@@ -195,8 +195,6 @@ def _scope_group(node) -> str | None:
 
 
 def _attr_text(a) -> str:
-    from onnx import helper
-
     try:
         v = helper.get_attribute_value(a)
     except Exception:  # an attribute kind onnx cannot read: still show its name
@@ -214,8 +212,6 @@ def _attr_text(a) -> str:
 
 
 def _type_text(tp) -> str:
-    from onnx import TensorProto
-
     if not tp.HasField("tensor_type"):
         return ""
     tt = tp.tensor_type
@@ -237,9 +233,6 @@ def infer_shapes(model) -> dict[str, str]:
     second. Contrib ops get no shapes (onnx does not know them); that is fine
     for hover text.
     """
-    import onnx
-    from onnx import helper
-
     g = model.graph
     shapes: dict[str, str] = {}
     for vi in list(g.input) + list(g.output) + list(g.value_info):

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from ..errors import BenchmarkError, ConfigError
 
 #: ``NAME=VALUE,...``: values of symbolic dimensions of non-BERT inputs (``--dim`` sets it for the worker).
 DIMS_ENV = "WORKBENCH_DIMS"
@@ -84,8 +85,6 @@ def make_inputs(spec: InputSpec, batch: int, seq: int, *, seed: int = 0, padded:
 
 def dims_setting(text: str | None = None) -> dict[str, int]:
     """``NAME=VALUE,...`` (default: $WORKBENCH_DIMS) → ``{name: value}``; a bad entry is a one-line ConfigError."""
-    from ..errors import ConfigError
-
     text = os.environ.get(DIMS_ENV, "") if text is None else text
     out = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
@@ -116,8 +115,6 @@ def _dim_value(input_name: str, axis: int, dim, batch: int, seq: int, dims: dict
 
 def check_other_inputs(others, batch: int, seq: int, where: str, dims: dict | None = None) -> None:
     """Refuse, in one line naming ``where`` and the input, an input the workbench cannot make."""
-    from ..errors import BenchmarkError
-
     dims = dims_setting() if dims is None else dims
     for name, etype, shape in others:
         if etype not in ONNX_DTYPES:

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from ..errors import RuntimeUnavailableError, first_line
 from .cuda_build import cuda_build
+import ctypes
+import platform
+import tempfile
 
 LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -29,8 +32,6 @@ PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 @contextlib.contextmanager
 def native_stderr(sink: list):
     """Capture what native code writes to file descriptor 2 (onnxruntime's loader errors)."""
-    import tempfile
-
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
@@ -94,9 +95,6 @@ def nvidia_gpu_present(platform: str | None = None) -> tuple[bool, str]:
     ctypes and asked for its devices (``cuInit``, ``cuDeviceGetCount``): no ``/dev`` path, which
     Windows never has. macOS has no CUDA at all.
     """
-    import ctypes
-    import sys
-
     platform = platform or sys.platform
     names = CUDA_DRIVER_LIBS.get("linux" if platform.startswith("linux") else platform)
     if not names:
@@ -121,9 +119,6 @@ def nvidia_gpu_present(platform: str | None = None) -> tuple[bool, str]:
 
 def _no_cuda_build_reason() -> str:
     """Why this installation has no CUDA provider, in the platform's own terms."""
-    import platform
-    import sys
-
     machine = platform.machine().lower()
     if sys.platform == "darwin":
         return "macOS has no CUDA: the workbench installs the CPU onnxruntime there, so GPU variants are unavailable"

@@ -17,6 +17,10 @@ from .. import __version__
 from ..config import BenchConfig, ExportConfig, FusionPlan
 from ..errors import WorkbenchError
 from ..models import ModelSource, resolve
+from ..export import export
+from ..fusion.catalog import BY_NAME
+from ..measure.harness.load import busy_words
+from ..ort.answer_policy import holds
 
 Progress = Callable[[str, float], None]
 
@@ -56,8 +60,6 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
                   "model": src.describe(), "errors": []}
     if text is not None:
         data["text"] = text.describe()
-
-    from ..export import export
 
     progress("export", 0.0)
     result = export(src, export_cfg, progress=lambda s, f: progress(f"export: {s}", 0.3 * f))
@@ -163,7 +165,6 @@ def not_applicable(step: dict) -> str:
         changed = bool(step.get("removed") or step.get("added"))
     if changed:
         return ""
-    from ..fusion.catalog import BY_NAME
 
     cat = BY_NAME.get(step.get("name") or step.get("step") or "")
     why = step.get("diagnostic") or ""
@@ -200,8 +201,6 @@ def summary(data: dict) -> dict:
 
 def _busy(data: dict) -> str:
     """The busy sentence of the benchmark's or the tune's machine load ("" when both were quiet)."""
-    from ..measure.harness.load import busy_words
-
     return next((w for part in ("bench", "tune") if (w := busy_words((data.get(part) or {}).get("machine_load")))), "")
 
 
@@ -233,8 +232,6 @@ def _latency_summary(data: dict) -> dict | None:
 
 
 def _int8_summary(data: dict) -> dict | None:
-    from ..ort.answer_policy import holds
-
     tune_row = next((r for r in (data.get("tune") or {}).get("variants") or [] if r.get("name") == "int8"), None)
     row = next((v for v in (data.get("bench") or {}).get("variants") or [] if v.get("name") == "int8"), None)
     if row is None and tune_row is None:

@@ -16,6 +16,14 @@ from ..ort.answer_policy import TaskParity
 from .data import plural
 from ..viz.labels import variant_label
 from ..viz.summary import task_parity_words
+from ..errors import WorkbenchError
+from ..graph.summary import FUSED_OPS
+from ..measure.harness.explain import explain
+from ..measure.variants import is_quantized
+from ..ort.machine import machine_line
+from ..viz.labels import workload_figure as fig
+from ..viz.summary import CSS as SUMMARY_CSS, ENGINE_TITLES, export_words, ms, random_weights_words, sci, summary_box
+from .data import not_applicable, summary
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -122,9 +130,6 @@ def _kv(d: dict) -> str:
 def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
     """int8's answers on the built-in sentences (checked wherever int8 is timed), and a warning where they break;
     with random weights, what the check would mean instead of a warning."""
-    from ..measure.variants import is_quantized
-    from ..viz.summary import random_weights_words
-
     ref = variant_label((bench.get("variants") or [{"name": "the first variant"}])[0]["name"])
     out = [f"<p class='note'>{_e(variant_label(name))}'s answers on the built-in sentences, against {_e(ref)}: "
            f"{_e(task_parity_words(tp))}</p>" for name, tp in (bench.get("int8_answers") or {}).items()]
@@ -138,8 +143,6 @@ def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
 
 def tune_section(t: dict) -> str:
     """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
-    from ..viz.labels import workload_figure as fig
-
     base = next((r["p50_ms"] for r in t["variants"] if r["name"] == "torch"), None)
     rows = [{"variant": variant_label(r["name"]), "p50 ms": r["p50_ms"], "p90 ms": r.get("p90_ms"),
              "vs PyTorch": f"{base / r['p50_ms']:.2f}x" if base and r["p50_ms"] else "",
@@ -169,7 +172,6 @@ def _figures(data: dict) -> str:
         import plotly.io as pio
     except ImportError:
         return ""
-    from .data import not_applicable
 
     parts = []
     steps = [st for st in (data.get("fusion") or {}).get("steps") or [] if not not_applicable(st)]
@@ -199,9 +201,6 @@ def _figures(data: dict) -> str:
 def render(data: dict) -> str:
     """The report's HTML: the summary first (the facts beside one layer before and after), then the
     recommendation of a tune, latency, the fusion steps, model and export settings, the machine, the ablation."""
-    from .data import summary
-    from ..viz.summary import CSS as SUMMARY_CSS, summary_box
-
     model = data.get("model", {})
     title = f"BERT Fusion Workbench report: {model.get('label', model.get('name', 'model'))}"
     s = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
@@ -226,8 +225,6 @@ def render(data: dict) -> str:
 
 
 def _latency_section(data: dict) -> str:
-    from ..viz.summary import ms, sci
-
     bench = data["bench"]
     s = ["<h2>Latency</h2>"]
     cfg = bench.get("config", {})
@@ -260,7 +257,6 @@ def _latency_section(data: dict) -> str:
                  f"(what no fusion can remove)") if bench.get("matmul_bound_ms") else ""
         s.append(f"<p class='note'>hardware floor: {ms(bench['floor_ms'])} (model FLOPs / measured "
                  f"matrix-multiply rate of this machine){bound}</p>")
-    from ..measure.harness.explain import explain
 
     for line in explain(bench.get("rates") or {}, bench.get("machine") or {}):
         s.append(f"<p class='note'>{_e(line)}</p>")
@@ -269,11 +265,6 @@ def _latency_section(data: dict) -> str:
 
 def _fusion_section(data: dict) -> str:
     """The steps that apply, each with what it fused or why not; the steps that cannot apply folded in one line."""
-    from .data import not_applicable
-
-    from ..graph.summary import FUSED_OPS
-    from ..viz.summary import ENGINE_TITLES
-
     fusion = data["fusion"]
     s = [f"<h2>Fusion timeline ({_e(ENGINE_TITLES.get(fusion.get('engine'), fusion.get('engine')))})</h2>"]
     if fusion.get("engine_note"):
@@ -306,8 +297,6 @@ def _fusion_section(data: dict) -> str:
 
 def _settings_section(data: dict) -> str:
     """The model and its export in words: rows with nothing to say are left out."""
-    from ..viz.summary import export_words, sci
-
     m, ex = data.get("model") or {}, data.get("export") or {}
     rows = [("model", m.get("label") or m.get("name")),
             ("architecture", ", ".join(x for x in (
@@ -334,8 +323,6 @@ def _settings_section(data: dict) -> str:
 
 
 def _machine_section(machine: dict) -> str:
-    from ..ort.machine import machine_line
-
     return (f"<h2>Machine</h2><p>{_e(machine_line(machine))}</p><details><summary>every detail</summary>"
             f"{_kv({k: v for k, v in machine.items() if v not in (None, '', [], {})})}</details>")
 
@@ -362,8 +349,6 @@ def _drop_empty_columns(rows: list[dict]) -> list[dict]:
 
 def write_report(data: dict, path: str | os.PathLike) -> Path:
     """Render ``data`` and write it to ``path`` (atomic; refuses to overwrite)."""
-    from ..errors import WorkbenchError
-
     dest = Path(path).expanduser()
     if dest.exists():
         raise WorkbenchError(f"{dest} already exists; the workbench never overwrites a file")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .labels import variant_label
 
 from typing import Mapping, Sequence
+import numpy as np
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -42,8 +43,6 @@ def _waiting(fig, text: str):
 
 def percentiles(values: Sequence[float]) -> dict:
     """p50, p90, p99, mean and count of a list of milliseconds (empty → zeros)."""
-    import numpy as np
-
     if not len(values):
         return {"p50": 0.0, "p90": 0.0, "p99": 0.0, "mean": 0.0, "runs": 0}
     a = np.asarray(values, dtype=float)

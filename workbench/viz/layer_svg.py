@@ -9,6 +9,8 @@ any browser and in a saved file.
 from __future__ import annotations
 
 import html
+from ..graph.layout import layout_graph, node_table, without_constants
+from .graph import graph_scene
 
 
 def scene_svg(scene: dict) -> str:
@@ -52,9 +54,6 @@ def scene_svg(scene: dict) -> str:
 
 def layer_picture(snapshot, layer: int = 0, *, width: int = 420, title: str = "") -> str:
     """SVG of one encoder layer of a timeline snapshot ("" when the graph has no such layer)."""
-    from ..graph.layout import layout_graph, node_table, without_constants
-    from .graph import graph_scene
-
     layer_of = getattr(getattr(snapshot, "diff", None), "layer_of", None) or None
     tab = without_constants(node_table(getattr(snapshot, "skeleton", None) or snapshot.model, layer_of=layer_of))
     if layer not in tab.layers:

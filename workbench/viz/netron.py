@@ -20,6 +20,8 @@ import weakref
 from pathlib import Path
 
 from ..errors import WorkbenchError
+from ..modelio import load_model
+import onnx
 
 HOST = "127.0.0.1"
 #: Models bigger than this are served without weight data unless asked.
@@ -38,8 +40,6 @@ def free_port(host: str = HOST) -> int:
 
 def _strip_weights(model):
     """A copy of ``model`` whose large initializers keep name, type and dims but no data."""
-    import onnx
-
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for t in m.graph.initializer:
@@ -86,9 +86,6 @@ class NetronViewer:
         atexit.register(self._finalizer)
 
     def _write(self, model, name, weights) -> Path:
-        import onnx
-        from ..modelio import load_model
-
         if isinstance(model, (str, os.PathLike)):
             src = Path(model)
             name = name or src.name

@@ -19,6 +19,7 @@ from ..fusion import Timeline
 from ..fusion.catalog import BY_NAME, CATALOG
 from ..models import ModelSource, resolve
 from ..cache.root import cache_root
+import onnx
 
 #: The export where the exporter still writes LayerNorm as elementary ops (ReduceMean, Sub, Pow, ...).
 #: From opset 17 both torch exporters write ONNX's LayerNormalization op instead, and from opset 20 ONNX's
@@ -85,7 +86,6 @@ def fusion_run(model, *, exporter: str = "torchscript", attention: str = "eager"
     """The snapshots of one engine on one export (the same Timeline arguments the notebooks and app use,
     so a prepared cache answers from disk)."""
 
-
     src = source_of(model)
     # Keyed by the cache too: a run made for another cache folder (an earlier prepare, a test) must not
     # stand in for this one, or `workbench prepare` would leave its folder without these timelines.
@@ -142,7 +142,6 @@ def change_words(name: str, c: dict) -> str:
 
 def ort_anchor_ops(fusion_attr: str = "attention_fusion") -> list[str]:
     """The op types ONNX Runtime's fusion object starts its search from, read from the engine itself."""
-    import onnx
     from onnxruntime.transformers.onnx_model_bert import BertOnnxModel
 
     empty = onnx.helper.make_model(onnx.helper.make_graph([], "empty", [], []))

@@ -38,6 +38,8 @@ from ..cache.atomic import atomic_write_text
 from ..cache.root import cache_root
 from ..text import text_batches
 from .notebooks import notebook_names
+from ..cache.model_store import damaged_entries
+from importlib.metadata import PackageNotFoundError, version
 
 Say = Callable[[str], None]
 
@@ -64,9 +66,6 @@ def versions() -> dict[str, str]:
     """What the cache keys depend on: the exporters' and engines' versions, the workbench's, and the hash of
     its code that makes snapshots (``fusion/timeline_store.py``). A laptop where one differs rebuilds what depends
     on it instead of reading it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-
     out = {}
     for dist in ("torch", "transformers"):
         try:
@@ -304,7 +303,5 @@ def check_prepared(folder: Path | str) -> list[str]:
 def damaged(folder: Path) -> list[str]:
     """One line per model of the prepared folder whose files are not what was written (a copy that did not
     finish, a changed byte): each names the file; the workbench would build that model again where it can."""
-    from ..cache.model_store import damaged_entries
-
     return [f"{f.relative_to(folder)} {why}: {graph.name} is damaged (copy the folder again, or run `workbench "
             f"cache prune` on the copy)" for graph, f, why in damaged_entries(folder)]

@@ -34,6 +34,16 @@ from typing import Callable
 from ...errors import ConfigError
 from .rows import Ledger, machine_type, read_rows, summarize  # noqa: F401  (re-exported)
 from .spec import AXES, config_key, expand, load_spec  # noqa: F401  (the spec's names, re-exported)
+from ...config import BenchConfig, ExportConfig, FusionPlan
+from ...export import export
+from ...fusion.catalog import session_optimizers_off
+from ...modelio import load_model
+from ...models import resolve
+from ...path_checks import check_output_path
+from ..harness.bench import Variant, benchmark
+from ..variants import for_precision
+from ..variants.models import fuse_bert
+import platform
 
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"
@@ -56,12 +66,6 @@ def model_key(cfg: dict) -> str:
 
 def build_path(cfg: dict) -> Path:
     """The model one point measures, as a file (export → fusion plan → precision; cached by content)."""
-    from ...config import ExportConfig, FusionPlan
-    from ...export import export
-    from ...models import resolve
-    from ..variants.models import fuse_bert
-    from ..variants import for_precision
-
     src = resolve(cfg["model"])
     exp = export(src, ExportConfig(exporter=cfg["exporter"], attention=cfg["attention"], opset=cfg["opset"]))
     plan = FusionPlan(engine=cfg["engine"], disabled=frozenset(cfg["disable"]))
@@ -72,17 +76,11 @@ def build_path(cfg: dict) -> Path:
 def build(cfg: dict) -> bytes:
     """The model one point measures, as bytes (what a Ray build task returns to the object store): the whole
     model, its weights included (in the cache they lie beside the graph, shared: ``workbench.cache.model_store``)."""
-    from ...modelio import load_model
-
     return load_model(build_path(cfg), check=False, check_runtime=False).SerializeToString()
 
 
 def measure(model: bytes | str | os.PathLike, cfg: dict, node: str | None = None) -> dict:
     """Time one built model (bytes or a file) in the benchmark worker; the row with its node and machine."""
-    from ...config import BenchConfig
-    from ...fusion.catalog import session_optimizers_off
-    from ..harness.bench import Variant, benchmark
-
     node = node or _node_id()
     started = time.time()
     trace = os.environ.get(TRACE_ENV)
@@ -109,7 +107,6 @@ def _node_id() -> str:
             return ray.get_runtime_context().get_node_id()
     except ImportError:
         pass
-    import platform
 
     return platform.node() or "local"
 
@@ -328,7 +325,6 @@ def _output(out) -> Path | None:
     """``run_sweep``'s ``out`` as a checked path (a folder or an unwritable place: one line)."""
     if out is None:
         return None
-    from ...path_checks import check_output_path
 
     out = Path(out).expanduser()
     check_output_path(out, existing_ok=True)
@@ -337,8 +333,6 @@ def _output(out) -> Path | None:
 
 def _check_models(configs: list[dict]) -> None:
     """Every model the sweep names must resolve here (a preset, a folder, a file): one line otherwise."""
-    from ...models import resolve
-
     for name in dict.fromkeys(str(c["model"]) for c in configs):
         resolve(name)
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ..variants import fleet_precisions
+from ...checks import require_regular_file
+from ...fusion.catalog import CATALOG
+from ...settings import env_number
 
 #: Axes of a spec: spec key → (config key, default values).
 AXES = {
@@ -34,8 +37,6 @@ MAX_SPEC_BYTES = 1_000_000
 
 
 def _limit(env: str, default: int) -> int:
-    from ...settings import env_number
-
     return env_number(env, default, integer=True, minimum=1, maximum=10**12)
 
 
@@ -101,8 +102,6 @@ def safe_yaml(text: str, where: str):
 
 def read_spec_file(spec: str | os.PathLike) -> dict:
     """A spec file's mapping (size capped, alias-safe); one-line errors naming the file."""
-    from ...checks import require_regular_file
-
     path = require_regular_file(Path(spec).expanduser(), ConfigError)
     if path.stat().st_size > MAX_SPEC_BYTES:
         raise ConfigError(f"{path} is larger than {MAX_SPEC_BYTES // 1_000_000} MB: a sweep spec lists a few values "
@@ -140,8 +139,6 @@ def load_spec(spec: dict | str | os.PathLike) -> dict:
 
 
 def _ablation_steps() -> list[str]:
-    from ...fusion.catalog import CATALOG
-
     return [s.name for s in CATALOG if s.kind == "fusion" and s.default_on and s.in_bert]
 
 

@@ -30,6 +30,8 @@ from . import spawn
 from ..worker import main as worker_main
 from .load import LoadSampler
 from .results import BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
+from ..worker.floor import distrust_rate, plausible_bound
+import statistics
 
 _DONE = object()
 
@@ -218,7 +220,6 @@ class BenchHandle:
         stats = [VariantStats.from_samples(v, self.samples.get(v["name"], []), per_run, floor,
                                            _numbers(self.parity.get(v["name"])),
                                            self.session_providers.get(v["name"], [])) for v in self.variants]
-        from ..worker.floor import plausible_bound
 
         for s in stats:
             own = self.floor.get("variants", {}).get(s.name)
@@ -250,8 +251,6 @@ class BenchHandle:
                            self._load.stop().with_spread(stats))
 
     def _distrust(self, precision: str | None, kind: str) -> None:
-        from ..worker.floor import distrust_rate
-
         dtype = "fp16" if precision == "fp16" else "int8" if precision and precision.startswith("int8") else "fp32"
         try:
             distrust_rate(self.cfg.threads, self.cfg.provider, dtype, kind)
@@ -368,7 +367,6 @@ def throughput(variants: list[Variant], cfg: BenchConfig, serve: dict, *, refere
     handle = BenchHandle(job, cfg, described, on_event=on_event, cleanup=cleanup)
     with handle:
         handle.result(timeout)
-    import statistics
 
     n = len(serve["corpus"])
     out = {}

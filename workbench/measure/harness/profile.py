@@ -14,6 +14,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..worker.profile_events import layer_map, parse_profile_events  # noqa: F401  (public here too)
+from ...config import BenchConfig
+from ..worker.protocol import ProfileJob
+from .bench import BenchHandle, Variant
+from .results import prepare_variants
+from dataclasses import asdict
 
 
 _COLUMNS = ["node", "op_type", "provider", "kernel", "layer", "mean_us", "calls_per_run", "share"]
@@ -137,13 +142,6 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
     Raises:
         BenchmarkError: bad shape, a failing model, or the worker died.
     """
-    from dataclasses import asdict
-
-    from ...config import BenchConfig
-    from .bench import BenchHandle, Variant
-    from ..worker.protocol import ProfileJob
-    from .results import prepare_variants
-
     cfg = cfg or BenchConfig()
     described, cleanup = prepare_variants([Variant(name, model, provider=provider, level=level, fp16=fp16,
                                            disabled_optimizers=disabled_optimizers)])

@@ -11,6 +11,10 @@ from pathlib import Path
 
 from ...errors import BenchmarkError, ConfigError
 from .load import MachineLoad
+from ...ort.session import LEVELS
+from ..worker.floor import plausible_bound
+from ..worker.kinds import kinds
+import numpy as np
 
 
 
@@ -52,11 +56,9 @@ class Variant:
 
     def __post_init__(self):
         object.__setattr__(self, "disabled_optimizers", tuple(self.disabled_optimizers or ()))
-        from ...ort.session import LEVELS
 
         if not self.name:
             raise ConfigError("a variant needs a name")
-        from ..worker.kinds import kinds
 
         if self.kind not in kinds():
             raise ConfigError(f"variant kind must be one of {kinds()}, not {self.kind!r}")
@@ -127,8 +129,6 @@ class VariantStats:
     @classmethod
     def from_samples(cls, v: dict, samples: list[float], batch: int, floor: float | None,
                      parity: dict | None, session_providers: list[str]) -> "VariantStats":
-        import numpy as np
-
         n = len(samples)
         if n:
             a = np.asarray(samples, dtype=np.float64)
@@ -217,8 +217,6 @@ class BenchResult:
     def matmul_bound_ms(self) -> float | None:
         """The model's FLOPs at the streaming MatMul rate (weights from memory), or None (also when it
         exceeds the fastest fp32 variant's measured time, which makes it impossible)."""
-        from ..worker.floor import plausible_bound
-
         v = self.floor.get("matmul_bound_ms")
         return plausible_bound(float(v), fastest_fp32(self.variants)) if v else None
 

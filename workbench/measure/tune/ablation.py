@@ -22,6 +22,18 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...config import BenchConfig, FusionPlan
+from ...config import ExportConfig
+from ...export import export
+from ...fusion.catalog import BY_NAME, session_optimizers_off
+from ...fusion.engines import engine_steps
+from ...fusion.timeline import run_fusion
+from ...graph.summary import histogram
+from ...models import ModelSource, resolve
+from ...ort.machine import machine_line
+from ..harness.bench import Variant, benchmark
+from ..variants.models import fuse_bert
+import onnx
+import statistics
 
 Progress = Callable[[str, float], None]
 FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"
@@ -96,8 +108,6 @@ class AblationResult:
 
     def to_markdown(self, measured: str = "") -> str:
         """The result as a markdown table with the machine and the tuned plan."""
-        from ...ort.machine import machine_line
-
         c = self.config
         lines = [f"Measured {measured + ' ' if measured else ''}on: {machine_line(self.machine)}", "",
                  f"{self.model}, engine {self.engine}, batch {c.get('batch')}, sequence {c.get('seq')}, "
@@ -148,9 +158,6 @@ def _noop(stage: str, fraction: float) -> None:
 
 def _op_counts(path) -> dict:
     """Op type → count; ONNX's standard ``Attention`` apart from the contrib op of the same name."""
-    import onnx
-
-    from ...graph.summary import histogram
     model = onnx.load(str(path), load_external_data=False)
     counts = histogram(model)
     std = sum(1 for n in model.graph.node if n.op_type == "Attention" and n.domain in ("", "ai.onnx"))
@@ -169,8 +176,6 @@ def _round_by_round(slower, faster) -> float:
     shared machine (measured here: rounds twice as slow as their neighbours) moves p50s apart by more
     than the effect of one step; a ratio within a round it barely moves.
     """
-    import statistics
-
     pairs = [a / b for a, b in zip(slower.samples_ms, faster.samples_ms) if a and b]
     if not pairs:
         return slower.p50_ms / faster.p50_ms
@@ -201,14 +206,6 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     Raises:
         BenchmarkError, ConfigError: as :func:`workbench.measure.harness.bench.benchmark`.
     """
-    from ...config import ExportConfig
-    from ...export import export
-    from ...fusion.catalog import session_optimizers_off
-    from ...fusion.timeline import run_fusion
-    from ...models import ModelSource, resolve
-    from ..harness.bench import Variant, benchmark
-    from ..variants.models import fuse_bert
-
     progress = progress or _noop
     cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
     src = model if isinstance(model, ModelSource) else resolve(model)
@@ -247,9 +244,6 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
 def _steps(tl, engine: str, steps: list[str] | None) -> tuple[list[str], set, dict]:
     """The steps to time (those asked for, else every fusion step that emitted something), those of the
     engine's chain the plan leaves off (timed switched on instead), and what each step emitted."""
-    from ...fusion.catalog import BY_NAME
-    from ...fusion.engines import engine_steps
-
     fired = [s.step for s in tl.snapshots[1:]
              if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion" and s.fused_here]
     emitted = {s.step: s.fused_here for s in tl.snapshots[1:]}

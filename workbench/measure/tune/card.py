@@ -6,14 +6,15 @@ from ...ort.answer_policy import words
 from ..variants.labels import MODES, variant_label
 from .result import SessionSpec, TuneResult
 from ..variants import recipe
+from ...ort.machine import machine_line
+from ..worker.peer_runners import ov_config
+from .rows import fig, peers_line
 
 CARD_TEXT = "The cat sat on the mat."
 
 
 def run_lines(out_dir: str, session: SessionSpec | None, engine: str, threads: int) -> list[str]:
     """The lines that load and run the saved model (plain onnxruntime + the tokenizer, or OpenVINO on its IR)."""
-    from ..worker.peer_runners import ov_config
-
     if engine == "openvino":
         cfg = ov_config(threads, (session.options if session else {}).get("precision"), shipped=True)
         return ["import openvino as ov, transformers",
@@ -64,8 +65,6 @@ def _table(result: TuneResult) -> list[str]:
 
 
 def _recommendations(result: TuneResult, info: dict) -> list[str]:
-    from .rows import fig, peers_line
-
     lines = []
     for w, rec in result.recommended.items():
         held = rec.variant in (info["onnxruntime"], info["openvino"])
@@ -79,8 +78,6 @@ def _recommendations(result: TuneResult, info: dict) -> list[str]:
 
 def model_card(result: TuneResult, info: dict, out_dir: str) -> str:
     """README.md of the saved folder."""
-    from ...ort.machine import machine_line
-
     m, plan, sp = result.model, result.plan, result.config["split"]
     lines = [f"# {m.get('label') or result.source}, tuned for this machine", "",
              f"Measured on: {machine_line(result.machine)}. Figures "

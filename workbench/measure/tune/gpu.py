@@ -19,6 +19,9 @@ from ...config import BenchConfig
 from ...errors import BenchmarkError
 from ...ort.gpu import gpu_facts, require_gpu
 from .. import variants
+from ...models import ModelSource, resolve
+from ...ort.gpu import GpuFacts
+from ..harness.bench import benchmark
 
 
 def gpu_tune(model, cfg: BenchConfig | None = None, *, plan=None, exporter: str = "torchscript",
@@ -33,9 +36,6 @@ def gpu_tune(model, cfg: BenchConfig | None = None, *, plan=None, exporter: str 
         RuntimeUnavailableError: no usable GPU here (one line, before any work).
         BenchmarkError: no variant held its outputs.
     """
-    from ...models import ModelSource, resolve
-    from ..harness.bench import benchmark
-
     require_gpu("workbench tune --provider cuda", torch_too=True)
     src = model if isinstance(model, ModelSource) else resolve(model)
     cfg = dataclasses.replace(cfg or BenchConfig(), provider="cuda")
@@ -63,8 +63,6 @@ def gpu_tune(model, cfg: BenchConfig | None = None, *, plan=None, exporter: str 
 
 def lines(res: dict) -> list[str]:
     """The result as the CLI prints it."""
-    from ...ort.gpu import GpuFacts
-
     out = [GpuFacts(**res["facts"]).line(), f"{'variant':<18}{'p50 ms':>9}  outputs vs PyTorch fp32"]
     for r in res["variants"]:
         par = ("reference" if r["reference"] else

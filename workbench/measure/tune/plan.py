@@ -11,6 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from ...cache.atomic import atomic_write_text
+from ...cache.identity import file_identity
+from ...cache.root import cache_root
+from ...config import BenchConfig, FusionPlan
+from ...ort.machine import describe_machine
+from .ablation import fusion_ablation
 
 PLAN_VERSION = 1
 
@@ -18,13 +24,6 @@ PLAN_VERSION = 1
 def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: int = 12, progress=None,
                  exporter: str = "torchscript", attention: str = "eager") -> tuple[object, dict]:
     """This machine's fusion plan (the ablation's tuned plan) and the ablation's result as a dict, cached."""
-    from ...config import BenchConfig, FusionPlan
-    from ...cache.identity import file_identity
-    from ...ort.machine import describe_machine
-    from ...cache.atomic import atomic_write_text
-    from ...cache.root import cache_root
-    from .ablation import fusion_ablation
-
     plan = plan or FusionPlan()
     cpu = describe_machine(threads, check_cuda=False).get("cpu")
     key = hashlib.sha256(json.dumps([file_identity(Path(export_path)), plan.engine, sorted(plan.disabled),

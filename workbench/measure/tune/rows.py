@@ -11,20 +11,19 @@ from ...ort.answer_policy import holds
 from ..variants.labels import variant_label, workload_figure
 from .result import METRIC, Recommendation, TuneResult, VariantRow
 from ..variants import peers, recipe
+from ..harness.explain import INT8_UNITS
+import numpy as np
+import statistics
 
 #: What a user would pick instead, as its users ship it (the recipes marked ``peer``).
 PEERS = peers()
 
 
 def _median(xs) -> float | None:
-    import statistics
-
     return float(statistics.median(xs)) if xs else None
 
 
 def _pct(xs, q: float) -> float | None:
-    import numpy as np
-
     return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if xs else None
 
 
@@ -91,8 +90,6 @@ fig = workload_figure
 
 def why(rec: Recommendation, rows: list[VariantRow], workload: str, machine: dict, rates: dict) -> str:
     """One sentence: why the recommended variant wins this workload here."""
-    from ..harness.explain import INT8_UNITS
-
     peers = [r for r in rows if r.name in PEERS and r.figure(workload) and r.holds and r.name != rec.variant]
     best = _fastest(peers, workload) if peers else None
     vs = (f", {_faster(workload, rec.figure, best.figure(workload)):.2f}x the fastest peer whose answers hold "

@@ -30,6 +30,19 @@ from ..variants.labels import VARIANT_LABELS as LABELS
 from ..harness.load import LoadSampler
 from .result import SessionSpec, Skipped, TuneResult
 from .rows import PEERS, peers_line, row
+from ...config import ExportConfig, FusionPlan
+from ...errors import BenchmarkError, WorkbenchError
+from ...export import export
+from ...models import ModelSource, resolve
+from ..harness.bench import benchmark, throughput
+from ..variants.extra import guard_text
+from ..variants.split import one_at_a_time, split
+from .plan import machine_plan
+from .rows import recommend, why
+from .slices import shipped as as_shipped
+from .workload import latency_text, pad_id_of, serve_job, workloads
+import dataclasses
+import onnx
 
 #: What the tune measures, in display order (the recipes with ``tune`` set).
 ORDER = registry.names(tune=True)
@@ -43,8 +56,6 @@ def _noop(stage: str, fraction: float) -> None:
 def size_mb(v, export_path: Path) -> float | None:
     """The variant's model on disk: the ONNX file and its external data, an OpenVINO IR's .xml + .bin, or,
     for PyTorch, its fp32 weights (the export's size: the same tensors)."""
-    import onnx
-
     opts = v.options or {}
     if opts.get("ir"):
         xml = Path(opts["ir"])
@@ -63,10 +74,6 @@ def size_mb(v, export_path: Path) -> float | None:
 
 def _texts(src, text):
     """The split, the latency text (batch 1, both parts) and its parts; no tokenizer: ``(split, None, None)``."""
-    from ...errors import WorkbenchError
-    from ..variants.split import split
-    from .workload import latency_text
-
     sentences = None if text is None else list(getattr(text, "sentences", text))
     parts = split(sentences)
     try:
@@ -79,10 +86,6 @@ def _texts(src, text):
 
 
 def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say):
-    from ..variants.extra import guard_text
-    from .plan import machine_plan
-    from ..variants.split import one_at_a_time
-
     say("this machine's plan (ablation)", 0.05)
     tuned_plan, ablation = machine_plan(src, exp.path, plan, threads=cfg.threads, runs=ablation_runs,
                                         exporter=exporter, attention=attention,
@@ -98,12 +101,6 @@ def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, 
 def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say) -> tuple:
     """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped; and how
     busy the machine was over all three (sampled until their workers are joined)."""
-    import dataclasses
-
-    from ..harness.bench import benchmark, throughput
-    from .slices import shipped as as_shipped
-    from .workload import pad_id_of, serve_job
-
     sampler = LoadSampler(cfg.threads).start()
     say("measuring: latency, interleaved", 0.45)
     runs = cfg.runs if "latency" in loads else max(3, min(cfg.runs, len(lat.batches) if lat else 3))
@@ -126,9 +123,6 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
 
 def _recommend(rows: list, loads, res) -> dict:
     """The recommendation per workload, each with its one sentence why; none at all is an error."""
-    from ...errors import BenchmarkError
-    from .rows import recommend, why
-
     recs = {}
     for w in loads:
         rec = recommend(rows, w)
@@ -166,12 +160,6 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         A :class:`.tune_result.TuneResult` (the recommendation per workload, one row per variant, what it
         ran on); its ``to_json()`` is ``--json``.
     """
-    from ...config import ExportConfig, FusionPlan
-    from ...export import export
-    from ...models import ModelSource, resolve
-    from ..variants.extra import guard_text
-    from .workload import workloads
-
     say = progress or _noop
     cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
     src = model if isinstance(model, ModelSource) else resolve(model)

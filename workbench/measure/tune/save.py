@@ -29,6 +29,16 @@ from pathlib import Path
 from ...errors import ConfigError
 from .card import CARD_TEXT, model_card
 from .result import SessionSpec, TuneResult
+from ...cache.atomic import atomic_write_text
+from ...errors import WorkbenchError
+from ...modelio import copy_model
+from ...models import ModelSource, resolve
+from ...ort.session import create_session
+from ...path_checks import check_output_path
+from ..worker.peer_runners import OpenVinoRunner, ov_config
+from ..worker.peers import import_openvino
+import numpy as np
+import onnx
 #: What makes a model folder a sentence-transformers one, copied beside the model when present.
 ST_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 
@@ -36,8 +46,6 @@ ST_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_
 def check_target(out_dir) -> Path:
     """The folder to write, or one line before any work: a file, under ``/proc``, through a file, unwritable
     (:func:`~workbench.path_checks.check_output_path`), or a folder that exists and is not empty."""
-    from ...path_checks import check_output_path
-
     out = check_output_path(out_dir, folder=True)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out} exists and is not empty: choose a new folder (tune never overwrites)")
@@ -60,8 +68,6 @@ def saved_variants(result: TuneResult) -> dict:
 
 def _write_ir(result: TuneResult, variant: str, dest: Path) -> None:
     """The OpenVINO IR the variant ran, as ``dest/openvino_model.xml`` + ``.bin``."""
-    from ..worker.peers import import_openvino
-
     dest.mkdir()
     ir = result.sessions[variant].options.get("ir")
     if ir:
@@ -75,8 +81,6 @@ def _write_ir(result: TuneResult, variant: str, dest: Path) -> None:
 
 def _fusions(path: Path) -> str:
     """Contrib (fused or quantized) operators in the model, counted: "Attention 12, SkipLayerNormalization 24"."""
-    import onnx
-
     counts: dict[str, int] = {}
     for n in onnx.load(str(path), load_external_data=False).graph.node:
         if n.domain == "com.microsoft" or n.op_type.startswith(("DynamicQuantize", "MatMulInteger", "QAttention",
@@ -87,8 +91,6 @@ def _fusions(path: Path) -> str:
 
 def _card_feeds(src, names: set) -> dict:
     """The card's own sentence through the model's tokenizer (seeded random ids without one)."""
-    import numpy as np
-
     try:
         enc = src.tokenizer()([CARD_TEXT], return_tensors="np")
         return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items() if k in names}
@@ -101,10 +103,7 @@ def _card_feeds(src, names: set) -> dict:
 
 def reproduce(saved: Path, session: SessionSpec, threads: int, feeds_of) -> float:
     """Max abs diff between the card's plain onnxruntime session and the session the tune timed."""
-    import numpy as np
     import onnxruntime as ort
-
-    from ...ort.session import create_session
 
     timed = create_session(saved, "cpu", level=session.level or "all", threads=threads,
                            disabled_optimizers=tuple(session.disabled_optimizers))
@@ -117,11 +116,6 @@ def reproduce(saved: Path, session: SessionSpec, threads: int, feeds_of) -> floa
 
 def reproduce_openvino(result: TuneResult, variant: str, xml: Path, feeds_of) -> float:
     """Max abs diff between the card's OpenVINO lines (the saved IR) and the runner the tune timed."""
-    import numpy as np
-
-    from ..worker.peer_runners import OpenVinoRunner, ov_config
-    from ..worker.peers import import_openvino
-
     s = result.sessions[variant]
     timed = OpenVinoRunner({"name": variant, "provider": "cpu", "model": result.paths[variant],
                             "options": s.options}, result.threads, xml.parent)
@@ -138,8 +132,6 @@ def reproduce_openvino(result: TuneResult, variant: str, xml: Path, feeds_of) ->
 
 def _write_model_files(src, tmp: Path) -> bool:
     """config.json, the tokenizer files and a sentence-transformers folder's modules; whether a tokenizer was saved."""
-    from ...errors import WorkbenchError
-
     folder = Path(src.path) if src.kind == "folder" and src.path else None
     if folder is not None and (folder / "config.json").is_file():
         shutil.copyfile(folder / "config.json", tmp / "config.json")
@@ -166,10 +158,6 @@ def save(result: TuneResult, out_dir, source) -> dict:
 
     ``source``: the model the tune ran (name, folder or ModelSource), for its config, tokenizer and modules.
     """
-    from ...modelio import copy_model
-    from ...models import ModelSource, resolve
-    from ...cache.atomic import atomic_write_text
-
     out = check_target(out_dir)
     held = saved_variants(result)
     src = source if isinstance(source, ModelSource) else resolve(source)

@@ -28,6 +28,10 @@ from pathlib import Path
 from ..worker import protocol as msgs
 from ..harness import spawn
 from ..worker.serve import batches_of, serve_pass
+from ...errors import BenchmarkError
+import shutil
+import tempfile
+import time
 
 #: Set before torch or onnxruntime load in a slice process; nothing that changes how an engine waits.
 SHIPPED_ENV = {"TOKENIZERS_PARALLELISM": "false", "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -45,8 +49,6 @@ def _prepare(r, job: msgs.SliceJob) -> dict:
 
 
 def _slice(r, plan: dict, workload: str, runs: int, state: dict) -> list[float]:
-    import time
-
     out = []
     if workload == "throughput":
         serve_pass(r, plan["throughput"][:WARM_RUNS])
@@ -66,9 +68,6 @@ def _slice(r, plan: dict, workload: str, runs: int, state: dict) -> list[float]:
 
 def slice_main(conn, env: dict | None = None) -> None:
     """Entry point of one slice process."""
-    import shutil
-    import tempfile
-
     os.environ.update(env or {})
     workdir = Path(tempfile.mkdtemp(prefix="workbench-slices-"))
     try:
@@ -111,8 +110,6 @@ class _Proc:
         self.conn.send(job)
 
     def recv(self, timeout: float) -> msgs.Message:
-        from ...errors import BenchmarkError
-
         if not self.conn.poll(timeout):
             raise BenchmarkError(f"{self.name} (as shipped) did not answer within {timeout:g} s")
         try:

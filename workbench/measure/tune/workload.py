@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
+from ..variants.split import one_at_a_time
 
 if TYPE_CHECKING:
     from ..variants.split import Split
@@ -40,8 +41,6 @@ def latency_text(src, parts: Split):
 
     Returns ``(TextBatches, {"search": [batch index, ...], "check": [...]})``.
     """
-    from ..variants.split import one_at_a_time
-
     text = one_at_a_time(src, parts.search + parts.check)
     n = len(parts.search)
     return text, {"search": list(range(n)), "check": list(range(n, n + len(parts.check)))}

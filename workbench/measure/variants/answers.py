@@ -13,14 +13,26 @@ import time
 from typing import Callable
 
 from ...errors import WorkbenchError
+from ...config import FusionPlan
+from ...errors import first_line
+from ...export import export
+from ...fusion.timeline import Timeline
+from ...models import ModelSource, resolve
+from ...ort.answer_policy import holds, words
+from ...ort.parity import compare
+from ...ort.session import create_session, run_session
+from ...ort.task_parity import mean_pool, task_parity
+from ...text import text_batches
+from ..worker.precision import quantize_int8
+from . import is_quantized
+from .models import cached, fp16_of, fuse_bert, int8_of
+import numpy as np
 
 PRECISIONS = ("int8", "int8-per-tensor", "fp16")
 Progress = Callable[[str, float], None]
 
 
 def _outputs(path, feeds: list[dict], level: str) -> list:
-    from ...ort.session import create_session, run_session
-
     sess = create_session(path, "cpu", level=level, threads=2)
     names = {i.name for i in sess.get_inputs()}
     return [run_session(sess, {k: v for k, v in f.items() if k in names})[0] for f in feeds]
@@ -28,10 +40,6 @@ def _outputs(path, feeds: list[dict], level: str) -> list:
 
 def neighbour_changes(sentences, reference: list, candidate: list, feeds: list[dict]) -> list[dict]:
     """For embeddings: each sentence whose most similar other sentence changed, with both neighbours."""
-    import numpy as np
-
-    from ...ort.task_parity import mean_pool
-
     def nearest(outs):
         e = np.concatenate([mean_pool(o, f["attention_mask"]) for o, f in zip(outs, feeds)])
         e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
@@ -47,9 +55,6 @@ def neighbour_changes(sentences, reference: list, candidate: list, feeds: list[d
 
 
 def _precision_model(name: str, fused):
-    from ..worker.precision import quantize_int8
-    from .models import cached, fp16_of, int8_of
-
     if name == "int8":
         return int8_of(fused)
     if name == "int8-per-tensor":  # the earlier recipe, kept to show what per-channel scales buy
@@ -62,10 +67,6 @@ def _precision_model(name: str, fused):
 def _precision_answers(name: str, fused, ref: list, text) -> dict:
     """One precision's answers against the unfused export's ``ref`` (+ changed neighbours for embeddings), or
     ``{"error": line}`` when it cannot be built or run here."""
-    from ...errors import first_line
-    from ...ort.parity import compare
-    from ...ort.task_parity import task_parity
-
     try:
         got = _outputs(_precision_model(name, fused), list(text.batches), "all")
     except WorkbenchError as e:
@@ -95,13 +96,6 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
         ``{"model", "text", "steps": [{"step", "fused_here", "task_parity"}], "final", "precisions":
         {name: task_parity (+ "changed" neighbours for embeddings) | {"error": line}}, "seconds"}``
     """
-    from ...config import FusionPlan
-    from ...export import export
-    from ...fusion.timeline import Timeline
-    from ...models import ModelSource, resolve
-    from ...text import text_batches
-    from .models import fuse_bert
-
     t0 = time.perf_counter()
     say = progress or (lambda stage, f: None)
     plan = plan or FusionPlan()
@@ -140,9 +134,6 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
 def builtin_answers_text(src):
     """The built-in sentences through the model's tokenizer, to check answers on when no text was given
     (cheap: a few dozen sentences); None for a model without a tokenizer."""
-    from ...errors import WorkbenchError
-    from ...text import text_batches
-
     try:
         return text_batches(src)
     except WorkbenchError:
@@ -153,9 +144,6 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
     """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
     pointing at the guarded int8 and at ``workbench tune``; none for a model with random weights, whose
     answers mean nothing (what the check would mean is said instead, see ``viz.summary.random_weights_words``)."""
-    from ...ort.answer_policy import holds, words
-    from . import is_quantized
-
     out = []
     if random_weights:
         return out
@@ -171,8 +159,6 @@ def int8_flags(stats, random_weights: bool = False) -> list[str]:
 def int8_report(res, text=None, random_weights: bool = False) -> dict:
     """``{"int8_flags", "int8_answers"}`` for a benchmark result; without a text (the built-in sentences
     checked int8 only) the variants' own task parity is cleared, so their table reads as without text."""
-    from . import is_quantized
-
     flags, answers = int8_flags(res.variants, random_weights), {}
     if text is None:
         answers = {v.name: v.task_parity for v in res.variants if is_quantized(v.name) and v.task_parity}

@@ -12,6 +12,7 @@ from typing import Callable
 from ...errors import BenchmarkError, ConfigError
 from .recipe import TORCH_SKIPPED, Build
 from .registry import BY_NAME, RECIPES, STANDARD, check_fixed_shape, refuse_devices
+from ...models import ModelSource, resolve
 
 Progress = Callable[[str, float], None]
 
@@ -21,8 +22,6 @@ def _noop(stage: str, fraction: float) -> None:
 
 
 def _source(model):
-    from ...models import ModelSource, resolve
-
     return model if isinstance(model, ModelSource) else resolve(model)
 
 

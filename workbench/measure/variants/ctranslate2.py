@@ -21,14 +21,21 @@ from pathlib import Path
 
 from ...families import ctranslate2_families, family_of
 from .recipe import Build, Recipe
+from ...errors import BenchmarkError, RuntimeUnavailableError, first_line
+from ...ort.inputs import InputSpec
+from ..harness.results import Variant
+from ..worker.peers import INSTALL_PEERS
+import contextlib
+import io
+import numpy as np
+import shutil
+import tempfile
 
 COMPUTE_TYPE = "int8"
 NAME = "ctranslate2"
 
 
 def _installed(device: str = "cpu") -> tuple[bool, str]:
-    from ..worker.peers import INSTALL_PEERS
-
     try:
         import ctranslate2  # noqa: F401
     except ImportError:
@@ -66,14 +73,7 @@ def _vocabulary(src, folder: Path, vocab_size: int) -> None:
 
 def convert(src, into: Path) -> None:
     """Convert ``src`` (its PyTorch weights) into the CTranslate2 model folder ``into``, int8 weights."""
-    import contextlib
-    import io
-    import shutil
-    import tempfile
-
     from ctranslate2.converters import TransformersConverter
-
-    from ...errors import BenchmarkError, first_line
 
     hf = Path(tempfile.mkdtemp(prefix="workbench-ct2-"))
     try:
@@ -93,8 +93,7 @@ def convert(src, into: Path) -> None:
 def _build(ctx: Build, name: str):
     import ctranslate2
 
-    from .models import cached
-    from ..harness.results import Variant
+    from .models import cached  # lazy: models.py imports this module at its load
 
     ctx.progress("CTranslate2 conversion", 0.8)
 
@@ -119,9 +118,6 @@ class Ct2Runner:
     def __init__(self, v: dict, threads: int, workdir: Path):
         import ctranslate2
 
-        from ...errors import BenchmarkError, RuntimeUnavailableError, first_line
-        from ...ort.inputs import InputSpec
-
         self.name, self.provider = v["name"], v["provider"]
         if self.provider != "cpu":
             raise RuntimeUnavailableError(f"{self.name}: the CTranslate2 variant runs on the CPU only")
@@ -139,8 +135,6 @@ class Ct2Runner:
         self.providers = [f"CTranslate2 CPU ({self.compute_type})"]
 
     def prepare(self, feeds: dict) -> None:
-        import numpy as np
-
         ids = feeds["input_ids"]
         mask = feeds.get("attention_mask")
         keep = mask.astype(bool) if mask is not None else np.ones(ids.shape, dtype=bool)
@@ -155,8 +149,6 @@ class Ct2Runner:
     def output(self):
         """The last hidden state laid out as the padded feeds were: each sentence's tokens where its mask is 1,
         zeros where the batch had padding (CTranslate2 returns each row's tokens first, then its own filler)."""
-        import numpy as np
-
         h = np.array(self.run().last_hidden_state, dtype=np.float32)
         out = np.zeros(self.keep.shape + (h.shape[2],), dtype=np.float32)
         for k, m in enumerate(self.keep):

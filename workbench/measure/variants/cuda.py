@@ -20,6 +20,7 @@ import dataclasses
 
 from . import onnxruntime
 from .recipe import FP16, FP32_GPU, Build, Recipe
+from ...ort.gpu import gpu_status, tensorrt_status
 
 GPU_ONLY = "CUDA graphs and TensorRT run on the GPU only"
 
@@ -35,14 +36,10 @@ def _on(base: str, kind: str):
 
 
 def _gpu(device: str = "cuda") -> tuple[bool, str]:
-    from ...ort.gpu import gpu_status
-
     return gpu_status()
 
 
 def _tensorrt(device: str = "cuda") -> tuple[bool, str]:
-    from ...ort.gpu import gpu_status, tensorrt_status
-
     ok, why = gpu_status()
     return tensorrt_status() if ok else (ok, why)
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from ...errors import WorkbenchError
+from ...text import TextBatches, text_batches
+from .guarded import THRESHOLDS, search_int8
+from .models import cached
+from .split import one_at_a_time, split
 
 GUARD_VERSION = 2
 
@@ -18,9 +23,6 @@ GUARD_VERSION = 2
 def guard_text(src):
     """The text the int8 search guards on: the built-in sentences through the model's tokenizer, or, for a
     model without one, seeded random sequences (two batches of 8, lengths 32 and 64) checked as embeddings."""
-    from ...errors import WorkbenchError
-    from ...text import TextBatches, text_batches
-
     try:
         return text_batches(src)
     except WorkbenchError:
@@ -39,9 +41,6 @@ def guard_text(src):
 
 def guarded_int8_of(fused: Path, text, *, threads: int = 2, progress=None) -> Path:
     """The answer-guarded int8 model of ``fused`` on ``text``, searched once and cached."""
-    from .guarded import THRESHOLDS, search_int8
-    from .models import cached
-
     h = hashlib.sha256(json.dumps([list(text.sentences), text.kind, THRESHOLDS, GUARD_VERSION, threads])
                        .encode()).hexdigest()[:16]
 
@@ -55,9 +54,6 @@ def guarded_int8_of(fused: Path, text, *, threads: int = 2, progress=None) -> Pa
 def search_text_of(src, text=None):
     """The search part of the text (of the built-in sentences without one), one sentence per batch: what the
     calibrated recipes calibrate on and the guarded ones guard on; seeded random sequences without a tokenizer."""
-    from ...errors import WorkbenchError
-    from .split import one_at_a_time, split
-
     try:
         return one_at_a_time(src, split(list(text.sentences) if text is not None else None).search)
     except WorkbenchError:

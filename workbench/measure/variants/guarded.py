@@ -29,12 +29,21 @@ from pathlib import Path
 from typing import Callable
 
 from ...ort.answer_policy import THRESHOLDS, TaskParity, holds
+from ...cache.model_store import sidecar
+from ...config import BenchConfig
+from ...modelio import copy_model
+from ...ort.session import create_session
+from ...ort.task_parity import task_parity
+from ..harness.bench import Variant, benchmark
+from .smooth import activation_absmax, matmul_roles, smooth
+import numpy as np
+import onnx
+import re
 
 Progress = Callable[[str, float], None]
 
 
 def _quantize(model, out: Path, exclude=(), per_channel: bool = True) -> Path:
-    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = Path(tempfile.mkdtemp(prefix="workbench-guard-"))
@@ -56,7 +65,6 @@ def _quantize(model, out: Path, exclude=(), per_channel: bool = True) -> Path:
 
 def _nbits(model, include: list[str]):
     """8-bit blockwise weights on ``include`` (a copy: the quantizer edits the model it is given)."""
-    import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     m = onnx.ModelProto()
@@ -76,8 +84,6 @@ def _nbits(model, include: list[str]):
 
 
 def _weight_sizes(model, roles: dict) -> dict:
-    import numpy as np
-
     inits = {i.name: i for i in model.graph.initializer}
     by = {n.name: n for n in model.graph.node}
     out = {}
@@ -91,10 +97,6 @@ class _Search:
     """One search: the fp32 model, its reference answers, and every candidate tried."""
 
     def __init__(self, fused: Path, text, workdir: Path, threads: int, say: Progress):
-        import onnx
-
-        from .smooth import matmul_roles
-
         self.fused, self.text, self.dir, self.threads, self.say = Path(fused), text, workdir, threads, say
         self.model = onnx.load(str(fused))
         self.roles = matmul_roles(self.model)
@@ -104,8 +106,6 @@ class _Search:
         self.candidates: list[dict] = []
 
     def _outputs(self, path) -> list:
-        from ...ort.session import create_session
-
         sess = create_session(path, "cpu", level="all", threads=self.threads)
         names = {i.name for i in sess.get_inputs()}
         return [sess.run(None, {k: v for k, v in f.items() if k in names})[0] for f in self.feeds]
@@ -117,8 +117,6 @@ class _Search:
         return out
 
     def try_(self, label: str, method: str, kept: list[str], build) -> dict:
-        from ...ort.task_parity import task_parity
-
         path = self.dir / f"c{len(self.candidates)}.onnx"
         self.say(f"int8 candidate: {label}", 0.0)
         build(path)
@@ -134,15 +132,11 @@ class _Search:
 
 def _layer_of(name: str) -> int | None:
     """The encoder layer of a node from its name ("/encoder/layer.3/...", "Attention_3")."""
-    import re
-
     m = re.search(r"layer[._/](\d+)", name) or re.search(r"_(\d+)$", name)
     return int(m.group(1)) if m else None
 
 
 def _methods(s: _Search) -> None:
-    from .smooth import activation_absmax, smooth
-
     down = s.nodes("ffn_down")
     s.try_("int8 per channel everywhere", "dynamic int8, per channel", [],
            lambda p: _quantize(s.model, p))
@@ -194,9 +188,6 @@ def _answers_rank(c: dict) -> tuple:
 
 
 def _time(s: _Search, runs: int) -> None:
-    from ...config import BenchConfig
-    from ..harness.bench import Variant, benchmark
-
     timed = [c for c in s.candidates if c["holds"]] + [s.candidates[0]]
     variants = [Variant("fp32", s.fused)] + [Variant(f"c{i}", c["path"]) for i, c in enumerate(s.candidates)
                                             if c in timed]
@@ -217,8 +208,6 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
         "fp32_p50_ms", "speedup_vs_fp32", "thresholds", "text", "candidates": [...]}``. With no candidate
         holding, the chosen one is the one with the best answers, ``holds`` False.
     """
-    from ...modelio import copy_model
-
     say = progress or (lambda stage, f: None)
     work = Path(tempfile.mkdtemp(prefix="workbench-guard-"))
     try:
@@ -246,8 +235,6 @@ def search_int8(fused: Path, text, out: Path, *, threads: int = 2, runs: int = 1
 
 def search_report(model_path: Path) -> dict | None:
     """The search report saved beside a cached int8-guarded model, or None."""
-    from ...cache.model_store import sidecar
-
     p = sidecar(Path(model_path), "search.json")
     try:
         return json.loads(p.read_text())

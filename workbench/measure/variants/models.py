@@ -16,14 +16,22 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import BenchmarkError
+from ...cache import model_store
+from ...cache.identity import file_identity
+from ...config import FusionPlan
+from ...errors import WorkbenchError
+from ...fusion.registry import plan_key
+from ...fusion.timeline import run_fusion
+from ...modelio import save_model
+from ...ort.machine import package_version
+from ..worker.precision import quantize_int8, to_fp16
+import logging
+import shutil
 
 RECIPE_VERSION = 2
 
 
 def _derived_key(export_path: Path, recipe: str) -> str:
-    from ...cache.identity import file_identity
-    from ...ort.machine import package_version
-
     key = json.dumps([file_identity(Path(export_path)), recipe, RECIPE_VERSION,
                       package_version("onnxruntime-gpu") or package_version("onnxruntime")])
     return hashlib.sha256(key.encode()).hexdigest()[:24]
@@ -35,10 +43,6 @@ def cached(export_path: Path, recipe: str, build: Callable[[Path], None], name: 
     an ONNX file at ``out`` in a temporary folder; other files it writes there are kept as side files
     (``model_store.sidecar``). ``name``: the file a lookup returns; a build that is no ONNX model (an OpenVINO
     IR's ``openvino_model.xml``) is kept whole in a folder of its own."""
-    import shutil
-
-    from ...cache import model_store
-
     key, group = _derived_key(export_path, recipe), model_store.group_of_model(Path(export_path))
     hit = model_store.find("variants", key, group, name)  # leased: `workbench cache` leaves it alone
     if hit is not None:
@@ -64,15 +68,10 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
     options. Python fusions only, so the session's own level decides the
     rest and the file runs on any provider.
     """
-    from ...config import FusionPlan
-
     plan = plan or FusionPlan()
 
     def build_gpu(out: Path) -> None:
-        import logging
-
         from onnxruntime.transformers.optimizer import optimize_model
-        from ...modelio import save_model
 
         log = logging.getLogger("onnxruntime.transformers")
         old = log.level
@@ -93,10 +92,6 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
         save_model(model, out)
 
     def build(out: Path) -> None:
-        from ...errors import WorkbenchError
-        from ...fusion.timeline import run_fusion
-        from ...modelio import save_model
-
         try:
             tl = run_fusion(Path(export_path), plan, num_heads=num_heads or None, hidden_size=hidden_size or None)
         except WorkbenchError:
@@ -108,7 +103,6 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
 
     if use_gpu:
         return cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-gpu1", build_gpu)
-    from ...fusion.registry import plan_key  # the plan, and the rules added at run time (app.add_rule) it runs
 
     key = f"timeline-{plan_key(plan)}"
     return cached(Path(export_path), f"fused-h{num_heads}-d{hidden_size}-{key}", build)
@@ -121,14 +115,12 @@ def int8_of(fused_path: Path) -> Path:
     similarity-ranking Spearman 0.946 per tensor, 0.986 per channel) while the speed is the same
     (bert-base on an AVX2 EPYC: 113.9 against 113.2 ms).
     """
-    from ..worker.precision import quantize_int8
     return cached(Path(fused_path), "int8-per-channel",
                    lambda out: quantize_int8(fused_path, out, per_channel=True))
 
 
 def fp16_of(fused_path: Path) -> Path:
     """float16 conversion keeping fp32 inputs/outputs, cached."""
-    from ..worker.precision import to_fp16
     return cached(Path(fused_path), "fp16", lambda out: to_fp16(fused_path, out))
 
 

@@ -12,27 +12,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from .recipe import FP16, FP32_GPU, Build, Recipe
+from ...errors import BenchmarkError
+from ...families import ort_optimizes
+from ...fusion.catalog import session_optimizers_off
+from ..harness.results import Variant
 
 _FP32_WINS = "no int8 model kept the answers, so the fastest fp32 engine wins."
 
 
 def _unfused(ctx: Build, name: str):
-    from ..harness.results import Variant
-
     return Variant(name, ctx.export_path, provider=ctx.provider, level="disable")
 
 
 def _fused(ctx: Build, name: str):
-    from ..harness.results import Variant
-
     return Variant(name, ctx.fused_model, provider=ctx.provider, level="all", disabled_optimizers=ctx.keep_off)
 
 
 def _tuned(ctx: Build, name: str):
-    from ...fusion.catalog import session_optimizers_off
-    from ...errors import BenchmarkError
-    from .models import fuse_bert
-    from ..harness.results import Variant
+    from .models import fuse_bert  # lazy: models.py imports this module at its load
 
     ctx.progress("this machine's plan (ablation)", 0.6)
     plan = ctx.tuned_plan(ctx) if callable(ctx.tuned_plan) else ctx.tuned_plan
@@ -44,14 +41,12 @@ def _tuned(ctx: Build, name: str):
 
 
 def _int8_of(fused):
-    from .models import int8_of
+    from .models import int8_of  # lazy: models.py imports this module at its load
 
     return int8_of(fused)
 
 
 def _int8(ctx: Build, name: str):
-    from ..harness.results import Variant
-
     ctx.progress("int8 quantization", 0.7)
     if ctx.snapshot is not None:  # the app's fused snapshot, quantized as it is shown
         from ..worker.precision import quantize_int8
@@ -64,8 +59,7 @@ def _int8(ctx: Build, name: str):
 
 
 def _guarded(ctx: Build, name: str):
-    from .extra import guard_text, guarded_int8_of
-    from ..harness.results import Variant
+    from .extra import guard_text, guarded_int8_of  # lazy: extra.py imports this module at its load
 
     ctx.progress("answer-guarded int8 search", 0.75)
     guard = ctx.search_text if ctx.search_text is not None else (ctx.text if ctx.text is not None
@@ -76,14 +70,13 @@ def _guarded(ctx: Build, name: str):
 
 
 def _guarded_report(v) -> dict | None:
-    from .guarded import search_report
+    from .guarded import search_report  # lazy: guarded.py imports this module at its load
 
     return search_report(v.model)
 
 
 def _static(ctx: Build, name: str):
-    from ..harness.results import Variant
-    from .static_int8 import int8_static_of
+    from .static_int8 import int8_static_of  # lazy: static_int8.py imports this module at its load
 
     ctx.progress("static int8 (calibrating)", 0.8)
     return Variant(name, int8_static_of(ctx.fused, ctx.search()), provider="cpu",
@@ -91,15 +84,13 @@ def _static(ctx: Build, name: str):
 
 
 def _fp16_of(fused):
-    from .models import fp16_of
+    from .models import fp16_of  # lazy: models.py imports this module at its load
 
     return fp16_of(fused)
 
 
 def _fp16(ctx: Build, name: str):
-    from ...families import ort_optimizes
-    from .models import fuse_bert
-    from ..harness.results import Variant
+    from .models import fuse_bert  # lazy: models.py imports this module at its load
 
     ctx.progress("fp16 conversion", 0.85)
     if ctx.src.model_type and not ort_optimizes(ctx.src.model_type):

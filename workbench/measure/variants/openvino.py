@@ -6,14 +6,14 @@ that says how to add them."""
 from __future__ import annotations
 
 from .recipe import Build, Recipe
+from ..harness.results import Variant
+from ..worker.peers import nncf_status, openvino_status
 
 _WINS = "OpenVINO's CPU kernels beat ONNX Runtime's on this processor at this precision."
 _DEFAULT = "OpenVINO's default inference precision on this CPU (bf16 where the CPU has AVX512-BF16 or AMX, f32 otherwise)"
 
 
 def _variant(ctx: Build, name: str, precision: str | None = None, ir=None):
-    from ..harness.results import Variant
-
     ctx.progress(name, 0.8)
     options = {"precision": precision} if precision else {}
     if ir is not None:
@@ -22,33 +22,29 @@ def _variant(ctx: Build, name: str, precision: str | None = None, ir=None):
 
 
 def _int8(ctx: Build, name: str):
-    from .ov_quant import openvino_int8_of
+    from .ov_quant import openvino_int8_of  # lazy: ov_quant.py imports this module at its load
 
     return _variant(ctx, name, ir=openvino_int8_of(ctx.export_path, ctx.search()))
 
 
 def _guarded(ctx: Build, name: str):
-    from .ov_quant import openvino_int8_guarded_of
+    from .ov_quant import openvino_int8_guarded_of  # lazy: ov_quant.py imports this module at its load
 
     return _variant(ctx, name,
                     ir=openvino_int8_guarded_of(ctx.export_path, ctx.search(), threads=ctx.threads))
 
 
 def _guard_report(v) -> dict | None:
-    from .ov_quant import ir_report
+    from .ov_quant import ir_report  # lazy: ov_quant.py imports this module at its load
 
     return ir_report(v.options["ir"])
 
 
 def _openvino(device: str = "cpu") -> tuple[bool, str]:
-    from ..worker.peers import openvino_status
-
     return openvino_status()
 
 
 def _nncf(device: str = "cpu") -> tuple[bool, str]:
-    from ..worker.peers import nncf_status
-
     return nncf_status()
 
 

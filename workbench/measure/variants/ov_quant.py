@@ -28,6 +28,15 @@ import logging
 from pathlib import Path
 
 from ...ort.answer_policy import TaskParity, holds
+from ...ort.machine import package_version
+from ...ort.task_parity import task_parity
+from ..worker.peer_runners import ov_config
+from ..worker.peers import import_openvino
+from .models import cached
+import contextlib
+import io
+import onnx
+import time
 
 OV_VERSION = 1
 
@@ -40,8 +49,6 @@ def answers_metric(tp: dict) -> float:
 
 def _key(text, recipe: str) -> str:
     import nncf
-
-    from ...ort.machine import package_version
 
     doc = [list(text.sentences), text.kind, recipe, OV_VERSION, nncf.__version__, package_version("openvino")]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
@@ -56,9 +63,6 @@ class _quiet:
     reports its own stages."""
 
     def __enter__(self):
-        import contextlib
-        import io
-
         self.log = logging.getLogger("nncf")
         self.old = self.log.level
         self.log.setLevel(logging.ERROR)
@@ -73,9 +77,6 @@ class _quiet:
 
 def openvino_int8_of(export_path: Path, search_text) -> Path:
     """The NNCF static int8 IR of the export, calibrated on ``search_text``'s sentences, cached."""
-    from ..worker.peers import import_openvino
-    from .models import cached
-
     def build(out: Path) -> None:
         import nncf
 
@@ -100,8 +101,6 @@ def weight_roles(export_path: Path) -> dict[str, tuple[str, int]]:
     """Each MatMul with a 2-D weight → (role, weight size), from the shapes alone (no family names): wider out
     than in is the feed-forward up-projection (3x: a packed q/k/v), narrower the down-projection; of the
     square ones, those that share their input with another projection are q/k/v, the rest the attention output."""
-    import onnx
-
     g = onnx.load(str(export_path), load_external_data=False).graph
     dims = {i.name: tuple(i.dims) for i in g.initializer}
     mm = [n for n in g.node if n.op_type == "MatMul" and len(n.input) > 1 and len(dims.get(n.input[1], ())) == 2]
@@ -128,9 +127,6 @@ class _GuardSearch:
     """The candidates of one search: NNCF int8 with an ignored scope, answers on the search part."""
 
     def __init__(self, export_path: Path, search_text, threads: int):
-        from ..worker.peer_runners import ov_config
-        from ..worker.peers import import_openvino
-
         self.path, self.text, self.threads = Path(export_path), search_text, threads
         self.core = import_openvino().Core()
         self.items = _items(search_text)
@@ -148,9 +144,6 @@ class _GuardSearch:
                              subset_size=len(self.items), model_type=nncf.ModelType.TRANSFORMER, ignored_scope=scope)
 
     def try_(self, label: str, kept, built=None) -> tuple[object, dict]:
-        from ...ort.task_parity import task_parity
-        from ..worker.peer_runners import ov_config
-
         q = built if built is not None else self.quantize(kept)
         c = self.core.compile_model(q, "CPU", ov_config(self.threads))  # as served: the rest at the default precision
         tp = task_parity(self.text.kind, self.reference, [c(it)[0] for it in self.items], self.items,
@@ -190,12 +183,7 @@ def _report(s: _GuardSearch, chosen: dict) -> dict:
 def openvino_int8_guarded_of(export_path: Path, search_text, *, threads: int = 2, plain: Path | None = None) -> Path:
     """The answer-guarded NNCF int8 IR of the export (see the module doc), cached; ``report.json`` beside it
     lists every candidate tried, what the chosen one keeps out of int8 and its answers on the search part."""
-    from ..worker.peers import import_openvino
-    from .models import cached
-
     def build(out: Path) -> None:
-        import time
-
         t0 = time.perf_counter()
         plain_ir = plain or openvino_int8_of(export_path, search_text)
         with _quiet():

@@ -9,6 +9,8 @@ kernels replayed as CUDA graphs, the PyTorch counterpart of ONNX Runtime's CUDA-
 from __future__ import annotations
 
 from .recipe import FP16, FP32_GPU, Build, Recipe
+from ..harness.results import Variant
+from ..worker.peers import compiler_status
 
 #: ``Variant.options["compile"]`` on CUDA (on the CPU it is True): the worker's
 #: :class:`~workbench.measure.worker.runners.TorchRunner` compiles in this mode, with CUDA graphs.
@@ -16,14 +18,10 @@ REDUCE_OVERHEAD = "reduce-overhead"
 
 
 def _eager(ctx: Build, name: str):
-    from ..harness.results import Variant
-
     return Variant(name, provider=ctx.provider, kind="torch", torch_source=ctx.torch_source)
 
 
 def _compiled(ctx: Build, name: str):
-    from ..harness.results import Variant
-
     cuda = ctx.provider == "cuda"
     return Variant(name, provider=ctx.provider, kind="torch", torch_source=ctx.torch_source, fp16=cuda,
                    options={"compile": REDUCE_OVERHEAD if cuda else True})
@@ -34,7 +32,6 @@ def _compiler(device: str = "cpu") -> tuple[bool, str]:
         from ...ort.gpu import gpu_status
 
         return gpu_status(torch_too=True)
-    from ..worker.peers import compiler_status
 
     return compiler_status()
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable
+from ...config import ExportConfig
+from ...export import export
+from ...fusion.catalog import session_optimizers_off
 
 #: The engines a recipe runs on, as a user names them.
 ENGINES = {"pytorch": "PyTorch", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "ctranslate2": "CTranslate2"}
@@ -160,9 +163,6 @@ class Build:
 
     @cached_property
     def export_path(self) -> Path:
-        from ...config import ExportConfig
-        from ...export import export
-
         return Path(export(self.src, ExportConfig(exporter=self.exporter, attention=self.attention,
                                                   opset=self.opset)).path)
 
@@ -177,7 +177,7 @@ class Build:
     @cached_property
     def fused(self) -> Path:
         """The export after the fusion timeline under ``plan``, as a file (cached)."""
-        from .models import fuse_bert
+        from .models import fuse_bert  # lazy: models.py imports this module at its load
 
         return fuse_bert(self.export_path, num_heads=self.heads, hidden_size=self.hidden, plan=self.plan)
 
@@ -192,8 +192,6 @@ class Build:
     @property
     def keep_off(self) -> tuple[str, ...]:
         """ONNX Runtime's session transformers for the steps the plan switches off (they stay off at "all")."""
-        from ...fusion.catalog import session_optimizers_off
-
         return session_optimizers_off(self.plan.disabled) if self.plan is not None else ()
 
     @property
@@ -204,7 +202,7 @@ class Build:
 
     def search(self):
         """The part of the text the calibrated and guarded recipes tune on (:func:`.extra.search_text_of`)."""
-        from .extra import search_text_of
+        from .extra import search_text_of  # lazy: extra.py imports this module at its load
 
         return self.search_text if self.search_text is not None else search_text_of(self.src, self.text)
 

@@ -20,6 +20,9 @@ The model computes the same function before quantization (up to float rounding).
 from __future__ import annotations
 
 import numpy as np
+from ...ort.session import create_session
+import onnx
+from onnx import numpy_helper
 
 ROLES = ("qkv", "attn_out", "ffn_up", "ffn_down")
 _GELU = ("BiasGelu", "Gelu", "FastGelu", "QuickGelu")
@@ -72,10 +75,6 @@ def matmul_roles(model) -> dict[str, str]:
 
 def activation_absmax(model, feeds: list[dict], names: list[str], threads: int = 2) -> dict[str, np.ndarray]:
     """Per channel (last axis), the largest |value| of each named tensor over real tokens of ``feeds``."""
-    import onnx
-
-    from ...ort.session import create_session
-
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
@@ -101,9 +100,6 @@ def smooth(model, nodes: list[str], absmax: dict[str, np.ndarray], alpha: float 
 
     ``absmax`` maps each node's input tensor name to its per-channel activation maximum.
     """
-    import onnx
-    from onnx import numpy_helper
-
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
@@ -138,8 +134,6 @@ def smooth(model, nodes: list[str], absmax: dict[str, np.ndarray], alpha: float 
 
 def _fold_into_v(att, s: np.ndarray, inits: dict) -> bool:
     """Divide the value columns of a fused Attention's weight and bias by ``s`` (its output is softmax·V)."""
-    from onnx import numpy_helper
-
     if len(att.input) < 3 or att.input[1] not in inits or att.input[2] not in inits:
         return False
     w_init, b_init = inits[att.input[1]], inits[att.input[2]]

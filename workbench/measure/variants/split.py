@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError
+from ...ort.task_parity import MIN_DISTINCT, too_small_line
+from ...text import BUILTIN_SENTENCES, text_batches
 
 #: The built-in sentences that form the check part (indices into ``text.BUILTIN_SENTENCES``):
 #: whole groups of paraphrases (passwords, capitals, deep learning, phones, photosynthesis) and a
@@ -34,9 +36,6 @@ class Split:
 
 def split(sentences=None) -> Split:
     """The fixed split (see the module doc); a text too small to check answers is refused in one line."""
-    from ...ort.task_parity import MIN_DISTINCT, too_small_line
-    from ...text import BUILTIN_SENTENCES
-
     if sentences is None or tuple(sentences) == BUILTIN_SENTENCES:
         check = tuple(BUILTIN_SENTENCES[i] for i in BUILTIN_CHECK)
         search = tuple(s for i, s in enumerate(BUILTIN_SENTENCES) if i not in BUILTIN_CHECK)
@@ -57,8 +56,6 @@ def split(sentences=None) -> Split:
 
 def one_at_a_time(src, sentences):
     """TextBatches of one sentence each at its own length (no padding), in the order given."""
-    from ...text import text_batches
-
     return text_batches(src, list(sentences), batch_size=1, buckets=tuple(range(1, 513)))
 
 

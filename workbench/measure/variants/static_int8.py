@@ -15,6 +15,9 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
+from ...modelio import copy_model
+from .models import cached
+import onnx
 
 STATIC_VERSION = 1
 
@@ -34,16 +37,11 @@ class _Reader:
 
 def int8_static_of(fused: Path, search_text) -> Path:
     """The static QDQ int8 model of ``fused``, calibrated on ``search_text``, cached."""
-    from .models import cached
-
     key = hashlib.sha256(json.dumps([list(search_text.sentences), STATIC_VERSION]).encode()).hexdigest()[:16]
 
     def build(out: Path) -> None:
-        import onnx
         import onnxruntime
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-
-        from ...modelio import copy_model
 
         names = {i.name for i in onnx.load(str(fused), load_external_data=False).graph.input}
         tmp = Path(tempfile.mkdtemp(prefix="workbench-static-"))

@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 from . import protocol as msgs
+from ...ort.machine import describe_machine
+from .runners import make_runner, run_error
+import sys
 
 #: Set in the worker's environment before torch or onnxruntime load.
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "TOKENIZERS_PARALLELISM": "false",
@@ -47,8 +50,6 @@ class Channel:
 
 def set_threads(threads: int, torch_needed: bool = True) -> None:
     """PyTorch's threads (imported only when a variant needs it, so an engine's peak memory is its own)."""
-    import sys
-
     if not torch_needed and "torch" not in sys.modules:
         return
     try:
@@ -65,7 +66,6 @@ def set_threads(threads: int, torch_needed: bool = True) -> None:
 def worker_info() -> dict:
     """What the worker really runs with, for the caller to check."""
     info = {"pid": os.getpid(), "env": {k: os.environ.get(k) for k in WORKER_ENV}, "torch_threads": None}
-    import sys
     if "torch" in sys.modules:
         info["torch_threads"] = sys.modules["torch"].get_num_threads()
     return info
@@ -106,8 +106,6 @@ def fault(kind: str | None, where: str) -> None:
 
 def build_runners(ch: Channel, job: msgs.BenchJob | msgs.ThroughputJob, workdir: Path) -> list:
     """Every variant's runner, in order, with ``status`` messages; the address-space cap first."""
-    from .runners import make_runner, run_error
-
     cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     if job.memory_limit_mb:
@@ -128,8 +126,6 @@ def build_runners(ch: Channel, job: msgs.BenchJob | msgs.ThroughputJob, workdir:
 
 
 def send_ready(ch: Channel, runners: list, threads: int) -> None:
-    from ...ort.machine import describe_machine
-
     machine = describe_machine(threads, check_cuda=any(r.provider == "cuda" for r in runners))
     ch.send(msgs.Ready(machine, worker_info(), [{"name": r.name, "provider": r.provider,
                                                  "session_providers": r.providers} for r in runners]))

@@ -17,6 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from ...cache.atomic import atomic_write_text
+from ...cache.root import cache_root
+from ...models import ModelSource, PRESETS
+from ...ort.machine import cpu_info, gpu_names, package_version
+from ...ort.session import create_session
 
 #: MatMul shape of the rate probe: BERT's feed-forward at sequence 128.
 PROBE_SHAPE = (128, 768, 3072)
@@ -116,8 +121,6 @@ def model_flops(model, batch: int = 1, seq: int = 128) -> float:
             ``intermediate_size``), a :class:`workbench.models.ModelSource`,
             a preset name, or an ONNX path / ModelProto (counted from the graph).
     """
-    from ...models import ModelSource, PRESETS
-
     if isinstance(model, dict):
         return _flops_from_config(model, batch, seq)
     if isinstance(model, ModelSource):
@@ -138,9 +141,6 @@ STREAM_WEIGHTS = 16
 
 
 def _cache_file(threads: int, provider: str, dtype: str, kind: str = "hot") -> Path:
-    from ...cache.root import cache_root
-    from ...ort.machine import cpu_info, gpu_names, package_version
-
     cpu = cpu_info()[0] if provider == "cpu" else ",".join(gpu_names())
     ort_v = package_version("onnxruntime-gpu") or package_version("onnxruntime")
     key = json.dumps([cpu, threads, provider, dtype, ort_v, PROBE_SHAPE] + ([kind] if kind != "hot" else []))
@@ -163,8 +163,6 @@ def plausible_bound(bound_ms: float | None, measured_ms: float | None) -> float 
 
 def distrust_rate(threads: int, provider: str = "cpu", dtype: str = "fp32", kind: str = "stream") -> None:
     """Mark a cached rate as disturbed, so the next benchmark measures it again instead of reusing it."""
-    from ...cache.atomic import atomic_write_text
-
     path = _cache_file(threads, provider, dtype, kind)
     info = _read(path)
     if info is not None and info.get("quiet"):
@@ -239,8 +237,6 @@ def measure_matmul_gflops(threads: int, provider: str = "cpu", dtype: str = "fp3
             streaming rate (each MatMul reads a different weight from memory,
             as in a real model).
     """
-    from ...ort.session import create_session
-
     m, k, n = shape
     model, np_dt = _matmul_model(m, k, n, dtype, weights)
     sess = create_session(model.SerializeToString(), provider, level="all", threads=threads)
@@ -305,8 +301,6 @@ def machine_matmul_info(threads: int = 2, provider: str = "cpu", dtype: str = "f
         refresh: measure again even when a quiet cached figure exists; a
             quiet new figure replaces it, a disturbed one does not (see :func:`_better`).
     """
-    from ...cache.atomic import atomic_write_text
-
     if kind not in ("hot", "stream"):
         raise ValueError("kind must be 'hot' or 'stream'")
     path = _cache_file(threads, provider, dtype, kind)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from ...errors import RuntimeUnavailableError
 from ...ort.gpu import BoundSession, tensorrt_status
+from ...errors import BenchmarkError
+from ...ort.inputs import spec_from_onnx
 
 
 def tensorrt_options(cache_dir: Path, fp16: bool = True) -> dict:
@@ -24,9 +26,6 @@ class BoundRunner:
 
     def __init__(self, v: dict, threads: int, workdir: Path):
         import onnx
-
-        from ...errors import BenchmarkError
-        from ...ort.inputs import spec_from_onnx
 
         self.name, self.provider = v["name"], "cuda"
         path = Path(v["model"])

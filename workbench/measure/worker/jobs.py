@@ -7,6 +7,11 @@ from pathlib import Path
 from ...errors import first_line
 from . import protocol as msgs
 from .base import set_threads
+from ...ort.inputs import make_inputs
+from .floor import PRECISIONS, machine_matmul_info, model_flops, onnx_flops_by_precision, precision_label
+from .profile_events import layer_map, parse_profile_events
+from .runners import OrtRunner, TorchRunner, run_error
+import json
 
 
 def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
@@ -17,10 +22,6 @@ def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
     here); ``matmul_bound_ms`` the streaming rates (weights read from memory, as in a real model).
     The top-level ``floor_ms``/``gflops`` stay the fp32 figures of the first variant.
     """
-    from .floor import PRECISIONS, machine_matmul_info, model_flops, onnx_flops_by_precision, precision_label
-
-    from .runners import TorchRunner
-
     provider = runners[0].provider
     try:
         per = {r.name: ({"fp32": model_flops(r.source, batch, seq)} if isinstance(r, TorchRunner)
@@ -56,10 +57,6 @@ def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
 
 def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
     """Run one variant with ONNX Runtime's profiler on and send parsed records."""
-    from ...ort.inputs import make_inputs
-    from .profile_events import parse_profile_events, layer_map
-    from .runners import OrtRunner, run_error
-
     cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     set_threads(threads)
@@ -85,7 +82,6 @@ def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
         except Exception as e:
             raise run_error(e, r.name, batch, seq) from e
     trace = r.sess.end_profiling()
-    import json
     with open(trace) as f:
         events = json.load(f)
     layers = layer_map(v["optimized_model_path"]) if Path(v["optimized_model_path"]).is_file() else {}

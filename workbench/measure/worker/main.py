@@ -23,14 +23,16 @@ from pathlib import Path
 from ...errors import first_line
 from . import protocol as msgs
 from .base import WORKER_ENV, Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
+from ...errors import BenchmarkError
+from ...ort.inputs import make_inputs
+from ...ort.parity import compare
+from .jobs import floor_report
+from .runners import run_error
+import time as _t
 
 
 def _prepare_inputs(runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> None:
     """Each runner's first feeds: the first timed text batch, or one seeded random batch at the shape."""
-    from ...errors import BenchmarkError
-    from ...ort.inputs import make_inputs
-    from .runners import run_error
-
     for r in runners:
         longest = max((b["input_ids"].shape[1] for b in batches), default=seq)
         if max(longest, seq) > r.spec.max_positions:
@@ -45,8 +47,6 @@ def _prepare_inputs(runners: list, cfg: dict, batches: list, timed: list, batch:
 
 def _warm_up(ch: Channel, runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> dict:
     """Round-robin warm-up; the first round keeps each variant's outputs (every text batch's, with text)."""
-    from .runners import run_error
-
     outputs, warm = {}, max(1, int(cfg.get("warmup", 5)))
     for w in range(warm):
         for r in runners:
@@ -68,8 +68,6 @@ def _warm_up(ch: Channel, runners: list, cfg: dict, batches: list, timed: list, 
 
 def _send_parity(ch: Channel, job: msgs.BenchJob, runners: list, outputs: dict, batches: list) -> None:
     """Each variant against the reference: numbers, and with text the answers (per part when the text has parts)."""
-    from ...ort.parity import compare
-
     text = job.text or {}
     ref_name = job.reference or runners[0].name
     ref = outputs.get(ref_name)
@@ -88,10 +86,6 @@ def _send_parity(ch: Channel, job: msgs.BenchJob, runners: list, outputs: dict, 
 
 def _timed_rounds(ch: Channel, runners: list, cfg: dict, timed: list, batch: int, seq: int, hook) -> None:
     """The timed runs, round robin; with text each round's batch is fed outside the timed span."""
-    import time as _t
-
-    from .runners import run_error
-
     perf = _t.perf_counter
     for i in range(int(cfg["runs"])):
         feeds = timed[i % len(timed)] if len(timed) > 1 else None
@@ -111,8 +105,6 @@ def _timed_rounds(ch: Channel, runners: list, cfg: dict, timed: list, batch: int
 
 def _bench(ch: Channel, job: msgs.BenchJob, workdir: Path) -> None:
     """Build, warm up, check parity, floor, then the timed rounds (see the module doc)."""
-    from .jobs import floor_report
-
     cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     runners = build_runners(ch, job, workdir)

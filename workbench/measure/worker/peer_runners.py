@@ -13,6 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import first_line
+from ...errors import BenchmarkError, RuntimeUnavailableError
+from ...ort.inputs import spec_from_onnx
+from .peers import compiler_status, import_openvino
+import numpy as np
 
 
 def compile_torch(model, name: str, *, reduce_overhead: bool = False):
@@ -29,8 +33,6 @@ def compile_torch(model, name: str, *, reduce_overhead: bool = False):
             return compiled(*args)
 
         return step
-    from ...errors import RuntimeUnavailableError
-    from .peers import compiler_status
 
     ok, why = compiler_status()
     if not ok:
@@ -55,10 +57,6 @@ class OpenVinoRunner:
 
     def __init__(self, v: dict, threads: int, workdir: Path):
         import onnx
-
-        from ...errors import BenchmarkError
-        from ...ort.inputs import spec_from_onnx
-        from .peers import import_openvino
 
         ov = import_openvino()
         self.name, self.provider = v["name"], v["provider"]
@@ -96,8 +94,6 @@ class OpenVinoRunner:
         return self.request
 
     def output(self):
-        import numpy as np
-
         self.run()
         return np.array(self.request.get_output_tensor(0).data, dtype=np.float32, copy=True)
 

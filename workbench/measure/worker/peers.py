@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from ...errors import RuntimeUnavailableError
 
 INSTALL_PEERS = 'pip install "bert-fusion-workbench[peers]"'
 DISABLE_ENV = "WORKBENCH_DISABLE_OPENVINO"
@@ -21,8 +22,6 @@ DISABLE_ENV = "WORKBENCH_DISABLE_OPENVINO"
 
 def import_openvino():
     """The ``openvino`` module, or a one-line RuntimeUnavailableError saying how to add it."""
-    from ...errors import RuntimeUnavailableError
-
     if os.environ.get(DISABLE_ENV):
         raise RuntimeUnavailableError(f"OpenVINO is switched off ({DISABLE_ENV} is set); unset it to compare "
                                       f"against OpenVINO")
@@ -34,8 +33,6 @@ def import_openvino():
 
 
 def openvino_status() -> tuple[bool, str]:
-    from ...errors import RuntimeUnavailableError
-
     try:
         import_openvino()
     except RuntimeUnavailableError as e:

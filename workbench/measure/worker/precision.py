@@ -17,11 +17,14 @@ from pathlib import Path
 
 from ...errors import BenchmarkError
 from ...ort.parity import Parity, compare, merge
+from ...modelio import save_model
+from ...ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
+from ...ort.session import create_session, run_session
+import onnx
+from onnx import TensorProto
 
 
 def _load(model):
-    import onnx
-
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, (bytes, bytearray)):
@@ -32,14 +35,11 @@ def _load(model):
 def _save(model, out: str | os.PathLike | None):
     if out is None:
         return model
-    from ...modelio import save_model
     return save_model(model, Path(out), overwrite=True)
 
 
 def is_fp16(model) -> bool:
     """Whether most float weights of ``model`` are float16."""
-    from onnx import TensorProto
-
     m = _load(model)
     kinds = [i.data_type for i in m.graph.initializer if i.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16)]
     return bool(kinds) and sum(k == TensorProto.FLOAT16 for k in kinds) * 2 > len(kinds)
@@ -91,7 +91,6 @@ def quantize_int8(model, out: str | os.PathLike | None = None, *, per_channel: b
         per_channel: per-channel weight scales (the standard int8 variant: on real weights they keep
             the answers where per-tensor scales do not, at the same speed on CPU).
     """
-    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = Path(tempfile.mkdtemp(prefix="workbench-int8-"))
@@ -129,9 +128,6 @@ def precision_parity(reference, candidate, *, provider: str = "cpu", cases=None,
             the reference always runs on the CPU with optimizations off.
         cases: ``(batch, seq, padded)`` tuples; default the short parity cases.
     """
-    from ...ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
-    from ...ort.session import create_session, run_session
-
     ref_m = _load(reference)
     spec = spec or spec_from_onnx(ref_m)
     ref_s = create_session(ref_m.SerializeToString(), "cpu", level="disable", threads=threads)

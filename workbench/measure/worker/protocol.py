@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import ClassVar
+from ... import errors
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,6 @@ class Error(Message):
 
     def exception(self):
         """The error to raise in the caller: the worker's own class, or a BenchmarkError saying what failed."""
-        from ... import errors
-
         cls = getattr(errors, self.error, None)
         if isinstance(cls, type) and issubclass(cls, errors.WorkbenchError):
             return cls(self.message or "benchmark failed")

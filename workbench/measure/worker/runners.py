@@ -10,6 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import first_line
+from ...errors import BenchmarkError, WorkbenchError
+from ...export import keyword_wrapper
+from ...models import resolve
+from ...ort.inputs import InputSpec, spec_from_onnx
+from ...ort.session import create_session
+from .kinds import runner_for
+import numpy as np
+import onnx
 
 _OOM_MARKERS = ("failed to allocate memory", "bad_alloc", "out of memory", "cannot allocate memory",
                 "std::bad_alloc", "cudaerrormemoryallocation", "cuda_error_out_of_memory")
@@ -21,8 +29,6 @@ def is_oom(e: BaseException) -> bool:
 
 def run_error(e: BaseException, name: str, batch: int, seq: int):
     """Turn a native run failure into the user's one-line BenchmarkError."""
-    from ...errors import BenchmarkError, WorkbenchError
-
     if isinstance(e, WorkbenchError):
         return e
     if is_oom(e):
@@ -35,11 +41,6 @@ class OrtRunner:
     """One ONNX Runtime session; on CUDA, inputs and outputs stay on the device (IO binding)."""
 
     def __init__(self, v: dict, threads: int, workdir: Path):
-        from ...errors import BenchmarkError
-        from ...ort.inputs import spec_from_onnx
-        from ...ort.session import create_session
-        import onnx
-
         self.name, self.provider = v["name"], v["provider"]
         path = Path(v["model"])
         if not path.is_file():
@@ -103,7 +104,6 @@ class OrtRunner:
         shapes = [o.shape() for o in b.get_outputs()]
         types = [o.data_type() for o in b.get_outputs()]
         b.clear_binding_outputs()
-        import numpy as np
         np_types = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
         self._device_outputs = []
         for out, shape, t in zip(self.sess.get_outputs(), shapes, types):
@@ -120,7 +120,6 @@ class OrtRunner:
         return self.sess.run([self.output_name], self.feeds)
 
     def output(self):
-        import numpy as np
         if self.binding is not None:
             self.run()
             return np.asarray(self._device_outputs[0].numpy(), dtype=np.float32)
@@ -136,10 +135,6 @@ class TorchRunner:
 
     def __init__(self, v: dict, threads: int, workdir: Path):
         import torch
-        from ...errors import BenchmarkError, WorkbenchError
-        from ...export import keyword_wrapper
-        from ...models import resolve
-        from ...ort.inputs import InputSpec
 
         self.name, self.provider = v["name"], v["provider"]
         src = dict(v.get("torch_source") or {})
@@ -188,7 +183,6 @@ class TorchRunner:
         return out
 
     def output(self):
-        import numpy as np
         return np.asarray(self.run().float().cpu().numpy(), dtype=np.float32)
 
     def close(self):
@@ -197,8 +191,6 @@ class TorchRunner:
 
 def make_runner(v: dict, threads: int, workdir: Path):
     """The runner of the variant's kind (:data:`.kinds.RUNNERS`, the same its recipe names)."""
-    from .kinds import runner_for
-
     return runner_for(v.get("kind") or "onnx")(v, threads, workdir)
 
 

@@ -13,14 +13,18 @@ robin. Messages (:mod:`.protocol`): ``Batch`` per variant (``batch``, ``tried``:
 from __future__ import annotations
 
 from . import protocol as msgs
+from ...errors import BenchmarkError
+from ...ort.task_parity import task_parity
+from .base import build_runners, fault, peak_rss_mb, send_ready
+from .runners import run_error
+import numpy as np
+import time
 
 COARSE = (1, 8, 64)
 
 
 def pad_batch(rows: list[dict], pad_id: int) -> dict:
     """Sentences of one row each (their own lengths) → one batch right-padded to its longest."""
-    import numpy as np
-
     longest = max(int(r["input_ids"].shape[1]) for r in rows)
     out = {}
     for k in rows[0]:
@@ -34,8 +38,6 @@ def pad_batch(rows: list[dict], pad_id: int) -> dict:
 
 def parity_of_parts(text: dict, ref: list, cand: list, batches: list) -> dict:
     """``task_parity`` (the check part's when the text is split, else all) and ``task_parity_parts``."""
-    from ...ort.task_parity import task_parity
-
     kind, mask = text["kind"], text.get("mask_token_id")
 
     def over(idx) -> dict:
@@ -62,8 +64,6 @@ def batches_of(serve: dict, b: int) -> list[tuple[list[int], dict]]:
 
 def serve_pass(r, batches, keep: set | None = None) -> tuple[float, dict]:
     """Serve every batch once; seconds taken (feeding included, as a server feeds), and the kept rows."""
-    import time
-
     rows: dict[int, object] = {}
     t0 = time.perf_counter()
     for idx, feeds in batches:
@@ -142,10 +142,6 @@ def _pseudo_feeds(serve: dict) -> dict:
 
 def throughput_job(ch, job: msgs.ThroughputJob, workdir) -> None:
     """See the module doc."""
-    from ...errors import BenchmarkError
-    from .runners import run_error
-    from .base import build_runners, fault, peak_rss_mb, send_ready
-
     cfg, serve = job.cfg, job.serve
     runners = build_runners(ch, job, workdir)
     send_ready(ch, runners, int(cfg["threads"]))
