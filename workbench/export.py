@@ -24,15 +24,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from .concurrency import spawn
-from .config import ExportConfig
-from .errors import BrokenModelError, ExportError, WorkbenchError
-from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
-from .models import ModelSource, resolve
 from .cache import model_store
 from .cache.root import cache_write_problem
-from .errors import OutputPathError
+from .concurrency import spawn
+from .config import ExportConfig
+from .errors import BrokenModelError, ExportError, OutputPathError, WorkbenchError
+from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
 from .modelio import load_model, save_model
+from .models import ModelSource, resolve
 from .ort.inputs import InputSpec, make_inputs
 
 #: Bump when the export recipe changes in a way the key would not see.

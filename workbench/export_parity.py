@@ -3,7 +3,10 @@ Runtime's outputs (no graph optimizations) and the one line for an export that d
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import numpy as np
 
 from .concurrency import spawn
 from .errors import ExportError, WorkbenchError
@@ -11,8 +14,6 @@ from .models import ModelSource
 from .ort.inputs import InputSpec, make_inputs, parity_cases
 from .ort.parity import ATOL, RTOL, compare, merge, real_tokens
 from .ort.session import create_session, run_session
-import numpy as np
-import re
 
 #: (batch, seq, right-padded): batch 1 and 2, sequence 8 and 128, a padded mask among them.
 #: Two cases, not four, so checking costs little next to the export itself.

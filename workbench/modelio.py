@@ -23,11 +23,10 @@ from typing import Iterable
 
 import onnx
 from onnx import external_data_helper
-
-from .errors import ModelIOError, first_line
-from .errors import OutputPathError
-from .path_checks import check_output_path
 from onnx import helper as h
+
+from .errors import ModelIOError, OutputPathError, first_line
+from .path_checks import check_output_path
 
 #: protobuf's hard limit is 2 GiB; keep a margin for the graph itself.
 EXTERNAL_DATA_THRESHOLD = 1_900_000_000

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import sys
@@ -25,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .cache.identity import file_identity
+from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
 from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
 from .model_types import check_type, head_absent, input_names_for, task_of
-from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
-import importlib
 
 #: Every preset's config, read from the family records (``families.py``): ``{name: config}``.
 PRESETS: dict[str, dict[str, Any]] = preset_configs()

@@ -11,6 +11,7 @@ as well as on the seeded random inputs.
 from __future__ import annotations
 
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,6 @@ from .errors import ConfigError
 from .models import ModelSource
 from .ort.task_parity import kind_for
 from .settings import env_number
-import unicodedata
 
 #: Sequence lengths a batch is padded up to (the smallest that holds its longest sentence).
 BUCKETS: tuple[int, ...] = (16, 32, 64, 128, 256, 512)

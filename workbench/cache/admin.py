@@ -17,20 +17,19 @@ never removed. An entry's last use is its modification time (touched on every us
 """
 from __future__ import annotations
 
+import json
+import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from .kinds import BY_NAME, KINDS, remove_owned, temp_target
-from .root import STALE_TEMP_S, cache_root, live_leases
 from ..settings import env_number
 from .identity import file_identity
-from .model_store import WEIGHTS_DIR, entry_files, read_files, unused_weights
-import json
-import math
-import shutil
+from .kinds import BY_NAME, KINDS, remove_owned, temp_target
+from .root import STALE_TEMP_S, cache_root, live_leases
 
 #: Optional size limit of the cache in GB; past it the least recently used entries go (after each CLI command).
 MAX_GB_ENV = "WORKBENCH_CACHE_MAX_GB"
@@ -163,6 +162,9 @@ def entries(root: Path | None = None, *, models: bool = True) -> list[Entry]:
 
 def _group_entries(folder: Path, leases: _Leases) -> list[Entry]:
     """The exports and variants of one model folder, and the weights none of them reads."""
+    # lazy: `workbench --version` reads this module's MAX_GB; the model store loads onnx
+    from .model_store import WEIGHTS_DIR, entry_files, read_files
+
     group_held = f"models/{folder.name}" in leases.names
     out, reads, readers = [], {}, {}
     stems = {p.with_suffix("") for p in [*folder.glob("*.onnx"), *folder.glob("*.json")]}
@@ -289,6 +291,8 @@ def _remove(e: Entry, leases: _Leases) -> list[Path]:
 
 def _collect(folder: Path, leases: _Leases) -> None:
     """A model folder's weights no graph reads, unless a live process holds the folder; then empty folders."""
+    from .model_store import WEIGHTS_DIR, unused_weights  # lazy: as in _group_entries
+
     if f"models/{folder.name}" in leases.names:
         return
     for p in unused_weights(folder):

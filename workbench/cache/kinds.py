@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-import shutil
 
 
 @dataclass(frozen=True)

@@ -38,16 +38,16 @@ import tempfile
 from pathlib import Path
 
 import onnx
+from onnx import numpy_helper
+from onnx.external_data_helper import _get_all_tensors
 
 from ..errors import CacheDamagedError
-from . import integrity
 from ..modelio import external_tensors, load_model
+from . import integrity
 from .atomic import atomic_write_bytes, atomic_write_text
 from .identity import file_identity
 from .kinds import BY_NAME
 from .root import cache_entry, cache_root, storing
-from onnx import numpy_helper
-from onnx.external_data_helper import _get_all_tensors
 
 #: Tensors at least this large are stored once in ``weights/``; smaller ones stay in the graph file.
 SHARE_BYTES = 64 * 1024

@@ -3,20 +3,21 @@ which entries each running process holds (leases), and the clean-up of dead writ
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
+import json
 import os
 import re
+import shutil
+import time
 from pathlib import Path
 
 from ..errors import OutputPathError
 from ..path_checks import folder_unwritable
 from .atomic import atomic_write_text
-from .kinds import KINDS, ROOT_FILES, is_temp_name as shaped, temp_target
-import atexit
-import json
-import shutil
-import time
+from .kinds import KINDS, ROOT_FILES, temp_target
+from .kinds import is_temp_name as shaped
 
 
 def cache_root(*, write: bool = True) -> Path:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from . import common
+from ..config import ATTENTIONS, EXPORTERS
+from . import common, print_json
 
 
 def register(sub) -> None:
-    from ..config import ATTENTIONS, EXPORTERS
-
     p = sub.add_parser("ablate", help="time the fusion plan without each of its steps: what each fusion buys here",
                        description="Fuse the model with the full plan, then once more per fusion step with that "
                                    "step switched off (ONNX Runtime's session transformer for it too), and time all "
@@ -30,7 +29,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..fusion import get_step
     from ..measure.tune.ablation import fusion_ablation
-    from . import print_json
 
     plan = common.fusion_plan(args)
     steps = common.steps_arg(args.steps) or None

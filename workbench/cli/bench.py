@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
-from . import common
+from ..config import ATTENTIONS, EXPORTERS
+from ..errors import RuntimeUnavailableError
+from . import common, print_json
 
 
 def register(sub) -> None:
-    from ..config import ATTENTIONS, EXPORTERS
-
     p = sub.add_parser("bench", help="measure latency of the standard variants side by side",
                        description="Time the standard variants of a model in one worker process, interleaved "
                                    "round robin with thread spinning off: torch (PyTorch eager), unfused (ONNX "
@@ -47,7 +48,6 @@ class _VariantsHelp(str):
 def _names(args) -> tuple[list[str], list[dict]]:
     """The variants to time and those skipped; every one asked for skipped: the reasons, in one line. A name
     that does not run on ``--provider``, or a CUDA graph asked to time ``--text``, is refused in one line."""
-    from ..errors import RuntimeUnavailableError
     from ..measure.variants import available, check_fixed_shape, default_variants, refuse_devices
 
     if not args.variants:
@@ -64,8 +64,6 @@ def _names(args) -> tuple[list[str], list[dict]]:
 def _texts(args, cfg, names):
     """``(text, answers_text, cfg)``: ``--text`` (timed on, the shape sized to it), or, when int8 is timed
     without it, the built-in sentences to check the answers on (the timing keeps its one shape)."""
-    import dataclasses
-
     from ..models import resolve
 
     if args.text:
@@ -104,11 +102,10 @@ def _measure(args, cfg, variants, text, answers):
 
 
 def run(args) -> int:
-    from ..measure.variants.answers import int8_flags
     from ..measure.tune.plan import tuned_plan_of
     from ..measure.variants import build_variants
+    from ..measure.variants.answers import int8_flags
     from ..models import resolve
-    from . import print_json
 
     plan = common.fusion_plan(args)
     names, skipped = _names(args)
@@ -139,8 +136,8 @@ def run(args) -> int:
 def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     from ..measure.harness.explain import explain
     from ..measure.variants import is_quantized
-    from ..ort.machine import machine_line
     from ..ort.answer_policy import TaskParity, words
+    from ..ort.machine import machine_line
     from ..viz.summary import random_weights_words
 
     print(machine_line(res.machine))

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import time
+
+from ..cache.kinds import KINDS
+from ..cache.root import cache_root
+from ..errors import OutputPathError
+from ..path_checks import folder_unwritable, not_a_folder
+from ..settings import arg_number
+from . import print_json
+
 
 def register(sub) -> None:
-    import argparse
-
     from ..cache.admin import MAX_GB
-    from ..cache.kinds import KINDS
-    from ..settings import arg_number
 
     kinds = "; ".join(f"{k.name}: {k.what}" for k in KINDS)
     p = sub.add_parser("cache", help="list what the cache holds (per model and kind) and prune it",
@@ -35,11 +41,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..cache.admin import entries, foreign, human, prune
-    from ..errors import OutputPathError
-    from ..path_checks import not_a_folder
-    from ..cache.root import cache_root
-    from ..path_checks import folder_unwritable
-    from . import print_json
 
     problem = not_a_folder(cache_root(write=False))
     if problem is not None:
@@ -74,10 +75,7 @@ def run(args) -> int:
 
 
 def _list(args, root, items, strangers) -> int:
-    import time
-
     from ..cache.admin import human, summary, unique_bytes
-    from . import print_json
 
     groups = summary(items)
     disk = unique_bytes(items)

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from ..config import ATTENTIONS, ENGINES, EXPORTERS, ExportConfig
+from ..config import ATTENTIONS, ENGINES, EXPORTERS, BenchConfig, ExportConfig, FusionPlan
+from ..families import preset_names
+from ..path_checks import check_output_path
+from ..settings import arg_number
 
 
 def whole(minimum: int, maximum: int):
     """An argparse ``type``: a whole number from ``minimum`` to ``maximum`` ("nan", "1e400", "-1": one line)."""
-    from ..settings import arg_number
-
     return arg_number(integer=True, minimum=minimum, maximum=maximum)
 
 
 def add_model_arg(p: argparse.ArgumentParser) -> None:
-    from ..families import preset_names
-
     p.add_argument("model", nargs="?", default="bert-base",
                    help=f"preset ({', '.join(preset_names())}: published architectures, random weights), minilm "
                         f"(real weights: all-MiniLM-L6-v2, the [real] extra), model folder, hub id or .onnx file "
@@ -49,7 +49,6 @@ def steps_arg(text: str) -> list[str]:
 
 def fusion_plan(args):
     """The FusionPlan the plan arguments describe; unknown step names give a one-line FusionError."""
-    from ..config import FusionPlan
     from ..fusion import get_step
 
     disabled, enabled = steps_arg(args.disable), steps_arg(args.enable)
@@ -81,8 +80,6 @@ def check_model_inputs(args, model) -> None:
 
     ``--dim`` values travel to the benchmark worker through :data:`~workbench.ort.inputs.DIMS_ENV`.
     """
-    import os
-
     from ..ort.inputs import DIMS_ENV, check_other_inputs, declared_inputs, dims_setting
 
     dims = dims_setting(",".join(getattr(args, "dim", None) or []))
@@ -101,8 +98,6 @@ def check_model_inputs(args, model) -> None:
 
 def bench_config(args, provider: str = "cpu"):
     """The BenchConfig the measure arguments describe (bad values: one-line ConfigError)."""
-    from ..config import BenchConfig
-
     return BenchConfig(provider=provider, batch=args.batch, seq=args.seq, threads=args.threads, runs=args.runs,
                        warmup=args.warmup, dynamic_block_base=args.dynamic_block_base)
 
@@ -117,7 +112,8 @@ def text_batches(args, source):
     """The TextBatches ``--text`` names (None without it): a one-line error for a bad file or no tokenizer."""
     if not getattr(args, "text", None):
         return None
-    from ..text import read_sentences, text_batches as tokenized
+    from ..text import read_sentences
+    from ..text import text_batches as tokenized
 
     notes: list[str] = []
     sentences = None if args.text == "builtin" else read_sentences(args.text, notes=notes)
@@ -143,8 +139,6 @@ def text_sentences(args) -> list[str] | None:
 
 def check_output(path, *, folder: bool = False, existing_ok: bool = False):
     """Refuse an output path that cannot be written before any work (one line, exit 2); nothing is created."""
-    from ..path_checks import check_output_path
-
     return check_output_path(path, folder=folder, existing_ok=existing_ok)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import common
+from . import common, print_json
 
 
 def register(sub) -> None:
@@ -20,7 +20,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..export import copy_export, export
     from ..models import resolve
-    from . import print_json
 
     if args.output:
         common.check_output(args.output, folder=True)

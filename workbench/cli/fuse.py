@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import common
+from . import common, print_json
 
 
 def register(sub) -> None:
@@ -25,7 +25,6 @@ def run(args) -> int:
     from ..export import export
     from ..fusion import Timeline
     from ..models import resolve
-    from . import print_json
 
     plan = common.fusion_plan(args)  # unknown names: one-line FusionError
     if args.output:  # an output that cannot be written fails now, not after the export and the fusions

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from . import common
 from ..errors import WorkbenchError
 from ..workshop.notebooks import DEFAULT_FOLDER, copy_notebooks, notebooks_dir
+from . import common
 
 
 def lab_command(port: int | None = None, browser: bool = True, folder: Path | None = None) -> list[str]:
@@ -38,8 +39,6 @@ def register(sub) -> None:
 
 
 def argparse_suppress():
-    import argparse
-
     return argparse.SUPPRESS
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import common
+from ..errors import ConfigError
+from . import common, print_json
 
 
 def register(sub) -> None:
@@ -16,10 +17,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..errors import ConfigError
     from ..fusion import exporter_matrix
     from ..models import resolve
-    from . import print_json
 
     try:
         opsets = tuple(int(x) for x in args.opsets.split(",") if x.strip())

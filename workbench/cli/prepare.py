@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from . import common
+from ..errors import ConfigError
+from . import common, print_json
 
 
 def register(sub) -> None:
@@ -32,9 +33,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..errors import ConfigError
     from ..workshop.prepare import check_prepared, prepare
-    from . import print_json
 
     if args.check:
         problems = check_prepared(args.check)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
+from ..config import BenchConfig, FusionPlan
 from . import common
 
 
@@ -30,9 +32,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import os
-
-    from ..config import BenchConfig, FusionPlan
     from ..models import resolve
     from ..report.data import collect, summary
     from ..report.html import write_report

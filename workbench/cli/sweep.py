@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from . import common
+from . import common, print_json
 
 
 def register(sub) -> None:
@@ -32,7 +32,6 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from ..measure.fleet.run import expand, run_sweep, to_frame
-    from . import print_json
 
     total = len(expand(args.spec))
     bar = tqdm(total=total, desc="sweep", unit="point", file=sys.stderr, disable=not sys.stderr.isatty())

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import common
+from ..config import ATTENTIONS, EXPORTERS
+from ..errors import ConfigError
+from ..measure.tune.workload import WORKLOADS
+from . import common, print_json
 
 
 def register(sub) -> None:
-    from ..config import ATTENTIONS, EXPORTERS
-    from ..measure.tune.workload import WORKLOADS
-
     p = sub.add_parser("tune", help="find the fastest variant whose answers hold on this machine, and save it",
                        description="In one run: this machine's fusion plan (a short ablation), answer-guarded and "
                                    "calibrated int8 models for ONNX Runtime and OpenVINO (NNCF, sentence-"
@@ -95,10 +95,8 @@ def _print(res, saved: dict | None) -> None:
 
 def run_gpu(args) -> int:
     """``tune --provider cuda``: refused in one line without a GPU; the GPU variants' recommendation with one."""
-    from ..errors import ConfigError
     from ..measure.tune.gpu import gpu_tune, lines
     from ..ort.gpu import require_gpu
-    from . import print_json
 
     unsupported = [f for f, on in (("--out", args.out), ("--text", args.text), ("--workload", args.workload)) if on]
     if unsupported:
@@ -123,7 +121,6 @@ def run(args) -> int:
     from ..measure.tune.run import tune
     from ..measure.tune.save import check_target, save
     from ..models import resolve
-    from . import print_json
 
     if args.out:
         if Path(args.out).expanduser().is_symlink() and Path(args.out).expanduser().is_dir():

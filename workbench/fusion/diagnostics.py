@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .steps import Step
 from .snapshot_weights import nbytes
+from .steps import Step
 
 #: How many nodes of the emitted op one encoder layer should give.
 PER_LAYER: dict[str, int] = {"attention": 1, "sdpa_attention": 1, "multi_head_attention": 1,

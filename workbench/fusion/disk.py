@@ -14,9 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .scheduler import flush_writes, write_behind
 from ..cache.atomic import atomic_write_bytes
 from ..settings import env_number
+from .scheduler import flush_writes, write_behind
 
 #: How long :func:`flush` waits for the queued writes when given no time; ``WORKBENCH_FLUSH_WAIT_S`` overrides.
 #: Generous: a bert-large timeline writes a few hundred MB of packed weights on a slow disk well within it.

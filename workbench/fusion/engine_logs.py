@@ -11,10 +11,10 @@ import contextlib
 import contextvars
 import logging
 import sys
+import warnings
 from typing import Any
 
 from .scheduler import new_lock
-import warnings
 
 
 class _Collect(logging.Handler):

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from ..errors import FusionError
 from .anchors import EVERY_GRAPH, Patterns
 from .engine_logs import quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
-import numpy as np
 
 
 def _core(name: str) -> Callable:
@@ -138,9 +139,8 @@ def _contiguous(model) -> None:
 
 
 def _os_pre(ctx, model) -> StepOutcome:
-    from onnxscript.rewriter.ort_fusions import _core
-
     import onnx_ir.passes.common as common_passes
+    from onnxscript.rewriter.ort_fusions import _core
 
     try:
         with quiet_stdout():

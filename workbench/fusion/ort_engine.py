@@ -11,22 +11,21 @@ themselves (``rules/``); ``registry.py`` puts them in.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
 import tempfile
 from typing import Callable
 
 import onnx
+from onnx.external_data_helper import load_external_data_for_tensor
 
 from ..errors import FusionError
 from .anchors import EVERY_GRAPH, Anchors, GraphOps
 from .engine_logs import capture_ort_logs
 from .engine_types import EngineContext, EngineStep, StepOutcome
 from .snapshot_weights import nbytes, weight_key
-import functools
-import hashlib
-from onnx.external_data_helper import load_external_data_for_tensor
-
 
 #: Initializers at least this large enter shape inference as typed inputs, not as data.
 _SHAPE_ONLY_BYTES = 4096

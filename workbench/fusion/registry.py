@@ -13,10 +13,10 @@ and every chain, step list and row built before is rebuilt.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 from ..errors import FusionError
 from .scheduler import new_lock
-import hashlib
 
 CHAINS = ("ort", "onnxscript")
 

@@ -18,17 +18,15 @@ chains are read without them (a timeline read back from disk never imports an en
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-
-from .graph_utils import (const, dims, finish, inherit_scope, initializer, node_label, only_consumer,  # noqa: F401
-                          readers, scalar)
-from .lazy import LazyModule, ir  # noqa: F401  (what a rule writer imports from here)
 from .engine_logs import quiet_stdout, trace_rules
+from .graph_utils import const, dims, finish, inherit_scope, initializer, node_label, only_consumer, readers, scalar  # noqa: F401
+from .lazy import LazyModule, ir  # noqa: F401  (what a rule writer imports from here)
 from .steps import Step
-import hashlib
-import inspect
 
 
 class Match:

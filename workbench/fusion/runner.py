@@ -17,9 +17,9 @@ from ..errors import FusionError
 from ..graph.diff import Diff, diff_models
 from ..graph.summary import fused_counts, histogram
 from . import diagnostics
+from .adapters import adapter
 from .catalog import BY_NAME
 from .engine_types import EngineContext, EngineStep, StepFailed, StepOutcome
-from .adapters import adapter
 from .engines import engine_steps
 from .scheduler import engine_turn
 from .snapshot import Snapshot, fused_op_types

@@ -14,10 +14,10 @@ import onnx
 from ..errors import FusionError
 from ..graph.diff import diff_models
 from ..graph.summary import fused_counts, histogram
-from .snapshot import Snapshot
-from .snapshot_weights import WeightStore
 from ..ort.session import create_session
 from .catalog import session_optimizers_off
+from .snapshot import Snapshot
+from .snapshot_weights import WeightStore
 
 
 def session_layer(snap: Snapshot, disabled=(), level: str = "all") -> dict:

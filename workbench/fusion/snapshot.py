@@ -14,12 +14,11 @@ import onnx
 
 from ..errors import FusionError
 from ..graph.diff import Diff
-from ..ort.parity import Parity
-from .snapshot_weights import WeightStore
 from ..graph.summary import FUSED_OPS
 from ..ort.inputs import make_inputs, parity_cases, spec_from_onnx
-from ..ort.parity import compare, merge
+from ..ort.parity import Parity, compare, merge
 from ..ort.session import create_session, run_session
+from .snapshot_weights import WeightStore
 
 
 @dataclass

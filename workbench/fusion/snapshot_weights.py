@@ -25,9 +25,9 @@ import contextvars
 import weakref
 
 import onnx
+from onnx import numpy_helper
 
 from .scheduler import new_lock
-from onnx import numpy_helper
 
 #: Initializers at least this large are shared, not copied, between snapshots.
 THRESHOLD = 4096

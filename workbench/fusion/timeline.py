@@ -20,23 +20,23 @@ import onnx
 
 from ..config import FusionPlan
 from ..errors import FusionError
+from ..families import likely_engine as family_engine
 from ..graph.diff import Diff
-from ..graph.summary import attention_kinds, count_layers, fused_counts, histogram
+from ..graph.summary import attention_kinds, count_layers, ensure_node_names, fused_counts, histogram
+from ..modelio import load_model
 from ..ort.parity import Parity
 from . import diagnostics
-from .catalog import BY_NAME, get_step, runs_under
 from .adapters import ENGINE_NAMES
+from .catalog import BY_NAME, get_step, runs_under
 from .engines import engine_steps
 from .runner import StepRunner
+from .session_layer import session_layer
 from .snapshot import ParityReference, Snapshot
 from .snapshot_weights import WeightStore
-from .timeline_store import TimelineStore, enabled as persist_enabled
-from .tiers import SnapshotTiers
-from ..families import likely_engine as family_engine
-from ..graph.summary import ensure_node_names
-from ..modelio import load_model
-from .session_layer import session_layer
 from .text_parity import TextReference, text_identity
+from .tiers import SnapshotTiers
+from .timeline_store import TimelineStore
+from .timeline_store import enabled as persist_enabled
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike, check: bool = True) -> onnx.ModelProto:

@@ -38,16 +38,16 @@ from pathlib import Path
 
 import onnx
 
-from ..graph.diff import Diff
-from ..ort.parity import Parity
-from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  # noqa: F401  (flush: public here)
-from .weightfiles import WeightFileDamaged, read_weight, write_weight
-from .engine_types import StepOutcome
-from .snapshot import Snapshot, fingerprint
-from .snapshot_weights import WeightStore
 from .. import __version__
 from ..cache.identity import file_identity
 from ..cache.root import cache_root
+from ..graph.diff import Diff
+from ..ort.parity import Parity
+from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  # noqa: F401  (flush: public here)
+from .engine_types import StepOutcome
+from .snapshot import Snapshot, fingerprint
+from .snapshot_weights import WeightStore
+from .weightfiles import WeightFileDamaged, read_weight, write_weight
 
 #: Bump when what is written changes shape or meaning in a way the versions and code hash would not see.
 FORMAT = 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 

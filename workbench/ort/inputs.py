@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from ..errors import BenchmarkError, ConfigError
 
 #: ``NAME=VALUE,...``: values of symbolic dimensions of non-BERT inputs (``--dim`` sets it for the worker).

@@ -8,17 +8,17 @@ number.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
+import platform
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from ..errors import RuntimeUnavailableError, first_line
 from .cuda_build import cuda_build
-import ctypes
-import platform
-import tempfile
 
 LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -56,7 +56,8 @@ def reason_from_log(log: str, provider: str = "the CUDA execution provider") -> 
 
 
 def probe_model() -> bytes:
-    from onnx import helper as h, TensorProto
+    from onnx import TensorProto
+    from onnx import helper as h
 
     g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "probe",
                      [h.make_tensor_value_info("x", TensorProto.FLOAT, [1])],

@@ -16,10 +16,10 @@ from typing import Callable
 from .. import __version__
 from ..config import BenchConfig, ExportConfig, FusionPlan
 from ..errors import WorkbenchError
-from ..models import ModelSource, resolve
 from ..export import export
 from ..fusion.catalog import BY_NAME
 from ..measure.harness.load import busy_words
+from ..models import ModelSource, resolve
 from ..ort.answer_policy import holds
 
 Progress = Callable[[str, float], None]

@@ -11,19 +11,18 @@ import os
 from pathlib import Path
 
 from ..cache.atomic import atomic_write_text
-from ..measure.harness.load import busy_words
-from ..ort.answer_policy import TaskParity
-from .data import plural
-from ..viz.labels import variant_label
-from ..viz.summary import task_parity_words
 from ..errors import WorkbenchError
 from ..graph.summary import FUSED_OPS
 from ..measure.harness.explain import explain
+from ..measure.harness.load import busy_words
 from ..measure.variants import is_quantized
+from ..ort.answer_policy import TaskParity
 from ..ort.machine import machine_line
+from ..viz.labels import variant_label
 from ..viz.labels import workload_figure as fig
-from ..viz.summary import CSS as SUMMARY_CSS, ENGINE_TITLES, export_words, ms, random_weights_words, sci, summary_box
-from .data import not_applicable, summary
+from ..viz.summary import CSS as SUMMARY_CSS
+from ..viz.summary import ENGINE_TITLES, export_words, ms, random_weights_words, sci, summary_box, task_parity_words
+from .data import not_applicable, plural, summary
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}

@@ -8,6 +8,11 @@ before the app is drawn so the user reads a sentence instead.
 from __future__ import annotations
 
 from importlib import metadata
+import html
+import importlib
+import importlib.util
+import sys
+import types
 
 
 #: ipywidgets major → the jupyterlab_widgets (and widgetsnbextension) major it talks to.
@@ -62,8 +67,6 @@ def problems(versions: dict[str, str | None] | None = None) -> list[str]:
 
 def error_html(message: str, title: str = "BERT Fusion Workbench") -> str:
     """An inline, self-contained error box (plain HTML: needs no widget front-end)."""
-    import html
-
     return (f"<div style='border:1px solid #d62728;border-left:5px solid #d62728;padding:8px 12px;"
             f"background:#fff5f5;font-family:sans-serif;font-size:13px'><b>{html.escape(title)}</b>: "
             f"{html.escape(message)}</div>")
@@ -78,11 +81,6 @@ def defer_slow_imports() -> None:
     a model seen before may take. A stand-in module takes its place until something calls into it;
     then the real package is imported and answers, so every check behaves as before.
     """
-    import importlib
-    import importlib.util
-    import sys
-    import types
-
     name = "rfc3987_syntax"
     if name in sys.modules:
         return

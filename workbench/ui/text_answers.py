@@ -7,6 +7,8 @@ its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.M
 
 from __future__ import annotations
 
+from ..measure.variants.answers import task_answers
+from ..text import text_batches
 from .jobs import Job
 from .measuring import MEASURE_LANE
 
@@ -35,9 +37,6 @@ class TextAnswers:
         s = app.state
 
         def work(job: Job) -> None:
-            from ..measure.variants.answers import task_answers
-            from ..text import text_batches
-
             src = app.export_result.source
             job.progress(f"tokenizing with {src.name}'s tokenizer", 0.05)
             text = text_batches(src, sentences or None)

@@ -9,6 +9,7 @@ any browser and in a saved file.
 from __future__ import annotations
 
 import html
+
 from ..graph.layout import layout_graph, node_table, without_constants
 from .graph import graph_scene
 

@@ -19,9 +19,10 @@ import tempfile
 import weakref
 from pathlib import Path
 
+import onnx
+
 from ..errors import WorkbenchError
 from ..modelio import load_model
-import onnx
 
 HOST = "127.0.0.1"
 #: Models bigger than this are served without weight data unless asked.

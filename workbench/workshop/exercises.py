@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import onnx
+
+from ..cache.root import cache_root
 from ..config import ExportConfig, FusionPlan
 from ..export import export
 from ..fusion import Timeline
 from ..fusion.catalog import BY_NAME, CATALOG
 from ..models import ModelSource, resolve
-from ..cache.root import cache_root
-import onnx
 
 #: The export where the exporter still writes LayerNorm as elementary ops (ReduceMean, Sub, Pow, ...).
 #: From opset 17 both torch exporters write ONNX's LayerNormalization op instead, and from opset 20 ONNX's

@@ -19,27 +19,30 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable
 
+from ..cache.atomic import atomic_write_text
+from ..cache.model_store import damaged_entries
+from ..cache.root import cache_root
 from ..config import ExportConfig, FusionPlan
-from . import exercises as ex
 from ..errors import ConfigError, WorkbenchError
 from ..export import export
-from ..fusion import Timeline, exporter_matrix as matrix
+from ..fusion import Timeline
+from ..fusion import exporter_matrix as matrix
 from ..fusion.catalog import BY_NAME
-from ..fusion.timeline_store import enabled as persist_enabled, flush, versions as timeline_versions
 from ..fusion.scheduler import FusionScheduler
 from ..fusion.timeline import likely_engine, run_fusion
+from ..fusion.timeline_store import enabled as persist_enabled
+from ..fusion.timeline_store import flush
+from ..fusion.timeline_store import versions as timeline_versions
 from ..measure.variants.answers import task_answers
 from ..measure.variants.models import fuse_bert
 from ..models import REAL_MODELS, resolve
-from ..cache.atomic import atomic_write_text
-from ..cache.root import cache_root
 from ..text import text_batches
+from . import exercises as ex
 from .notebooks import notebook_names
-from ..cache.model_store import damaged_entries
-from importlib.metadata import PackageNotFoundError, version
 
 Say = Callable[[str], None]
 

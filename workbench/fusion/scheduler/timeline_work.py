@@ -10,10 +10,9 @@ import time
 import weakref
 from typing import Callable
 
-from ...concurrency import (Flag, Thread, engine_turn, flush_writes, foreground, lower_priority, new_flag, spawn,
-                            waiting)
-from ..adapters import ENGINE_NAMES
+from ...concurrency import Flag, Thread, engine_turn, flush_writes, foreground, lower_priority, new_flag, spawn, waiting
 from ...settings import env_number
+from ..adapters import ENGINE_NAMES
 
 #: How long :meth:`FusionScheduler.stop_warming` waits for the warm-up's thread to end (one engine step, or a
 #: participant's rule up to its own time limit); ``WORKBENCH_STOP_WARMING_WAIT_S`` overrides.

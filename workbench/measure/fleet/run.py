@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Callable
 
-from ...errors import ConfigError
-from .rows import Ledger, machine_type, read_rows, summarize  # noqa: F401  (re-exported)
-from .spec import AXES, config_key, expand, load_spec  # noqa: F401  (the spec's names, re-exported)
 from ...config import BenchConfig, ExportConfig, FusionPlan
+from ...errors import ConfigError
 from ...export import export
 from ...fusion.catalog import session_optimizers_off
 from ...modelio import load_model
@@ -43,7 +42,8 @@ from ...path_checks import check_output_path
 from ..harness.bench import Variant, benchmark
 from ..variants import for_precision
 from ..variants.models import fuse_bert
-import platform
+from .rows import Ledger, machine_type, read_rows, summarize  # noqa: F401  (re-exported)
+from .spec import AXES, config_key, expand, load_spec  # noqa: F401  (the spec's names, re-exported)
 
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"

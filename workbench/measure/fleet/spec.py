@@ -15,11 +15,11 @@ import math
 import os
 from pathlib import Path
 
-from ...errors import ConfigError
-from ..variants import fleet_precisions
 from ...checks import require_regular_file
+from ...errors import ConfigError
 from ...fusion.catalog import CATALOG
 from ...settings import env_number
+from ..variants import fleet_precisions
 
 #: Axes of a spec: spec key → (config key, default values).
 AXES = {

@@ -17,6 +17,7 @@ import math
 import multiprocessing as mp
 import queue
 import shutil
+import statistics
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -25,13 +26,12 @@ from typing import Callable, Iterator
 from ...config import BenchConfig
 from ...errors import BenchmarkError, ConfigError, WorkbenchError
 from ...settings import env_number
-from ..worker import protocol as msgs
-from . import spawn
 from ..worker import main as worker_main
+from ..worker import protocol as msgs
+from ..worker.floor import distrust_rate, plausible_bound
+from . import spawn
 from .load import LoadSampler
 from .results import BenchResult, RunSample, Variant, VariantStats, fastest_fp32, prepare_variants
-from ..worker.floor import distrust_rate, plausible_bound
-import statistics
 
 _DONE = object()
 

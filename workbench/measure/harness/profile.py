@@ -11,15 +11,13 @@ named node downstream.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
-from ..worker.profile_events import layer_map, parse_profile_events  # noqa: F401  (public here too)
 from ...config import BenchConfig
+from ..worker.profile_events import layer_map, parse_profile_events  # noqa: F401  (public here too)
 from ..worker.protocol import ProfileJob
 from .bench import BenchHandle, Variant
 from .results import prepare_variants
-from dataclasses import asdict
-
 
 _COLUMNS = ["node", "op_type", "provider", "kernel", "layer", "mean_us", "calls_per_run", "share"]
 

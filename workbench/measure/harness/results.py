@@ -9,13 +9,13 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ...errors import BenchmarkError, ConfigError
-from .load import MachineLoad
 from ...ort.session import LEVELS
 from ..worker.floor import plausible_bound
 from ..worker.kinds import kinds
-import numpy as np
-
+from .load import MachineLoad
 
 
 @dataclass(frozen=True)

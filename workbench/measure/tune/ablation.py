@@ -18,11 +18,13 @@ kernel measured slower than the Add + LayerNormalization it replaces).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...config import BenchConfig, FusionPlan
-from ...config import ExportConfig
+import onnx
+
+from ...config import BenchConfig, ExportConfig, FusionPlan
 from ...export import export
 from ...fusion.catalog import BY_NAME, session_optimizers_off
 from ...fusion.engines import engine_steps
@@ -32,8 +34,6 @@ from ...models import ModelSource, resolve
 from ...ort.machine import machine_line
 from ..harness.bench import Variant, benchmark
 from ..variants.models import fuse_bert
-import onnx
-import statistics
 
 Progress = Callable[[str, float], None]
 FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ...ort.answer_policy import words
-from ..variants.labels import MODES, variant_label
-from .result import SessionSpec, TuneResult
-from ..variants import recipe
 from ...ort.machine import machine_line
+from ..variants import recipe
+from ..variants.labels import MODES, variant_label
 from ..worker.peer_runners import ov_config
+from .result import SessionSpec, TuneResult
 from .rows import fig, peers_line
 
 CARD_TEXT = "The cat sat on the mat."

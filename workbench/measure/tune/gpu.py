@@ -17,10 +17,9 @@ import dataclasses
 
 from ...config import BenchConfig
 from ...errors import BenchmarkError
-from ...ort.gpu import gpu_facts, require_gpu
-from .. import variants
 from ...models import ModelSource, resolve
-from ...ort.gpu import GpuFacts
+from ...ort.gpu import GpuFacts, gpu_facts, require_gpu
+from .. import variants
 from ..harness.bench import benchmark
 
 

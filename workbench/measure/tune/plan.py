@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+
 from ...cache.atomic import atomic_write_text
 from ...cache.identity import file_identity
 from ...cache.root import cache_root

@@ -7,13 +7,15 @@ are the as-shipped figures where the variant was measured that way, else the int
 
 from __future__ import annotations
 
+import statistics
+
+import numpy as np
+
 from ...ort.answer_policy import holds
+from ..harness.explain import INT8_UNITS
+from ..variants import peers, recipe
 from ..variants.labels import variant_label, workload_figure
 from .result import METRIC, Recommendation, TuneResult, VariantRow
-from ..variants import peers, recipe
-from ..harness.explain import INT8_UNITS
-import numpy as np
-import statistics
 
 #: What a user would pick instead, as its users ship it (the recipes marked ``peer``).
 PEERS = peers()

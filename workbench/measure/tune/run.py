@@ -21,28 +21,27 @@ one sentence why. The result is typed (:class:`.tune_result.TuneResult`, ``to_js
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
-from ...config import BenchConfig
-from .. import variants as registry
-from ..variants.labels import VARIANT_LABELS as LABELS
-from ..harness.load import LoadSampler
-from .result import SessionSpec, Skipped, TuneResult
-from .rows import PEERS, peers_line, row
-from ...config import ExportConfig, FusionPlan
+import onnx
+
+from ...config import BenchConfig, ExportConfig, FusionPlan
 from ...errors import BenchmarkError, WorkbenchError
 from ...export import export
 from ...models import ModelSource, resolve
+from .. import variants as registry
 from ..harness.bench import benchmark, throughput
+from ..harness.load import LoadSampler
 from ..variants.extra import guard_text
+from ..variants.labels import VARIANT_LABELS as LABELS
 from ..variants.split import one_at_a_time, split
 from .plan import machine_plan
-from .rows import recommend, why
+from .result import SessionSpec, Skipped, TuneResult
+from .rows import PEERS, peers_line, recommend, row, why
 from .slices import shipped as as_shipped
 from .workload import latency_text, pad_id_of, serve_job, workloads
-import dataclasses
-import onnx
 
 #: What the tune measures, in display order (the recipes with ``tune`` set).
 ORDER = registry.names(tune=True)

@@ -26,19 +26,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ...errors import ConfigError
-from .card import CARD_TEXT, model_card
-from .result import SessionSpec, TuneResult
+import numpy as np
+import onnx
+
 from ...cache.atomic import atomic_write_text
-from ...errors import WorkbenchError
+from ...errors import ConfigError, WorkbenchError
 from ...modelio import copy_model
 from ...models import ModelSource, resolve
 from ...ort.session import create_session
 from ...path_checks import check_output_path
 from ..worker.peer_runners import OpenVinoRunner, ov_config
 from ..worker.peers import import_openvino
-import numpy as np
-import onnx
+from .card import CARD_TEXT, model_card
+from .result import SessionSpec, TuneResult
+
 #: What makes a model folder a sentence-transformers one, copied beside the model when present.
 ST_FILES = ("modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 

@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from dataclasses import replace
-from pathlib import Path
-
-from ..worker import protocol as msgs
-from ..harness import spawn
-from ..worker.serve import batches_of, serve_pass
-from ...errors import BenchmarkError
 import shutil
 import tempfile
 import time
+from dataclasses import replace
+from pathlib import Path
+
+from ...errors import BenchmarkError
+from ..harness import spawn
+from ..worker import protocol as msgs
+from ..worker.serve import batches_of, serve_pass
 
 #: Set before torch or onnxruntime load in a slice process; nothing that changes how an engine waits.
 SHIPPED_ENV = {"TOKENIZERS_PARALLELISM": "false", "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -72,8 +72,8 @@ def slice_main(conn, env: dict | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="workbench-slices-"))
     try:
         job: msgs.SliceJob = conn.recv()
-        from ..worker.runners import make_runner
         from ..worker.base import peak_rss_mb, set_threads
+        from ..worker.runners import make_runner
 
         threads = int(job.threads)
         set_threads(threads, job.variant.get("kind") == "torch")

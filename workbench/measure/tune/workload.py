@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
-from ..variants.split import one_at_a_time
 
 if TYPE_CHECKING:
     from ..variants.split import Split
@@ -41,6 +40,9 @@ def latency_text(src, parts: Split):
 
     Returns ``(TextBatches, {"search": [batch index, ...], "check": [...]})``.
     """
+    # lazy: the command line's parser reads WORKLOADS at every start; the variants package loads onnx
+    from ..variants.split import one_at_a_time
+
     text = one_at_a_time(src, parts.search + parts.check)
     n = len(parts.search)
     return text, {"search": list(range(n)), "check": list(range(n, n + len(parts.check)))}

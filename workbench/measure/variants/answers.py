@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from ...errors import WorkbenchError
+import numpy as np
+
 from ...config import FusionPlan
-from ...errors import first_line
+from ...errors import WorkbenchError, first_line
 from ...export import export
 from ...fusion.timeline import Timeline
 from ...models import ModelSource, resolve
@@ -26,7 +27,6 @@ from ...text import text_batches
 from ..worker.precision import quantize_int8
 from . import is_quantized
 from .models import cached, fp16_of, fuse_bert, int8_of
-import numpy as np
 
 PRECISIONS = ("int8", "int8-per-tensor", "fp16")
 Progress = Callable[[str, float], None]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Callable
 
 from ...errors import BenchmarkError, ConfigError
+from ...models import ModelSource, resolve
 from .recipe import TORCH_SKIPPED, Build
 from .registry import BY_NAME, RECIPES, STANDARD, check_fixed_shape, refuse_devices
-from ...models import ModelSource, resolve
 
 Progress = Callable[[str, float], None]
 

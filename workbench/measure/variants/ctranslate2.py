@@ -16,20 +16,21 @@ sets: the folder converted from says "absolute" (the only kind these families ha
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
-from ...families import ctranslate2_families, family_of
-from .recipe import Build, Recipe
+import numpy as np
+
 from ...errors import BenchmarkError, RuntimeUnavailableError, first_line
+from ...families import ctranslate2_families, family_of
 from ...ort.inputs import InputSpec
 from ..harness.results import Variant
 from ..worker.peers import INSTALL_PEERS
-import contextlib
-import io
-import numpy as np
-import shutil
-import tempfile
+from .recipe import Build, Recipe
 
 COMPUTE_TYPE = "int8"
 NAME = "ctranslate2"

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...ort.gpu import gpu_status, tensorrt_status
 from . import onnxruntime
 from .recipe import FP16, FP32_GPU, Build, Recipe
-from ...ort.gpu import gpu_status, tensorrt_status
 
 GPU_ONLY = "CUDA graphs and TensorRT run on the GPU only"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+
 from ...errors import WorkbenchError
 from ...text import TextBatches, text_batches
 from .guarded import THRESHOLDS, search_int8
@@ -26,8 +27,8 @@ def guard_text(src):
     try:
         return text_batches(src)
     except WorkbenchError:
-        from ...ort.inputs import make_inputs, spec_from_onnx
         from ...modelio import load_model
+        from ...ort.inputs import make_inputs, spec_from_onnx
 
         spec = spec_from_onnx(load_model(src.path, load_external_data=False)) if src.kind == "onnx" else None
         if spec is None:

@@ -23,22 +23,23 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ...ort.answer_policy import THRESHOLDS, TaskParity, holds
+import numpy as np
+import onnx
+
 from ...cache.model_store import sidecar
 from ...config import BenchConfig
 from ...modelio import copy_model
+from ...ort.answer_policy import THRESHOLDS, TaskParity, holds
 from ...ort.session import create_session
 from ...ort.task_parity import task_parity
 from ..harness.bench import Variant, benchmark
 from .smooth import activation_absmax, matmul_roles, smooth
-import numpy as np
-import onnx
-import re
 
 Progress = Callable[[str, float], None]
 

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import shutil
 from pathlib import Path
 from typing import Callable
 
-from ...errors import BenchmarkError
 from ...cache import model_store
 from ...cache.identity import file_identity
 from ...config import FusionPlan
-from ...errors import WorkbenchError
+from ...errors import BenchmarkError, WorkbenchError
 from ...fusion.registry import plan_key
 from ...fusion.timeline import run_fusion
 from ...modelio import save_model
 from ...ort.machine import package_version
 from ..worker.precision import quantize_int8, to_fp16
-import logging
-import shutil
 
 RECIPE_VERSION = 2
 

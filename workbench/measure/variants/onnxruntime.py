@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .recipe import FP16, FP32_GPU, Build, Recipe
 from ...errors import BenchmarkError
 from ...families import ort_optimizes
 from ...fusion.catalog import session_optimizers_off
 from ..harness.results import Variant
+from .recipe import FP16, FP32_GPU, Build, Recipe
 
 _FP32_WINS = "no int8 model kept the answers, so the fastest fp32 engine wins."
 

@@ -5,9 +5,9 @@ that says how to add them."""
 
 from __future__ import annotations
 
-from .recipe import Build, Recipe
 from ..harness.results import Variant
 from ..worker.peers import nncf_status, openvino_status
+from .recipe import Build, Recipe
 
 _WINS = "OpenVINO's CPU kernels beat ONNX Runtime's on this processor at this precision."
 _DEFAULT = "OpenVINO's default inference precision on this CPU (bf16 where the CPU has AVX512-BF16 or AMX, f32 otherwise)"

@@ -22,10 +22,15 @@ export, the sentences, the recipe and the versions of NNCF and OpenVINO.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import logging
+import time
 from pathlib import Path
+
+import onnx
 
 from ...ort.answer_policy import TaskParity, holds
 from ...ort.machine import package_version
@@ -33,10 +38,6 @@ from ...ort.task_parity import task_parity
 from ..worker.peer_runners import ov_config
 from ..worker.peers import import_openvino
 from .models import cached
-import contextlib
-import io
-import onnx
-import time
 
 OV_VERSION = 1
 

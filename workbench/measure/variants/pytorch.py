@@ -8,9 +8,9 @@ kernels replayed as CUDA graphs, the PyTorch counterpart of ONNX Runtime's CUDA-
 
 from __future__ import annotations
 
-from .recipe import FP16, FP32_GPU, Build, Recipe
 from ..harness.results import Variant
 from ..worker.peers import compiler_status
+from .recipe import FP16, FP32_GPU, Build, Recipe
 
 #: ``Variant.options["compile"]`` on CUDA (on the CPU it is True): the worker's
 #: :class:`~workbench.measure.worker.runners.TorchRunner` compiles in this mode, with CUDA graphs.

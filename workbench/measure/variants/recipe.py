@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable
+
 from ...config import ExportConfig
 from ...export import export
 from ...fusion.catalog import session_optimizers_off

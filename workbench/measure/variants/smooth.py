@@ -20,9 +20,10 @@ The model computes the same function before quantization (up to float rounding).
 from __future__ import annotations
 
 import numpy as np
-from ...ort.session import create_session
 import onnx
 from onnx import numpy_helper
+
+from ...ort.session import create_session
 
 ROLES = ("qkv", "attn_out", "ffn_up", "ffn_down")
 _GELU = ("BiasGelu", "Gelu", "FastGelu", "QuickGelu")

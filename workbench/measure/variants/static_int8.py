@@ -15,9 +15,11 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
+
+import onnx
+
 from ...modelio import copy_model
 from .models import cached
-import onnx
 
 STATIC_VERSION = 1
 

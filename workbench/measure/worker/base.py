@@ -7,12 +7,12 @@ The benchmark worker (:mod:`.worker`), its throughput job (:mod:`.serve`) and it
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-from . import protocol as msgs
 from ...ort.machine import describe_machine
+from . import protocol as msgs
 from .runners import make_runner, run_error
-import sys
 
 #: Set in the worker's environment before torch or onnxruntime load.
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "TOKENIZERS_PARALLELISM": "false",

@@ -17,9 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+
 from ...cache.atomic import atomic_write_text
 from ...cache.root import cache_root
-from ...models import ModelSource, PRESETS
+from ...models import PRESETS, ModelSource
 from ...ort.machine import cpu_info, gpu_names, package_version
 from ...ort.session import create_session
 
@@ -176,7 +177,8 @@ def distrust_rate(threads: int, provider: str = "cpu", dtype: str = "fp32", kind
 
 def _matmul_model(m: int, k: int, n: int, dtype: str, weights: int = 1):
     """``weights`` independent MatMuls of one input, each with its own ``k x n`` weight."""
-    from onnx import TensorProto, helper as h, numpy_helper
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as h
 
     if dtype == "int8":  # the fp32 probe through quantize_dynamic: what the int8 variant runs
         from .precision import quantize_int8

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import RuntimeUnavailableError
+from ...errors import BenchmarkError, RuntimeUnavailableError
 from ...ort.gpu import BoundSession, tensorrt_status
-from ...errors import BenchmarkError
 from ...ort.inputs import spec_from_onnx
 
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ...errors import first_line
+from ...ort.inputs import make_inputs
 from . import protocol as msgs
 from .base import set_threads
-from ...ort.inputs import make_inputs
 from .floor import PRECISIONS, machine_matmul_info, model_flops, onnx_flops_by_precision, precision_label
 from .profile_events import layer_map, parse_profile_events
 from .runners import OrtRunner, TorchRunner, run_error
-import json
 
 
 def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:

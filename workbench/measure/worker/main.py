@@ -17,18 +17,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time as _t
 import traceback
 from pathlib import Path
 
-from ...errors import first_line
-from . import protocol as msgs
-from .base import WORKER_ENV, Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
-from ...errors import BenchmarkError
+from ...errors import BenchmarkError, first_line
 from ...ort.inputs import make_inputs
 from ...ort.parity import compare
+from . import protocol as msgs
+from .base import WORKER_ENV, Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
 from .jobs import floor_report
 from .runners import run_error
-import time as _t
 
 
 def _prepare_inputs(runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> None:

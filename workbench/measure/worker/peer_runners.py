@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import first_line
-from ...errors import BenchmarkError, RuntimeUnavailableError
+import numpy as np
+
+from ...errors import BenchmarkError, RuntimeUnavailableError, first_line
 from ...ort.inputs import spec_from_onnx
 from .peers import compiler_status, import_openvino
-import numpy as np
 
 
 def compile_torch(model, name: str, *, reduce_overhead: bool = False):

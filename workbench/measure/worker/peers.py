@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+
 from ...errors import RuntimeUnavailableError
 
 INSTALL_PEERS = 'pip install "bert-fusion-workbench[peers]"'

@@ -15,13 +15,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ...errors import BenchmarkError
-from ...ort.parity import Parity, compare, merge
-from ...modelio import save_model
-from ...ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
-from ...ort.session import create_session, run_session
 import onnx
 from onnx import TensorProto
+
+from ...errors import BenchmarkError
+from ...modelio import save_model
+from ...ort.inputs import PARITY_CASES, make_inputs, spec_from_onnx
+from ...ort.parity import Parity, compare, merge
+from ...ort.session import create_session, run_session
 
 
 def _load(model):

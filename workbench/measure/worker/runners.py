@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import first_line
-from ...errors import BenchmarkError, WorkbenchError
+import numpy as np
+import onnx
+
+from ...errors import BenchmarkError, WorkbenchError, first_line
 from ...export import keyword_wrapper
 from ...models import resolve
 from ...ort.inputs import InputSpec, spec_from_onnx
 from ...ort.session import create_session
 from .kinds import runner_for
-import numpy as np
-import onnx
 
 _OOM_MARKERS = ("failed to allocate memory", "bad_alloc", "out of memory", "cannot allocate memory",
                 "std::bad_alloc", "cudaerrormemoryallocation", "cuda_error_out_of_memory")

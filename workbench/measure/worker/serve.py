@@ -12,13 +12,15 @@ robin. Messages (:mod:`.protocol`): ``Batch`` per variant (``batch``, ``tried``:
 
 from __future__ import annotations
 
-from . import protocol as msgs
+import time
+
+import numpy as np
+
 from ...errors import BenchmarkError
 from ...ort.task_parity import task_parity
+from . import protocol as msgs
 from .base import build_runners, fault, peak_rss_mb, send_ready
 from .runners import run_error
-import numpy as np
-import time
 
 COARSE = (1, 8, 64)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import threading
+from copy import deepcopy
 from typing import Any, Callable
 
 from ...concurrency import new_lock
@@ -29,8 +30,6 @@ def sync_figure(fig) -> None:
     a ~570 px column). plotly re-syncs these itself only when a figure is displayed on its own, not
     inside a Box, so every panel calls this after drawing a figure.
     """
-    from copy import deepcopy
-
     fig._widget_data = deepcopy(fig._data)
     fig._widget_layout = deepcopy(fig._layout_obj._props)
 

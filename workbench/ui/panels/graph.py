@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...viz.graph import graph_scene
 from .base import Panel
 
 
@@ -34,8 +35,6 @@ class GraphPane(Panel):
         self.draw()
 
     def draw(self) -> None:
-        from ...viz.graph import graph_scene
-
         p = self.state.pair
         if p is None:
             return
