@@ -27,6 +27,7 @@ from typing import Any
 
 from .cache.identity import file_identity
 from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
+from .config import DEFAULT_MODEL
 from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
 from .model_types import check_type, head_absent, input_names_for, task_of
@@ -345,7 +346,6 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
         ModelSourceError: with one line saying what was wrong.
     """
     if name_or_path is None:
-        from .config import DEFAULT_MODEL
         name_or_path = DEFAULT_MODEL
     text = os.fspath(name_or_path)
     if not text.strip():

@@ -58,10 +58,8 @@ def make_inputs(spec: InputSpec, batch: int, seq: int, *, seed: int = 0, padded:
     length, so masking code paths really run.
     """
     if batch < 1 or seq < 1:
-        from ..errors import BenchmarkError
         raise BenchmarkError(f"batch and sequence must be at least 1 (got batch {batch}, sequence {seq})")
     if seq > spec.max_positions:
-        from ..errors import BenchmarkError
         raise BenchmarkError(
             f"sequence {seq} is longer than the model's {spec.max_positions} positions")
     rng = np.random.default_rng(seed)

@@ -12,6 +12,8 @@ import shutil
 import subprocess
 from importlib import metadata
 
+from .session import cuda_status
+
 #: Packages whose versions change what a benchmark measures.
 PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnx", "torch", "transformers", "onnxscript", "numpy")
 #: CPU features that decide which kernels run (fp32 AVX-512, int8 VNNI, AMX).
@@ -154,7 +156,6 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
         providers = []
     cuda = {"available": False, "reason": "not checked"}
     if check_cuda:
-        from .session import cuda_status
         ok, reason = cuda_status()
         cuda = {"available": ok, "reason": reason}
     return {

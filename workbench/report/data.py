@@ -17,10 +17,17 @@ from .. import __version__
 from ..config import BenchConfig, ExportConfig, FusionPlan
 from ..errors import WorkbenchError
 from ..export import export
+from ..fusion import run_fusion
 from ..fusion.catalog import BY_NAME
+from ..measure.harness.bench import benchmark
 from ..measure.harness.load import busy_words
+from ..measure.tune.run import tune as run_tune
+from ..measure.variants import build_variants, default_variants
+from ..measure.variants.answers import builtin_answers_text, int8_report
 from ..models import ModelSource, resolve
 from ..ort.answer_policy import holds
+from ..text import text_batches
+from ..viz.layer_svg import layer_picture
 
 Progress = Callable[[str, float], None]
 
@@ -53,8 +60,6 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     export_cfg = export_cfg or ExportConfig()
     plan = plan or FusionPlan()
     if text is not None and not hasattr(text, "batches"):
-        from ..text import text_batches
-
         text = text_batches(src, list(text))  # before the export: no tokenizer fails in a moment
     data: dict = {"version": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
                   "model": src.describe(), "errors": []}
@@ -73,8 +78,6 @@ def collect(source: ModelSource | str | None = None, export_cfg: ExportConfig | 
     if tune:
         progress("tune", 0.8)
         try:
-            from ..measure.tune.run import tune as run_tune
-
             res = run_tune(src, text=text, cfg=bench_cfg or BenchConfig(runs=20), plan=plan,
                         exporter=export_cfg.exporter, attention=export_cfg.attention,
                         progress=lambda s, f: progress(f"tune: {s}", 0.8 + 0.2 * f))
@@ -89,8 +92,6 @@ def _fusion_stage(data: dict, src: ModelSource, path, plan: FusionPlan, text) ->
     """The fusion timeline, its parity (on the text too, after every step, when there is text) and the layer
     pictures, into ``data["fusion"]`` and ``data["layer_pictures"]``."""
     try:
-        from ..fusion import run_fusion
-
         tl = run_fusion(path, plan, num_layers=src.num_layers, num_heads=src.num_heads, hidden_size=src.hidden_size)
         if text is not None:  # the answers on the text after every step, as `workbench fuse --text` checks them
             tl.use_text(text)
@@ -103,7 +104,6 @@ def _fusion_stage(data: dict, src: ModelSource, path, plan: FusionPlan, text) ->
         data["errors"].append(f"fusion: {e}")
         return
     try:  # one encoder layer before and after, as pictures (a report without them is still a report)
-        from ..viz.layer_svg import layer_picture
 
         data["layer_pictures"] = {"before": layer_picture(tl.snapshots[0], 0, title="layer 0, exported"),
                                   "after": layer_picture(tl.final, 0, title="layer 0, after the fusions")}
@@ -115,9 +115,6 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                  bench_cfg: BenchConfig | None, text, progress: Progress) -> None:
     """The standard variants timed in one worker, into ``data["bench"]``."""
     try:
-        from ..measure.harness.bench import benchmark
-        from ..measure.variants import build_variants, default_variants
-
         cfg = bench_cfg or BenchConfig(runs=20)
         if text is not None:  # the shape the sessions are sized for: the text's largest batch and bucket
             cfg = dataclasses.replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches),
@@ -129,7 +126,6 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                                      progress=progress)
         # One floor means one shape; a length mix has many, so with text there is none (as in `bench --text`).
         # Without text, int8's answers are still checked, on the built-in sentences (cheap).
-        from ..measure.variants.answers import builtin_answers_text, int8_report
 
         answers = builtin_answers_text(src) if text is None and cfg.provider == "cpu" else None
         res = benchmark(variants, cfg, text=text or answers, text_answers_only=text is None, floor=text is None)

@@ -22,7 +22,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import WorkbenchError
-from ..modelio import load_model
+from ..modelio import load_model, model_bytes
 
 HOST = "127.0.0.1"
 #: Models bigger than this are served without weight data unless asked.
@@ -91,8 +91,6 @@ class NetronViewer:
             src = Path(model)
             name = name or src.name
             if weights is None:
-                from ..modelio import model_bytes
-
                 weights = src.is_file() and model_bytes(src) <= WEIGHTS_LIMIT
             model = load_model(src, full_check=False, load_external_data=bool(weights))
         name = Path(name or "model.onnx").name

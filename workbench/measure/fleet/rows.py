@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from ...cache.atomic import atomic_write_text
 from ...errors import ConfigError
 
 
@@ -138,8 +139,6 @@ class Ledger:
     def _write_full(self) -> dict:
         doc = self.doc()
         if self.out is not None:
-            from ...cache.atomic import atomic_write_text
-
             atomic_write_text(self.out, json.dumps(doc, indent=1, default=str) + "\n")
             self.written += len(self.rows)
             if self._journal is not None:  # every journal row is in the result now

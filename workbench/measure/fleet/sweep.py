@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ...cache.atomic import atomic_write_text
 from ...config import BenchConfig
 from ...errors import BenchmarkError, ConfigError, WorkbenchError
 from ..harness.bench import BenchResult, Variant, benchmark
@@ -41,7 +42,6 @@ class SweepResult:
         """The sweep as JSON text; written atomically to ``path`` when given."""
         text = json.dumps(self.to_dict(), indent=1, default=str)
         if path is not None:
-            from ...cache.atomic import atomic_write_text
             atomic_write_text(Path(path), text + "\n")
         return text
 

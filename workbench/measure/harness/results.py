@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import BenchmarkError, ConfigError
-from ...ort.session import LEVELS
+from ...errors import BenchmarkError, ConfigError, RuntimeUnavailableError
+from ...ort.session import LEVELS, cuda_status
 from ..worker.floor import plausible_bound
 from ..worker.kinds import kinds
 from .load import MachineLoad
@@ -174,10 +174,8 @@ def prepare_variants(variants: list[Variant]) -> tuple[list[dict], list[Path]]:
                 raise BenchmarkError(f"variant {v.name!r}: {p} is not a file")
         out.append(d)
     if any(v.provider == "cuda" for v in variants):
-        from ...ort.session import cuda_status
         ok, reason = cuda_status()
         if not ok:
-            from ...errors import RuntimeUnavailableError
             for c in cleanup:
                 shutil.rmtree(c, ignore_errors=True)
             raise RuntimeUnavailableError(f"GPU asked for, but {reason}")

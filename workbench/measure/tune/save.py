@@ -33,6 +33,7 @@ from ...cache.atomic import atomic_write_text
 from ...errors import ConfigError, WorkbenchError
 from ...modelio import copy_model
 from ...models import ModelSource, resolve
+from ...ort.inputs import InputSpec, make_inputs
 from ...ort.session import create_session
 from ...path_checks import check_output_path
 from ..worker.peer_runners import OpenVinoRunner, ov_config
@@ -96,7 +97,6 @@ def _card_feeds(src, names: set) -> dict:
         enc = src.tokenizer()([CARD_TEXT], return_tensors="np")
         return {k: np.asarray(v, dtype=np.int64) for k, v in enc.items() if k in names}
     except Exception:  # noqa: BLE001 - no tokenizer: the card says to feed ids
-        from ...ort.inputs import InputSpec, make_inputs
 
         spec = InputSpec(names=src.input_names, vocab_size=src.vocab_size, max_positions=src.max_positions)
         return {k: v for k, v in make_inputs(spec, 1, 8, seed=0).items() if k in names}

@@ -28,9 +28,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ...errors import BenchmarkError
+from ...errors import BenchmarkError, first_line
 from ..harness import spawn
 from ..worker import protocol as msgs
+from ..worker.base import peak_rss_mb, set_threads
+from ..worker.runners import make_runner
 from ..worker.serve import batches_of, serve_pass
 
 #: Set before torch or onnxruntime load in a slice process; nothing that changes how an engine waits.
@@ -72,8 +74,6 @@ def slice_main(conn, env: dict | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="workbench-slices-"))
     try:
         job: msgs.SliceJob = conn.recv()
-        from ..worker.base import peak_rss_mb, set_threads
-        from ..worker.runners import make_runner
 
         threads = int(job.threads)
         set_threads(threads, job.variant.get("kind") == "torch")
@@ -88,7 +88,6 @@ def slice_main(conn, env: dict | None = None) -> None:
         r.close()
         conn.send(msgs.SliceDone(peak_rss_mb()))
     except BaseException as e:  # noqa: BLE001 - every failure goes back as one line
-        from ...errors import first_line
 
         try:
             conn.send(msgs.Error("internal", f"{type(e).__name__}: {first_line(e)}"))

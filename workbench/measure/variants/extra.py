@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 from ...errors import WorkbenchError
+from ...modelio import load_model
+from ...ort.inputs import InputSpec, make_inputs, spec_from_onnx
 from ...text import TextBatches, text_batches
 from .guarded import THRESHOLDS, search_int8
 from .models import cached
@@ -27,12 +29,8 @@ def guard_text(src):
     try:
         return text_batches(src)
     except WorkbenchError:
-        from ...modelio import load_model
-        from ...ort.inputs import make_inputs, spec_from_onnx
-
         spec = spec_from_onnx(load_model(src.path, load_external_data=False)) if src.kind == "onnx" else None
         if spec is None:
-            from ...ort.inputs import InputSpec
             spec = InputSpec(names=src.input_names, vocab_size=src.vocab_size,
                              type_vocab_size=int(src.config_dict.get("type_vocab_size", 2)),
                              max_positions=src.max_positions)

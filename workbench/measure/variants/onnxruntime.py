@@ -15,6 +15,7 @@ from ...errors import BenchmarkError
 from ...families import ort_optimizes
 from ...fusion.catalog import session_optimizers_off
 from ..harness.results import Variant
+from ..worker.precision import quantize_int8
 from .recipe import FP16, FP32_GPU, Build, Recipe
 
 _FP32_WINS = "no int8 model kept the answers, so the fastest fp32 engine wins."
@@ -49,7 +50,6 @@ def _int8_of(fused):
 def _int8(ctx: Build, name: str):
     ctx.progress("int8 quantization", 0.7)
     if ctx.snapshot is not None:  # the app's fused snapshot, quantized as it is shown
-        from ..worker.precision import quantize_int8
 
         q = quantize_int8(ctx.snapshot, per_channel=True)
         model = q if isinstance(q, (bytes, str, Path)) else q.SerializeToString()

@@ -8,6 +8,7 @@ kernels replayed as CUDA graphs, the PyTorch counterpart of ONNX Runtime's CUDA-
 
 from __future__ import annotations
 
+from ...ort.gpu import gpu_status
 from ..harness.results import Variant
 from ..worker.peers import compiler_status
 from .recipe import FP16, FP32_GPU, Build, Recipe
@@ -29,7 +30,6 @@ def _compiled(ctx: Build, name: str):
 
 def _compiler(device: str = "cpu") -> tuple[bool, str]:
     if device == "cuda":  # inductor writes Triton kernels there, and the model must reach the GPU
-        from ...ort.gpu import gpu_status
 
         return gpu_status(torch_too=True)
 

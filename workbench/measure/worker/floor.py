@@ -20,9 +20,11 @@ import numpy as np
 
 from ...cache.atomic import atomic_write_text
 from ...cache.root import cache_root
+from ...errors import BenchmarkError
 from ...models import PRESETS, ModelSource
 from ...ort.machine import cpu_info, gpu_names, package_version
 from ...ort.session import create_session
+from .precision import quantize_int8
 
 #: MatMul shape of the rate probe: BERT's feed-forward at sequence 128.
 PROBE_SHAPE = (128, 768, 3072)
@@ -48,7 +50,6 @@ def _flops_from_config(cfg: dict, batch: int, seq: int) -> float:
     hidden = cfg.get("hidden_size", cfg.get("dim"))
     inter = cfg.get("intermediate_size", cfg.get("hidden_dim", 4 * (hidden or 0)))
     if not layers or not hidden:
-        from ...errors import BenchmarkError
         raise BenchmarkError("cannot count FLOPs: the config has no layer count or hidden size")
     return bert_flops(int(layers), int(hidden), int(inter), batch, seq)
 
@@ -181,7 +182,6 @@ def _matmul_model(m: int, k: int, n: int, dtype: str, weights: int = 1):
     from onnx import helper as h
 
     if dtype == "int8":  # the fp32 probe through quantize_dynamic: what the int8 variant runs
-        from .precision import quantize_int8
 
         fp32, np_dt = _matmul_model(m, k, n, "fp32", weights)
         return quantize_int8(fp32, per_channel=True), np_dt

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...errors import first_line
+from ...errors import BenchmarkError, first_line
+from ...ort.gpu import CUDA, guard_providers
 from ...ort.inputs import make_inputs
 from . import protocol as msgs
 from .base import set_threads
@@ -66,10 +67,8 @@ def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
     ch.status("building", v["name"], 0, 1)
     r = OrtRunner(v, threads, workdir)
     if r.provider == "cuda":  # a CUDA profile that landed on the CPU is an error, never a CPU profile
-        from ...ort.gpu import CUDA, guard_providers
         guard_providers(r.sess, CUDA)
     if seq > r.spec.max_positions:
-        from ...errors import BenchmarkError
         raise BenchmarkError(f"sequence {seq} is longer than {r.name}'s {r.spec.max_positions} positions")
     r.prepare(make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0))))
     warm = max(1, int(cfg.get("warmup", 5)))

@@ -21,13 +21,14 @@ import time as _t
 import traceback
 from pathlib import Path
 
-from ...errors import BenchmarkError, first_line
+from ...errors import BenchmarkError, WorkbenchError, first_line
 from ...ort.inputs import make_inputs
 from ...ort.parity import compare
 from . import protocol as msgs
 from .base import WORKER_ENV, Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
-from .jobs import floor_report
-from .runners import run_error
+from .jobs import floor_report, profile_job
+from .runners import is_oom, run_error
+from .serve import parity_of_parts, throughput_job
 
 
 def _prepare_inputs(runners: list, cfg: dict, batches: list, timed: list, batch: int, seq: int) -> None:
@@ -78,7 +79,6 @@ def _send_parity(ch: Channel, job: msgs.BenchJob, runners: list, outputs: dict, 
         p = compare(ref, outputs[r.name])
         answers = {}
         if batches:
-            from .serve import parity_of_parts
             answers = parity_of_parts(text, ref, outputs[r.name], batches)
         ch.send(msgs.Parity(r.name, ref_name, p.max_abs_diff, p.cosine, **answers))
 
@@ -134,10 +134,8 @@ def _bench(ch: Channel, job: msgs.BenchJob, workdir: Path) -> None:
 def _run_job(ch: Channel, job, workdir: Path) -> None:
     """The job its type names (the throughput and profile jobs' code loads only for them)."""
     if isinstance(job, msgs.ProfileJob):
-        from .jobs import profile_job
         profile_job(ch, job, workdir)
     elif isinstance(job, msgs.ThroughputJob):
-        from .serve import throughput_job
         throughput_job(ch, job, workdir)
     elif isinstance(job, msgs.BenchJob):
         _bench(ch, job, workdir)
@@ -157,8 +155,6 @@ def worker_main(conn, env: dict | None = None) -> None:
     except Stopped:
         _safe_send(ch, msgs.Done(stopped=True))
     except BaseException as e:  # every failure goes back as data; the caller decides
-        from ...errors import WorkbenchError
-        from .runners import is_oom
         if isinstance(e, WorkbenchError):
             _safe_send(ch, msgs.Error(type(e).__name__, str(e)))
         elif is_oom(e):

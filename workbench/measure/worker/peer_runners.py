@@ -61,7 +61,6 @@ class OpenVinoRunner:
         ov = import_openvino()
         self.name, self.provider = v["name"], v["provider"]
         if self.provider != "cpu":
-            from ...errors import RuntimeUnavailableError
             raise RuntimeUnavailableError(f"{self.name}: the OpenVINO variants run on the CPU only")
         path = Path(v["model"])
         if not path.is_file():
@@ -85,7 +84,6 @@ class OpenVinoRunner:
     def prepare(self, feeds: dict) -> None:
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
-            from ...errors import BenchmarkError
             raise BenchmarkError(f"{self.name}: the model wants inputs the workbench cannot make: {missing}")
         self.feeds = {n: feeds[n] for n in self.input_names}
 

@@ -12,12 +12,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ...errors import BenchmarkError, WorkbenchError, first_line
+from ...errors import BenchmarkError, RuntimeUnavailableError, WorkbenchError, first_line
 from ...export import keyword_wrapper
 from ...models import resolve
 from ...ort.inputs import InputSpec, spec_from_onnx
 from ...ort.session import create_session
 from .kinds import runner_for
+from .peer_runners import compile_torch
+from .precision import is_fp16, to_fp16
 
 _OOM_MARKERS = ("failed to allocate memory", "bad_alloc", "out of memory", "cannot allocate memory",
                 "std::bad_alloc", "cudaerrormemoryallocation", "cuda_error_out_of_memory")
@@ -52,7 +54,6 @@ class OrtRunner:
         self.spec = spec_from_onnx(proto)
         self.graph_flops_source = path
         if v.get("fp16"):
-            from .precision import is_fp16, to_fp16
             if not is_fp16(onnx.load(str(path))):
                 path = to_fp16(path, workdir / f"{len(list(workdir.iterdir()))}-fp16.onnx")
         del proto
@@ -72,7 +73,6 @@ class OrtRunner:
         except (ValueError, OSError) as e:
             raise BenchmarkError(f"{self.name}: {first_line(e)}") from e
         except Exception as e:
-            from ...errors import WorkbenchError
             if isinstance(e, WorkbenchError):
                 raise
             raise BenchmarkError(f"{self.name}: ONNX Runtime cannot open the model: {first_line(e)}") from e
@@ -85,7 +85,6 @@ class OrtRunner:
         self.feeds = {k: v for k, v in feeds.items() if k in self.input_names}
         missing = [n for n in self.input_names if n not in self.feeds]
         if missing:
-            from ...errors import BenchmarkError
             raise BenchmarkError(f"{self.name}: the model wants inputs the workbench cannot make: {missing}")
         if self.provider == "cuda":
             self._bind()
@@ -155,7 +154,6 @@ class TorchRunner:
         self.device = torch.device("cuda" if self.provider == "cuda" else "cpu")
         if self.provider == "cuda":
             if not torch.cuda.is_available():
-                from ...errors import RuntimeUnavailableError
                 raise RuntimeUnavailableError("GPU asked for the torch variant, but torch sees no CUDA device "
                                               f"(torch {torch.__version__})")
             self.model = self.model.to(self.device)
@@ -164,7 +162,6 @@ class TorchRunner:
         self.providers = [f"torch-{self.device.type}"]
         mode = (v.get("options") or {}).get("compile")  # True: inductor, dynamic; "reduce-overhead": CUDA graphs
         if mode:
-            from .peer_runners import compile_torch
             graphs = mode == "reduce-overhead"
             self.model = compile_torch(self.model, self.name, reduce_overhead=graphs)
             self.providers = [f"torch-{self.device.type}-inductor" + ("-cudagraphs" if graphs else "")]

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from ...errors import BenchmarkError
+from ...ort.parity import compare
 from ...ort.task_parity import task_parity
 from . import protocol as msgs
 from .base import build_runners, fault, peak_rss_mb, send_ready
@@ -129,7 +130,6 @@ def _send_batched_parity(ch, job: msgs.ThroughputJob, runners: list, rows: dict)
         if r.name == ref_name:
             continue
         cand = [rows[r.name][i][None] for i in order]
-        from ...ort.parity import compare
 
         p = compare(ref, cand)
         answers = parity_of_parts(text, ref, cand, [pseudo[i] for i in order])
