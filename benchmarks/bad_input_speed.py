@@ -81,7 +81,7 @@ def exploding_specs(tmp: Path) -> list[dict]:
     from test_fleet_limits import BILLION_LAUGHS
 
     from workbench.errors import ConfigError
-    from workbench.measure.fleet.run import expand
+    from workbench.measure.fleet.spec import expand
 
     specs = {"billion laughs": BILLION_LAUGHS, "recursive alias": "x: &x [*x]\n",
              "a billion points": "".join(f"{k}: [" + ",".join(map(str, range(1, 1001))) + "]\n"

@@ -47,10 +47,11 @@ def main(argv: list[str]) -> None:
     import onnx
     import plotly.offline
 
+    from workbench.config import FusionPlan
     from workbench.export import export
     from workbench.fusion import Timeline
-    from workbench.config import FusionPlan
-    from workbench.graph.layout import layout_graph, node_table
+    from workbench.graph.layout import layout_graph
+    from workbench.graph.nodes import node_table
     from workbench.models import resolve
     from workbench.viz.graph import graph_figure
 

@@ -42,7 +42,7 @@ APP_WIDTH = 520
 
 
 def _table(sn):
-    from workbench.graph.layout import node_table, without_constants
+    from workbench.graph.nodes import node_table, without_constants
 
     layer_of = getattr(getattr(sn, "diff", None), "layer_of", None) or None
     return without_constants(node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of))
@@ -67,15 +67,15 @@ def bert_base_tables():
 def modernbert_table():
     """The workshop's tiny ModernBERT exported by dynamo (layer 1 has the 16-token local window)."""
     import onnx
+    from test_workshop import save_tiny_modernbert
 
     from workbench.config import ExportConfig
     from workbench.export import export
     from workbench.models import resolve
-    from test_workshop import save_tiny_modernbert
 
     src = resolve(save_tiny_modernbert(Path(tempfile.mkdtemp(prefix="wb-mb-"))))
     res = export(src, ExportConfig(exporter="dynamo", attention="sdpa"))
-    from workbench.graph.layout import node_table, without_constants
+    from workbench.graph.nodes import node_table, without_constants
 
     return without_constants(node_table(onnx.load(str(res.path))))
 

@@ -38,8 +38,9 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.measure.fleet.run import MEASURE_RESOURCE, build_path, config_key, expand, model_key, run_sweep
 from workbench.cache.atomic import atomic_write_text
+from workbench.measure.fleet.run import MEASURE_RESOURCE, build_path, model_key, run_sweep
+from workbench.measure.fleet.spec import config_key, expand
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = {"models": ["bert-tiny"], "plans": ["default", {"disable": ["attention"]}], "seq": [8, 16, 32, 64, 128],

@@ -28,7 +28,7 @@ from .cache import model_store
 from .cache.root import cache_write_problem
 from .concurrency import spawn
 from .config import ExportConfig
-from .errors import BrokenModelError, ExportError, OutputPathError, WorkbenchError
+from .errors import BrokenModelError, ExportError, OutputPathError
 from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
 from .modelio import load_model, save_model
 from .models import ModelSource, resolve

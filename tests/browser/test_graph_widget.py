@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from browser.test_lab import ARGS, CHROMIUM
 
 pytestmark = [
@@ -67,7 +66,8 @@ def page():
 def scenes(tiny_export):
     import onnx
 
-    from workbench.graph.layout import layout_graph, node_table
+    from workbench.graph.layout import layout_graph
+    from workbench.graph.nodes import node_table
     from workbench.viz.graph import graph_scene
 
     table = node_table(onnx.load(str(tiny_export().path), load_external_data=False))

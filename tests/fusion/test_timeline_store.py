@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 
 from workbench.config import FusionPlan
-from workbench.fusion import Timeline, run_fusion, timeline_store
+from workbench.fusion import Timeline, disk, run_fusion, timeline_store
 from workbench.fusion import timeline as timeline_mod
 from workbench.fusion.engines import engine_steps
 from workbench.fusion.scheduler import FusionScheduler
@@ -78,7 +78,7 @@ def test_a_reopened_timeline_equals_the_cold_one_and_runs_no_engine_step(tiny_ex
     path = tiny_export(exporter, "eager").path
     cold = run_fusion(path, FusionPlan(engine=engine), num_heads=HEADS, hidden_size=HIDDEN)
     assert cold.steps_run > 0 and not any(s.persisted for s in cold.snapshots)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     assert _entries(store_dir)
 
     _forbid_engines(monkeypatch)
@@ -114,7 +114,7 @@ def test_warm_up_toggles_and_parity_are_lookups_after_a_reopen(tiny_export, stor
     for step in steps:
         toggled[step] = [(s.step, s.nodes, s.fused) for s in cold.toggle(step, False)]
         cold.toggle(step, True)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
 
     _forbid_engines(monkeypatch)
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
@@ -133,11 +133,11 @@ def test_warm_up_toggles_and_parity_are_lookups_after_a_reopen(tiny_export, stor
 def test_parity_checked_after_a_reopen_is_written_too(tiny_export, store_dir):
     path = tiny_export("torchscript", "eager").path
     run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert tl.snapshots[-1].parity is None
     tl.snapshots[-1].check_parity(reference=tl.reference())
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     third = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert third.snapshots[-1].parity == tl.snapshots[-1].parity is not None
 
@@ -158,7 +158,7 @@ def test_task_parity_is_kept_per_text(tiny_export, store_dir):
     tl.check_parity(len(tl.snapshots) - 1)
     found = tl.snapshots[-1].task_parity
     assert found is not None
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     again = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert again.snapshots[-1].task_parity is None  # no text yet
     again.use_text(text(1))
@@ -202,7 +202,7 @@ def _damage(store_dir: Path, what: str) -> None:
 def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     assert list(store_dir.glob("*/weights/*.pb")), "the attention step's packed weights are stored"
     _damage(store_dir, what)
     tl = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
@@ -213,7 +213,7 @@ def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
     for a, b in zip(tl.snapshots, cold.snapshots):
         _same(a, b, timing=False)
     assert _weights(tl.final.model) == _weights(cold.final.model)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     third = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert third.steps_run == 0 and third.input.persisted  # rebuilt and written again
     for a, b in zip(third.snapshots, tl.snapshots):
@@ -223,7 +223,7 @@ def test_a_damaged_entry_is_rebuilt_not_an_error(tiny_export, store_dir, what):
 def test_a_different_plan_or_version_misses(tiny_export, store_dir, monkeypatch):
     path = tiny_export("torchscript", "eager").path
     cold = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     # another plan: the prefix before the switched-off step is read back, everything after it runs
     steps = [s.step for s in cold.snapshots[1:]]
     i = steps.index("gelu")
@@ -238,7 +238,7 @@ def test_a_different_plan_or_version_misses(tiny_export, store_dir, monkeypatch)
     newer = run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN)
     assert newer.steps_run == cold.steps_run
     assert not newer.input.persisted and not any(s.persisted for s in newer.snapshots)
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     assert len([p for p in store_dir.iterdir() if p.is_dir()]) == 3
 
 
@@ -254,7 +254,7 @@ def test_persistence_can_be_switched_off(tiny_export, store_dir, monkeypatch):
     assert tl.persist is None
     monkeypatch.setenv(timeline_store.ENV_SWITCH, "0")
     assert run_fusion(path, FusionPlan(engine="ort"), num_heads=HEADS, hidden_size=HIDDEN).persist is None
-    assert timeline_store.flush(60)
+    assert disk.flush(60)
     assert not store_dir.exists() or not any(store_dir.iterdir())
     # an in-memory model has no file to key on: never persisted
     import onnx
@@ -269,7 +269,7 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     def write(i):
         try:
             for _ in range(20):
-                timeline_store.write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
+                disk.write_entry(folder, {"meta.json": json.dumps({"writer": i}).encode()})
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -286,10 +286,10 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
 _OPEN = """
 import sys, time
 from workbench.config import FusionPlan
-from workbench.fusion import Timeline, timeline_store
+from workbench.fusion import Timeline, disk
 tl = Timeline(sys.argv[1], FusionPlan(engine="auto"), num_heads=2, hidden_size=128)
 tl.run()
-timeline_store.flush(120)
+disk.flush(120)
 heavy = sorted(m for m in ("torch", "transformers", "onnxscript", "onnx_ir", "onnxruntime.transformers")
                if m in sys.modules)
 print(tl.steps_run, ",".join(heavy) or "-")
@@ -317,20 +317,20 @@ def test_two_processes_writing_at_once_then_a_reopen_imports_no_engine(tiny_expo
 
 
 def test_flush_gives_up_after_its_stated_bound_in_one_line(monkeypatch, capsys):
-    """``timeline_store.flush()`` with no time waits at most $WORKBENCH_FLUSH_WAIT_S (else disk.FLUSH_WAIT_S)."""
+    """``disk.flush()`` with no time waits at most $WORKBENCH_FLUSH_WAIT_S (else disk.FLUSH_WAIT_S)."""
     import time
 
-    from workbench.fusion.scheduler import new_flag, write_behind
+    from workbench.concurrency import new_flag, write_behind
 
     release = new_flag()
     write_behind(lambda: release.wait(60))  # a write that takes long (a slow disk)
     monkeypatch.setenv("WORKBENCH_FLUSH_WAIT_S", "0.3")
     try:
         t = time.monotonic()
-        assert timeline_store.flush() is False
+        assert disk.flush() is False
         assert time.monotonic() - t < 5
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "gave up after 0.3 s waiting for the timeline store's queued disk writes" in err[0]
     finally:
         release.set()
-    assert timeline_store.flush(60)
+    assert disk.flush(60)

@@ -8,10 +8,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from workbench.concurrency import engine_turn, foreground
 from workbench.config import FusionPlan
 from workbench.fusion import Timeline, run_fusion
 from workbench.fusion.engines import EngineContext, engine_steps, one_shot, ort_anchors
-from workbench.fusion.scheduler import FusionScheduler, engine_turn, foreground
+from workbench.fusion.scheduler import FusionScheduler
 from workbench.fusion.snapshot_weights import WeightStore, is_stub, reading_from
 
 HEADS, HIDDEN = 2, 128  # bert-tiny
@@ -245,8 +246,9 @@ def test_stop_warming_gives_up_after_its_stated_bound_in_one_line(tiny_export, m
     $WORKBENCH_STOP_WARMING_WAIT_S (else STOP_WARMING_WAIT_S), then says so in one line and returns False."""
     import time
 
+    from workbench.concurrency import new_flag
     from workbench.fusion import Rule, register_rule, unregister_rule
-    from workbench.fusion.scheduler import new_flag, rule_time_limit, set_rule_time_limit
+    from workbench.fusion.scheduler import rule_time_limit, set_rule_time_limit
 
     slow, entered, release = new_flag(), new_flag(), new_flag()
 

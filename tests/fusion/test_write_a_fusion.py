@@ -93,7 +93,7 @@ def test_the_prepared_folder_covers_notebook_06(tmp_path, monkeypatch):
     without an engine step, parity of every snapshot found, and the ablation's model without the rule built."""
     from workbench.config import ExportConfig
     from workbench.export import export
-    from workbench.fusion import register_rule, timeline_store
+    from workbench.fusion import disk, register_rule, timeline_store
     from workbench.measure.variants.models import fuse_bert
     from workbench.models import resolve
     from workbench.workshop.prepare import STAGES, write_a_fusion
@@ -104,7 +104,7 @@ def test_the_prepared_folder_covers_notebook_06(tmp_path, monkeypatch):
     assert ("06 write a fusion", write_a_fusion) in STAGES
     src = resolve("bert-tiny")
     write_a_fusion(src, lambda line: None)
-    assert timeline_store.flush(120)
+    assert disk.flush(120)
     plan = FusionPlan(engine="onnxscript")
     for exporter in ("torchscript", "dynamo"):
         tl = Timeline(export(src, ExportConfig(exporter=exporter)).path, plan, num_heads=src.num_heads,

@@ -8,7 +8,8 @@ import onnx
 import pytest
 
 from workbench.graph.groups import module_words, view_groups
-from workbench.graph.layout import layout_graph, node_table, without_constants
+from workbench.graph.layout import layout_graph
+from workbench.graph.nodes import node_table, without_constants
 from workbench.viz.graph import fit_label, graph_scene
 
 
@@ -24,12 +25,12 @@ def _edge(lay, a: str, b: str) -> bool:
 @pytest.fixture(scope="module")
 def modernbert(tmp_path_factory):
     """A tiny ModernBERT (2 layers, a 16-token local window on layer 1), exported by dynamo, then fused."""
+    from test_workshop import save_tiny_modernbert  # the workshop's tiny ModernBERT: layer 1 local, 16 tokens
+
     from workbench.config import ExportConfig, FusionPlan
     from workbench.export import export
     from workbench.fusion import Timeline
     from workbench.models import resolve
-
-    from test_workshop import save_tiny_modernbert  # the workshop's tiny ModernBERT: layer 1 local, 16 tokens
 
     src = resolve(save_tiny_modernbert(tmp_path_factory.mktemp("modernbert")))
     result = export(src, ExportConfig(exporter="dynamo", attention="sdpa"))

@@ -14,7 +14,8 @@ import onnx
 import pytest
 
 from workbench.graph.groups import view_groups
-from workbench.graph.layout import EMBEDDINGS, group_of_name, layout_graph, node_table, without_constants
+from workbench.graph.layout import layout_graph
+from workbench.graph.nodes import EMBEDDINGS, group_of_name, node_table, without_constants
 from workbench.viz.graph import graph_scene
 from workbench.viz.legibility import legibility, node_boxes
 

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from workbench.errors import ConfigError
-from workbench.measure.fleet.run import MEASURE_RESOURCE, TRACE_ENV, config_key, expand, load_spec, run_sweep, to_frame
+from workbench.measure.fleet.run import MEASURE_RESOURCE, TRACE_ENV, run_sweep, to_frame
+from workbench.measure.fleet.spec import config_key, expand, load_spec
 
 SPEC = {"models": ["bert-tiny"], "plans": ["default", {"disable": ["attention"]}], "seq": [8, 16],
         "threads": [1], "runs": 3, "warmup": 1}

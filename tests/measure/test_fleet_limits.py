@@ -12,9 +12,9 @@ import pytest
 
 from workbench.errors import ConfigError
 from workbench.measure.fleet import rows as fleet_rows
-from workbench.measure.fleet.run import config_key, expand, run_sweep
 from workbench.measure.fleet.rows import journal_path, machine_type, summarize
-from workbench.measure.fleet.spec import MAX_POINTS_ENV, count_points, load_spec
+from workbench.measure.fleet.run import run_sweep
+from workbench.measure.fleet.spec import MAX_POINTS_ENV, config_key, count_points, expand, load_spec
 
 MACHINES = [{"cpu": "AMD EPYC 9R14", "microarch": "zen4", "isa": ["AVX2", "AVX-512"], "gpus": []},
             {"cpu": "AMD EPYC 7R13", "microarch": "zen3", "isa": ["AVX2"], "gpus": []}]

@@ -96,7 +96,7 @@ def test_profile_bad_shape_is_clear(tiny):
 
 
 def test_parse_profile_skips_warmup():
-    from workbench.measure.harness.profile import parse_profile_events
+    from workbench.measure.worker.profile_events import parse_profile_events
 
     ev = []
     for run, ts in enumerate((0, 1000, 2000)):
@@ -137,7 +137,8 @@ def test_parse_profile_cuda_kernels(fused, tmp_path):
     one ``{"cat": "Kernel", "name": <kernel>, "dur": ...}`` per kernel it launched, ``args.op_name`` copied
     from the node, ``ts`` the node's plus 1, 2, ...; the node's own event says ``CUDAExecutionProvider``.
     """
-    from workbench.measure.harness.profile import OpProfile, parse_profile_events
+    from workbench.measure.harness.profile import OpProfile
+    from workbench.measure.worker.profile_events import parse_profile_events
 
     trace = _cpu_trace(fused, tmp_path)
     gpu, events = {"Attention", "MatMul"}, []
@@ -179,8 +180,8 @@ def test_parse_profile_cuda_kernels(fused, tmp_path):
 
 
 def test_flops_formula_and_graph_count_agree(tiny, fused):
-    from workbench.models import PRESETS
     from workbench.measure.worker.floor import model_flops, onnx_flops
+    from workbench.models import PRESETS
 
     assert model_flops("bert-base", 1, 128) == pytest.approx(22.35e9, rel=1e-3)  # MEASURING.md
     want = model_flops(PRESETS["bert-tiny"], 2, 64)

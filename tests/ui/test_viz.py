@@ -6,10 +6,18 @@ import onnx
 import plotly.graph_objects as go
 import pytest
 
-from workbench.graph.layout import layout_graph, node_table, without_constants
+from workbench.graph.layout import layout_graph
+from workbench.graph.nodes import node_table, without_constants
 from workbench.viz import latency as vl
-from workbench.viz.graph import (CHAR_PX, FUSED_COLOUR, graph_figure, graph_scene, shared_yrange, short_label,
-                                 visible_labels)
+from workbench.viz.graph import (
+    CHAR_PX,
+    FUSED_COLOUR,
+    graph_figure,
+    graph_scene,
+    shared_yrange,
+    short_label,
+    visible_labels,
+)
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from ..measure.fleet.run import expand, run_sweep, to_frame
+    from ..measure.fleet.run import run_sweep, to_frame
+    from ..measure.fleet.spec import expand
 
     total = len(expand(args.spec))
     bar = tqdm(total=total, desc="sweep", unit="point", file=sys.stderr, disable=not sys.stderr.isatty())

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .registry import rows, rows_by_name
-from .steps import ENGINE_ROWS, Step  # noqa: F401  (the catalog's row type and the engines' rows, here too)
 from ..errors import FusionError
+from .registry import rows, rows_by_name
+from .steps import Step
 
 
 class _Catalog(Sequence):

@@ -3,7 +3,7 @@
 Every file goes through a temporary name and a rename, and a folder of files (one snapshot's entry)
 through a temporary folder renamed into place, so concurrent writers never leave half an entry. No
 fsync: a cache entry lost to a crash is rebuilt. Writes are queued to one thread per process;
-``timeline_store.flush`` waits for them (they are also flushed at exit).
+``flush`` waits for them (they are also flushed at exit).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from ..cache.atomic import atomic_write_bytes
+from ..concurrency import flush_writes, write_behind
 from ..settings import env_number
-from .scheduler import flush_writes, write_behind
 
 #: How long :func:`flush` waits for the queued writes when given no time; ``WORKBENCH_FLUSH_WAIT_S`` overrides.
 #: Generous: a bert-large timeline writes a few hundred MB of packed weights on a slow disk well within it.

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Any
 
-from .scheduler import new_lock
+from ..concurrency import new_lock
 
 
 class _Collect(logging.Handler):

@@ -28,7 +28,7 @@ import tempfile
 import onnx
 
 from ..errors import FusionError
-from .adapters import ENGINE_NAMES, adapter  # noqa: F401  (importable from here)
+from .adapters import ENGINE_NAMES, adapter
 from .engine_logs import capture_ort_logs, quiet_stdout, rules_of, trace_rules
 from .engine_types import EngineContext, EngineStep, StepOutcome
 from .ort_engine import ORT_STEPS, ort_anchors, shape_view

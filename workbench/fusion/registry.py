@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from ..concurrency import new_lock
 from ..errors import FusionError
-from .scheduler import new_lock
 
 CHAINS = ("ort", "onnxscript")
 

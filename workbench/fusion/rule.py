@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine_logs import quiet_stdout, trace_rules
-from .graph_utils import const, dims, finish, inherit_scope, initializer, node_label, only_consumer, readers, scalar  # noqa: F401
-from .lazy import LazyModule, ir  # noqa: F401  (what a rule writer imports from here)
+from .graph_utils import finish, inherit_scope, node_label
+from .lazy import LazyModule, ir
 from .steps import Step
 
 

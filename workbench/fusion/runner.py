@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from ..concurrency import engine_turn
 from ..errors import FusionError
 from ..graph.diff import Diff, diff_models
 from ..graph.summary import fused_counts, histogram
@@ -21,7 +22,6 @@ from .adapters import adapter
 from .catalog import BY_NAME
 from .engine_types import EngineContext, EngineStep, StepFailed, StepOutcome
 from .engines import engine_steps
-from .scheduler import engine_turn
 from .snapshot import Snapshot, fused_op_types
 from .snapshot_weights import reading_from
 from .tiers import SnapshotTiers

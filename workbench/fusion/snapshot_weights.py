@@ -27,7 +27,7 @@ import weakref
 import onnx
 from onnx import numpy_helper
 
-from .scheduler import new_lock
+from ..concurrency import new_lock
 
 #: Initializers at least this large are shared, not copied, between snapshots.
 THRESHOLD = 4096

@@ -23,7 +23,7 @@ written to a temporary name and renamed into place, so concurrent writers never 
 entry names the graph it was computed from, so a chain is only read back where its links join (two
 processes writing at once may leave links that do not: a step run on a skeleton read back can name things
 differently from one run on the engine's in-memory model; such an entry is rebuilt once). Writes happen on
-the scheduler's writer thread (:func:`flush` waits; so does the exit). A failed step is never written.
+the scheduler's writer thread (:func:`workbench.fusion.disk.flush` waits; so does the exit). A failed step is never written.
 ``persist=False`` on the Timeline, or ``WORKBENCH_PERSIST_TIMELINE=0``, switches all of it off.
 """
 
@@ -43,7 +43,7 @@ from ..cache.identity import file_identity
 from ..cache.root import cache_root
 from ..graph.diff import Diff
 from ..ort.parity import Parity
-from .disk import flush, submit, unlink, write_entry, write_file, write_if_new  # noqa: F401  (flush: public here)
+from .disk import submit, unlink, write_entry, write_file, write_if_new
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
 from .snapshot_weights import WeightStore

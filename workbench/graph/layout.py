@@ -21,9 +21,8 @@ from typing import Iterable, Mapping
 from .groups import describe, group_key, view_groups
 from .layered import Size, layered
 from .markers import layer_io
-# The node table lives in graph/nodes.py; its names stay importable from here, where callers found them.
-from .nodes import (EMBEDDINGS, NodeInfo, NodeTable, group_of_name, html_escape, infer_shapes, layer_order,  # noqa: F401
-                    node_table, without_constants, without_ops)
+from .nodes import NodeTable, html_escape
+
 
 @dataclass
 class Box:

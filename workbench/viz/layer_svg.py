@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 
-from ..graph.layout import layout_graph, node_table, without_constants
+from ..graph.layout import layout_graph
+from ..graph.nodes import node_table, without_constants
 from .graph import graph_scene
 
 

@@ -32,10 +32,10 @@ from ..export import export
 from ..fusion import Timeline
 from ..fusion import exporter_matrix as matrix
 from ..fusion.catalog import BY_NAME
+from ..fusion.disk import flush
 from ..fusion.scheduler import FusionScheduler
 from ..fusion.timeline import likely_engine, run_fusion
 from ..fusion.timeline_store import enabled as persist_enabled
-from ..fusion.timeline_store import flush
 from ..fusion.timeline_store import versions as timeline_versions
 from ..measure.variants.answers import task_answers
 from ..measure.variants.models import fuse_bert

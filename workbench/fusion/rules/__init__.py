@@ -12,8 +12,13 @@ from .encoder_attention import EncoderAttentionRule, SoftmaxAttentionRule
 from .norms import RmsNormRule, SkipNormRule
 from .rotary import RotaryRule
 from .sdpa_attention import SdpaAttentionFusion, fuse_sdpa_attention, sdpa_attention_rules
-from .standard_attention import (StandardAttention3DFusion, StandardAttentionFusion, StandardAttentionRule,
-                                 fuse_standard_attention, standard_attention_rules)
+from .standard_attention import (
+    StandardAttention3DFusion,
+    StandardAttentionFusion,
+    StandardAttentionRule,
+    fuse_standard_attention,
+    standard_attention_rules,
+)
 from .tanh_gelu import TanhGeluRule
 
 

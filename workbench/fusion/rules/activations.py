@@ -8,8 +8,9 @@ stays a plain ``Mul``: ONNX Runtime has no CPU kernel for a whole gated MLP (GeG
 
 from __future__ import annotations
 
-from ..rule import Match, Rewrite, Rule, ir
 from ..graph_utils import readers
+from ..lazy import ir
+from ..rule import Match, Rewrite, Rule
 
 
 class SiluRule(Rule):

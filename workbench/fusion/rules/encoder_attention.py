@@ -29,9 +29,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rule import Match, Rewrite, Rule, ir
-from ..graph_utils import (SCALE_OPS, const, dims, fold_ints, initializer, node_label, only_consumer, readers,
-                          same_dim, scalar)
+from ..graph_utils import (
+    SCALE_OPS,
+    const,
+    dims,
+    fold_ints,
+    initializer,
+    node_label,
+    only_consumer,
+    readers,
+    same_dim,
+    scalar,
+)
+from ..lazy import ir
+from ..rule import Match, Rewrite, Rule
 from .score_terms import build_bias, eval_scalar, head_size, heads4, scores_and_terms, term_dims_ok
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rule import Match, Rewrite, Rule, ir
 from ..graph_utils import const, dims, node_label, readers, scalar
+from ..lazy import ir
+from ..rule import Match, Rewrite, Rule
 
 _PASS = ("Cast",)
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..rule import Match, Rewrite, Rule, ir
 from ..graph_utils import dims, fold_ints, initializer, node_label, only_consumer, readers
+from ..lazy import ir
+from ..rule import Match, Rewrite, Rule
 
 #: Positions the cos/sin tables cover: the longest ``max_position_embeddings`` of the rotary families.
 CACHE_LENGTH = 8192

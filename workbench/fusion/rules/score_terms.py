@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rule import ir
 from ..graph_utils import SCALE_OPS, const, dims, initializer, node_label, scalar
+from ..lazy import ir
+
 #: A masked_fill constant at or below this is a mask (float32's lowest, -1e9, fp16's -65504 ...).
 MASK_FILL = -1e4
 #: The bias floor: finite after an fp16 conversion (largest fp16: 65504), far below any real score.

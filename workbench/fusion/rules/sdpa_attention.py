@@ -41,8 +41,9 @@ import math
 
 import numpy as np
 
-from ..rule import PatternRule, ir, pattern
-from ..graph_utils import ir_utils, const, readers, unique_name
+from ..graph_utils import const, ir_utils, readers, unique_name
+from ..lazy import ir
+from ..rule import PatternRule, pattern
 
 #: Ops that, comparing two computed index tensors, build a causal or sliding-window mask.
 _ORDER_OPS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Trilu", "CumSum"})

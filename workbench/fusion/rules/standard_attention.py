@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rule import PatternCase, PatternRule, ir, pattern
-from ..graph_utils import dims, same_dim, unique_name
 from ..diagnostics import summarize_messages
+from ..graph_utils import dims, same_dim, unique_name
+from ..lazy import ir
+from ..rule import PatternCase, PatternRule, pattern
 
 #: The float types the kernel takes (``ir.DataType`` names) and their numpy types.
 _FLOATS = {"FLOAT": np.float32, "FLOAT16": np.float16}

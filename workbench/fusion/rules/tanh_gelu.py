@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 
-from ..rule import Match, Rewrite, Rule, ir
 from ..graph_utils import const, node_label, readers, scalar
+from ..lazy import ir
+from ..rule import Match, Rewrite, Rule
 
 _C1 = math.sqrt(2.0 / math.pi)
 _C2 = 0.044715

@@ -5,7 +5,7 @@ makes threads, locks and events (elsewhere only the benchmark worker's pipe read
 The timeline (``timeline.py``), its step runner and its caches are single-threaded code; this module
 decides what of it runs when:
 
-* **The engine turn** (:func:`engine_turn`): the engines keep process-wide state (ONNX Runtime's loggers,
+* **The engine turn** (:func:`workbench.concurrency.engine_turn`): the engines keep process-wide state (ONNX Runtime's loggers,
   which a step's log capture reconfigures; onnxscript's rule objects), so engine steps run one at a time
   in the process; the runner takes the turn around each engine call.
 * **A toggle first** (:class:`FusionScheduler`): a run the user waits for (a click, a load, a change of
@@ -28,11 +28,8 @@ decides what of it runs when:
   notebook cell, not importable by a child) and a copy of the graph (hundreds of MB on bert-base).
 """
 
-from ...concurrency import (Lane, engine_turn, flush_writes, foreground, lower_priority, new_flag, new_lock, spawn,
-                         waiting, write_behind)
 from .rule_limit import DEFAULT_RULE_TIME_LIMIT_S, RuleStopped, rule_time_limit, run_limited, set_rule_time_limit
 from .timeline_work import FusionScheduler
 
-__all__ = ["FusionScheduler", "engine_turn", "foreground", "waiting", "Lane", "spawn", "new_lock", "new_flag",
-           "lower_priority", "write_behind", "flush_writes", "run_limited", "rule_time_limit", "set_rule_time_limit",
-           "DEFAULT_RULE_TIME_LIMIT_S", "RuleStopped"]
+__all__ = ["FusionScheduler", "run_limited", "rule_time_limit", "set_rule_time_limit", "DEFAULT_RULE_TIME_LIMIT_S",
+           "RuleStopped"]

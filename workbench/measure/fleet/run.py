@@ -25,7 +25,6 @@ runs a sweep in a background thread.
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -42,8 +41,8 @@ from ...path_checks import check_output_path
 from ..harness.bench import Variant, benchmark
 from ..variants import for_precision
 from ..variants.models import fuse_bert
-from .rows import Ledger, machine_type, read_rows, summarize  # noqa: F401  (re-exported)
-from .spec import AXES, config_key, expand, load_spec  # noqa: F401  (the spec's names, re-exported)
+from .rows import Ledger, machine_type, read_rows, summarize
+from .spec import config_key, expand, load_spec
 
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"

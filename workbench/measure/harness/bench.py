@@ -28,6 +28,7 @@ from ...errors import BenchmarkError, ConfigError, WorkbenchError
 from ...settings import env_number
 from ..worker import main as worker_main
 from ..worker import protocol as msgs
+from ..worker.base import WORKER_ENV
 from ..worker.floor import distrust_rate, plausible_bound
 from . import spawn
 from .load import LoadSampler
@@ -69,7 +70,7 @@ class BenchHandle:
         self._cleanup = cleanup or []
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe(duplex=True)
-        env = dict(worker_main.WORKER_ENV)
+        env = dict(WORKER_ENV)
         env.update({"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads)})
         self._proc = ctx.Process(target=worker_main.worker_main, args=(child, env), daemon=True,
                                  name="workbench-bench")

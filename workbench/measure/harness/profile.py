@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ...config import BenchConfig
-from ..worker.profile_events import layer_map, parse_profile_events  # noqa: F401  (public here too)
+from ..worker.profile_events import layer_map, parse_profile_events
 from ..worker.protocol import ProfileJob
 from .bench import BenchHandle, Variant
 from .results import prepare_variants

@@ -25,7 +25,7 @@ from ...errors import BenchmarkError, WorkbenchError, first_line
 from ...ort.inputs import make_inputs
 from ...ort.parity import compare
 from . import protocol as msgs
-from .base import WORKER_ENV, Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
+from .base import Channel, Stopped, build_runners, fault, peak_rss_mb, send_ready
 from .jobs import floor_report, profile_job
 from .runners import is_oom, run_error
 from .serve import parity_of_parts, throughput_job
