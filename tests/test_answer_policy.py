@@ -39,7 +39,7 @@ def test_a_share_reads_100_percent_only_when_every_answer_agrees(n):
 
 def test_every_place_that_words_answers_says_the_same():
     from workbench.measure.variants.answers import int8_flags
-    from workbench.ui.step_rows import answers_text
+    from workbench.ui.steps.rows import answers_text
     from workbench.viz.summary import task_parity_words
 
     emb = {"kind": "embedding", "sentences": 300, "top1_agreement": 299 / 300, "spearman": 0.9995, "min_cosine": 0.99}

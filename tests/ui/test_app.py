@@ -313,7 +313,7 @@ def test_a_row_explains_a_fusion_that_fell_short(app):
 
 
 def test_engine_summary_names_the_choice():
-    from workbench.ui.step_rows import engine_summary
+    from workbench.ui.steps.rows import engine_summary
 
     both = {"ort": {"Attention": 12}, "onnxscript": {"Attention": 0}}
     assert engine_summary("auto", "ort", both) == ("auto → ORT transformers optimizer (fuses 12 Attention; "

@@ -57,7 +57,7 @@ def loaded(tiny_export):
 
 
 def test_model_bar_shows_status_progress_and_loads_through_the_controller(stub):
-    from workbench.ui.panels.model_bar import ModelBar
+    from workbench.ui.loading.panel import ModelBar
 
     s = AppState(source="bert-tiny")
     bar = ModelBar(s, stub, choices={"presets": ["bert-tiny", "bert-base"], "exporters": ("torchscript", "dynamo"),
@@ -79,7 +79,7 @@ def test_model_bar_shows_status_progress_and_loads_through_the_controller(stub):
 
 
 def test_fusion_panel_draws_rows_and_sends_clicks(loaded, stub):
-    from workbench.ui.panels.fusion import FusionPanel
+    from workbench.ui.steps.panel import FusionPanel
 
     p = FusionPanel(loaded, stub)  # made after the load: draws what is there
     assert "attention" in p.rows and p.toggles["attention"].value is True
@@ -106,7 +106,7 @@ def test_fusion_panel_draws_rows_and_sends_clicks(loaded, stub):
 
 def test_steps_that_cannot_apply_fold_under_one_line(loaded, stub):
     """bert-tiny's graph lacks the anchors of some ORT steps: those sit under one line, hidden until clicked."""
-    from workbench.ui.panels.fusion import FusionPanel
+    from workbench.ui.steps.panel import FusionPanel
 
     p = FusionPanel(loaded, stub)
     snaps = {sn.step: sn for sn in loaded.snapshots}
@@ -129,7 +129,7 @@ def test_steps_that_cannot_apply_fold_under_one_line(loaded, stub):
 
 def test_graph_panes_draw_the_pair_resize_and_report_clicks(loaded, stub):
     from workbench.ui.link import link_panes
-    from workbench.ui.panels.graph import GraphPane, ViewBar
+    from workbench.ui.graph.panel import GraphPane, ViewBar
 
     before, after = GraphPane(loaded, stub, "before"), GraphPane(loaded, stub, "after")
     link_panes(before, after, stub)
@@ -154,7 +154,7 @@ def test_graph_panes_draw_the_pair_resize_and_report_clicks(loaded, stub):
 
 
 def test_profile_panel_plots_samples_results_and_disables_buttons(stub):
-    from workbench.ui.panels.profile import ProfilePanel
+    from workbench.ui.measuring.panel import ProfilePanel
 
     s = AppState()
     p = ProfilePanel(s, stub)
@@ -188,8 +188,8 @@ def test_profile_panel_plots_samples_results_and_disables_buttons(stub):
 
 
 def test_text_and_sweep_panels_send_their_inputs(stub):
-    from workbench.ui.panels.sweep import SweepPanel
-    from workbench.ui.panels.text import TextPanel
+    from workbench.ui.sweep.panel import SweepPanel
+    from workbench.ui.text.panel import TextPanel
 
     s = AppState(source="bert-tiny")
     t = TextPanel(s, stub)

@@ -22,14 +22,14 @@ from ..models import PRESETS
 from . import compat
 from .controller import Controller
 from .link import link_panes
-from .panels.fusion import FusionPanel
-from .panels.graph import GraphPane, ViewBar
-from .panels.model_bar import ModelBar
-from .panels.netron import NetronPanel
-from .panels.profile import ProfilePanel
-from .panels.report import ReportPanel
-from .panels.sweep import SweepPanel
-from .panels.text import TextPanel
+from .steps.panel import FusionPanel
+from .graph.panel import GraphPane, ViewBar
+from .loading.panel import ModelBar
+from .graph.netron_panel import NetronPanel
+from .measuring.panel import ProfilePanel
+from .report.panel import ReportPanel
+from .sweep.panel import SweepPanel
+from .text.panel import TextPanel
 from .state import AppState
 from .styles import CSS
 

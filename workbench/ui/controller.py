@@ -18,20 +18,20 @@ from typing import Any
 
 from ..errors import WorkbenchError
 from ..ort.session import cuda_status
-from .auto_engine import AutoEngine
-from .graph_tools import GraphTools
+from .loading.engine import AutoEngine
+from .graph.tools import GraphTools
 from .jobs import Job, JobRunner
-from .live_rules import LiveRules
-from .loading import ModelLoading
-from .measuring import Measuring
-from .parity_checks import ParityChecks
-from .reporting import Reporting
+from .steps.live_rules import LiveRules
+from .loading.feature import ModelLoading
+from .measuring.feature import Measuring
+from .steps.parity import ParityChecks
+from .report.feature import Reporting
 from .state import AppState, JobStatus, Status
-from .step_rows import default_step, step_near, step_rows
-from .sweep import Sweep
-from .text_answers import TextAnswers
-from .tuning import Tuning
-from .views import GraphViews, step_name
+from .steps.rows import default_step, step_near, step_rows
+from .sweep.feature import Sweep
+from .text.feature import TextAnswers
+from .measuring.tuning import Tuning
+from .graph.views import GraphViews, step_name
 
 #: Jobs whose start clears the last error (background upkeep does not).
 _USER_JOBS = {"load", "toggle", "session layer", "netron", "benchmark", "profile", "ablation", "tune", "answers", "sweep"}
@@ -149,7 +149,7 @@ class Controller:
         self.runner.start("load", self.loading.run)
 
     def adopt(self, tl, sch, snaps, *, fusion_s: float = 0.0) -> None:
-        """Show a new timeline's snapshots (what :class:`~workbench.ui.loading.ModelLoading` ran), then start its
+        """Show a new timeline's snapshots (what :class:`~workbench.ui.loading.feature.ModelLoading` ran), then start its
         warm-up, the parity checks and the warm-up line."""
         self.timeline, self.scheduler = tl, sch
         self.measuring.snapshots_changed(snaps, new_model=True)
@@ -247,7 +247,7 @@ class Controller:
         s.rows = tuple(step_rows(self.timeline, s.snapshots, s.engine, self._pending))
 
     def step_rows(self) -> list[dict]:
-        """The fusion panel's rows as plain data (see :func:`workbench.ui.step_rows.step_rows`)."""
+        """The fusion panel's rows as plain data (see :func:`workbench.ui.steps.rows.step_rows`)."""
         return step_rows(self.timeline, self.state.snapshots, self.state.engine, self._pending)
 
     def default_step(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def link_panes(before, after, controller) -> None:
-    """Wire two :class:`~workbench.ui.panels.graph.GraphPane` clicks to ``controller.click``.
+    """Wire two :class:`~workbench.ui.graph.panel.GraphPane` clicks to ``controller.click``.
 
     A click on a node in the "after" pane selects it (and rings what it replaced in "before"); a click
     on a collapsed layer in either pane opens or folds that layer in both.

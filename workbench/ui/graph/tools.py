@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from .views import step_name
-from ..viz.netron import NetronViewer
+from ...viz.netron import NetronViewer
 
 
 class GraphTools:

@@ -1,18 +1,18 @@
 """The sweep feature: a fleet sweep (``workbench.measure.fleet.run``) from the app's sweep panel.
 
 :class:`Sweep` writes ``state.sweep`` of the one :class:`~workbench.ui.state.AppState` as rows come; its
-work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.MEASURE_LANE`).
+work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.feature.MEASURE_LANE`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..measure.fleet import run as fleet_run  # its ``run_sweep``: this feature's own method is named so too
-from ..measure.fleet.spec import safe_yaml
-from .jobs import Job
-from .measuring import MEASURE_LANE
+from ...errors import ConfigError
+from ...measure.fleet import run as fleet_run  # its ``run_sweep``: this feature's own method is named so too
+from ...measure.fleet.spec import safe_yaml
+from ..jobs import Job
+from ..measuring.feature import MEASURE_LANE
 
 
 class Sweep:

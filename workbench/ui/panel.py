@@ -1,4 +1,8 @@
-"""What every panel shares: the state it observes, the controller it writes through, a draw lock."""
+"""What every panel shares: the state it observes, the controller it writes through, a draw lock.
+
+A panel (``<feature>/panel.py``, beside the feature object that writes its part of the state) observes the app
+state and updates its own widgets; it writes only through the controller and its features, never imports another
+panel or a compute module."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import threading
 from copy import deepcopy
 from typing import Any, Callable
 
-from ...concurrency import new_lock
+from ..concurrency import new_lock
 
 
 def esc(x: Any) -> str:

@@ -3,7 +3,7 @@ slider, the session layer, and the op counts before and after the selected step.
 
 from __future__ import annotations
 
-from .base import Panel, badge, esc
+from ..panel import Panel, badge, esc
 
 _HELP = ("(tick to switch a step on or off; click a name to see its before and after; parity: grey not checked "
          "yet, green same outputs as the export, red different)")

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..errors import WorkbenchError
-from ..report.html import write_report
-from .views import step_name
+from ... import __version__
+from ...errors import WorkbenchError
+from ...report.html import write_report
+from ..graph.views import step_name
 
 
 class Reporting:

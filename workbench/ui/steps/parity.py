@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from ..errors import WorkbenchError
-from .views import step_name
+from ...errors import WorkbenchError
+from ..graph.views import step_name
 
 
 class ParityChecks:

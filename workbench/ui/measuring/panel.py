@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...viz import latency as vl
 from ...viz.labels import on_gpu, variant_label, workload_figure
 from ...viz.summary import task_parity_words as words
-from .base import Panel, badge, esc, sync_figure
+from ..panel import Panel, badge, esc, sync_figure
 
 _MEASURING = ("benchmark", "profile", "ablation", "tune", "answers", "sweep")
 _FIGURES = ("live", "dist", "pct", "ops", "ablation")

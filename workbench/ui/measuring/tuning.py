@@ -1,7 +1,7 @@
 """The tuning feature: what each fusion buys here (ablation), and ``workbench tune`` from the app.
 
 :class:`Tuning` writes ``state.ablation`` and ``state.tune`` of the one :class:`~workbench.ui.state.AppState`;
-its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.MEASURE_LANE`), one
+its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.feature.MEASURE_LANE`), one
 measurement at a time.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import WorkbenchError
-from ..measure.tune import run as tune_run  # its ``tune``: this feature's own method is named so too
-from ..measure.tune.ablation import fusion_ablation
-from ..measure.tune.rows import fig
-from ..measure.tune.save import check_target, save
-from .jobs import Job
-from .measuring import MEASURE_LANE
+from ...errors import WorkbenchError
+from ...measure.tune import run as tune_run  # its ``tune``: this feature's own method is named so too
+from ...measure.tune.ablation import fusion_ablation
+from ...measure.tune.rows import fig
+from ...measure.tune.save import check_target, save
+from ..jobs import Job
+from .feature import MEASURE_LANE
 
 
 class Tuning:

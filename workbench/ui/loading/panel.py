@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import Panel, esc
+from ..panel import Panel, esc
 
 _COLOURS = {"info": "#333", "error": "#cf222e", "ok": "#1a7f37", "busy": "#0969da"}
 _ICONS = {"info": "", "error": "✖ ", "ok": "✔ ", "busy": "⏳ "}

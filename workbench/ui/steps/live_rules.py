@@ -9,9 +9,9 @@ refuses in one line what is not a rule instance and a name a built-in step has, 
 
 from __future__ import annotations
 
-from ..errors import FusionError
-from ..fusion import register_rule, unregister_rule
-from ..fusion.scheduler import rule_time_limit, set_rule_time_limit
+from ...errors import FusionError
+from ...fusion import register_rule, unregister_rule
+from ...fusion.scheduler import rule_time_limit, set_rule_time_limit
 
 
 class LiveRules:

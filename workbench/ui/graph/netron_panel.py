@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Panel
+from ..panel import Panel
 
 
 class NetronPanel(Panel):

@@ -5,11 +5,11 @@ No widgets here; the fusion panel draws these rows and the tests read them direc
 
 from __future__ import annotations
 
-from ..fusion import BY_NAME
-from ..ort.answer_policy import TaskParity
-from ..report.data import not_applicable
-from ..viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
-from .views import step_name
+from ...fusion import BY_NAME
+from ...ort.answer_policy import TaskParity
+from ...report.data import not_applicable
+from ...viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
+from ..graph.views import step_name
 
 #: Ops a fusion emits (what the "fused here" column names).
 FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "LayerNormalization", "BiasGelu", "Gelu",

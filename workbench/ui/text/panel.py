@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...viz.summary import answers_verdict, task_parity_words
-from .base import Panel, badge, esc
+from ..panel import Panel, badge, esc
 
 
 def answers_html(rows) -> str:

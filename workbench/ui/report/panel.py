@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Panel, esc
+from ..panel import Panel, esc
 
 
 class ReportPanel(Panel):

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..graph.groups import view_groups
-from ..graph.layout import layout_graph
-from ..graph.nodes import node_table, without_constants
-from ..viz.graph import pane_height, shared_yrange
-from .state import GraphView, PairView
+from ...graph.groups import view_groups
+from ...graph.layout import layout_graph
+from ...graph.nodes import node_table, without_constants
+from ...viz.graph import pane_height, shared_yrange
+from ..state import GraphView, PairView
 
 
 def step_name(step) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..fusion.timeline import auto_choice
-from .step_rows import ENGINE_TITLES, engine_summary
+from ...fusion.timeline import auto_choice
+from ..steps.rows import ENGINE_TITLES, engine_summary
 
 
 class AutoEngine:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...viz.graph import graph_scene
-from .base import Panel
+from ..panel import Panel
 
 
 class GraphPane(Panel):

@@ -4,7 +4,7 @@ and hand the snapshots to the controller.
 :class:`ModelLoading` runs as the controller's "load" job (the model lane). It reads the settings of the one
 :class:`~workbench.ui.state.AppState` and writes ``state.sentences``, ``state.text_line`` and ``state.answers``
 (emptied when a new export replaces the text's model) and, while the fusion steps run, the export's graph as the
-first snapshot; it gives the engine choice to :class:`~workbench.ui.auto_engine.AutoEngine` (the engine lines, auto's
+first snapshot; it gives the engine choice to :class:`~workbench.ui.loading.engine.AutoEngine` (the engine lines, auto's
 comparison) and the new timeline and scheduler to :meth:`Controller.adopt <workbench.ui.controller.Controller.adopt>`,
 which owns what follows (the snapshots shown, the warm-up, parity).
 """
@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ..export import export
-from ..fusion import Timeline
-from ..fusion.scheduler import FusionScheduler
-from ..fusion.timeline import likely_engine
-from ..models import resolve
-from .step_rows import ENGINE_TITLES
+from ...export import export
+from ...fusion import Timeline
+from ...fusion.scheduler import FusionScheduler
+from ...fusion.timeline import likely_engine
+from ...models import resolve
+from ..steps.rows import ENGINE_TITLES
 
 
 class ModelLoading:

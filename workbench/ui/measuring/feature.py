@@ -5,8 +5,8 @@ snapshots (``profiles``: each follows its snapshot when a toggle shifts the indi
 the only writer of ``state.series``, ``state.bench_result``, ``state.explanation``, ``state.gpu_note``,
 ``state.op_breakdown`` and ``state.kernels`` of the one :class:`~workbench.ui.state.AppState`. The controller tells
 it when the snapshots change (:meth:`Measuring.snapshots_changed`). Ablation and tune are
-:class:`~workbench.ui.tuning.Tuning`, sweeps :class:`~workbench.ui.sweep.Sweep`, answers on real text
-:class:`~workbench.ui.text_answers.TextAnswers`: everything here, and in those features, runs in the job runner's
+:class:`~workbench.ui.measuring.tuning.Tuning`, sweeps :class:`~workbench.ui.sweep.feature.Sweep`, answers on real text
+:class:`~workbench.ui.text.feature.TextAnswers`: everything here, and in those features, runs in the job runner's
 "measure" lane (:data:`MEASURE_LANE`), one at a time (two measurements at once would time each other), and those
 features ask :meth:`Measuring.ready` / :meth:`Measuring.busy` before they start.
 """
@@ -17,17 +17,17 @@ import dataclasses
 import time
 from typing import Any
 
-from ..errors import WorkbenchError
-from ..measure.harness.bench import Variant, stream_benchmark
-from ..measure.harness.explain import explain
-from ..measure.harness.profile import profile_ops
-from ..measure.variants import Build, get, is_quantized
-from ..measure.variants.answers import builtin_answers_text, int8_flags
-from ..measure.variants.gpu_column import DevicePlan, check_on_gpu, device_plan, gpu_key
-from ..ort.gpu import gpu_status
-from ..ort.session import cuda_status
-from .jobs import Job
-from .views import step_name
+from ...errors import WorkbenchError
+from ...measure.harness.bench import Variant, stream_benchmark
+from ...measure.harness.explain import explain
+from ...measure.harness.profile import profile_ops
+from ...measure.variants import Build, get, is_quantized
+from ...measure.variants.answers import builtin_answers_text, int8_flags
+from ...measure.variants.gpu_column import DevicePlan, check_on_gpu, device_plan, gpu_key
+from ...ort.gpu import gpu_status
+from ...ort.session import cuda_status
+from ..jobs import Job
+from ..graph.views import step_name
 
 #: The job runner's lane for every measurement: one at a time, two would time each other.
 MEASURE_LANE = "measure"

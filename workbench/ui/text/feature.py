@@ -2,15 +2,15 @@
 
 :class:`TextAnswers` writes ``state.sentences``, ``state.text_line`` and ``state.answers`` of the one
 :class:`~workbench.ui.state.AppState` (and the controller's ``text``, the batches every measurement then uses);
-its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.MEASURE_LANE`).
+its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.feature.MEASURE_LANE`).
 """
 
 from __future__ import annotations
 
-from ..measure.variants.answers import task_answers
-from ..text import text_batches
-from .jobs import Job
-from .measuring import MEASURE_LANE
+from ...measure.variants.answers import task_answers
+from ...text import text_batches
+from ..jobs import Job
+from ..measuring.feature import MEASURE_LANE
 
 
 class TextAnswers:

@@ -1,0 +1,1 @@
+"""A fleet sweep from the app: `feature.py` runs it, `panel.py` takes its spec and shows its table."""
