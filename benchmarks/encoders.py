@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.config import BenchConfig
-from workbench.measure.harness.bench import Variant, benchmark
-from workbench.measure.variants import standard_variants
 from workbench.cache.atomic import atomic_write_text
+from workbench.config import BenchConfig
+from workbench.measure.harness.bench import benchmark
+from workbench.measure.harness.results import Variant
+from workbench.measure.variants import standard_variants
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = ("modernbert-base", "nomic-embed", "gte-base", "eurobert-210m")

@@ -26,16 +26,17 @@ import sys
 import time
 from pathlib import Path
 
+from workbench.cache.atomic import atomic_write_text
 from workbench.config import BenchConfig, ExportConfig, FusionPlan
 from workbench.export import export
 from workbench.fusion.catalog import session_optimizers_off
 from workbench.graph.summary import attention_kinds
-from workbench.measure.harness.bench import Variant, benchmark
+from workbench.measure.harness.bench import benchmark
 from workbench.measure.harness.profile import profile_ops
+from workbench.measure.harness.results import Variant
 from workbench.measure.variants.models import fuse_bert
 from workbench.models import resolve
 from workbench.ort.machine import machine_line
-from workbench.cache.atomic import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STD = frozenset({"standard_attention"})

@@ -9,12 +9,13 @@ import os
 import subprocess
 import sys
 
+import badmodels as bm
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper as h, numpy_helper
+from onnx import TensorProto, numpy_helper
+from onnx import helper as h
 
-import badmodels as bm
 from workbench.config import BenchConfig, ExportConfig, FusionPlan
 from workbench.errors import WorkbenchError
 
@@ -90,7 +91,8 @@ def test_every_bad_file_through_the_python_api(zoo):
 
 def test_non_bert_models_say_so_and_still_profile(tmp_path):
     from workbench.fusion import run_fusion
-    from workbench.measure.harness.bench import Variant, benchmark
+    from workbench.measure.harness.bench import benchmark
+    from workbench.measure.harness.results import Variant
 
     for name, model in (("add", bm.add_model()), ("cnn", small_cnn())):
         p = tmp_path / f"{name}.onnx"
@@ -107,8 +109,9 @@ def test_the_process_still_works_after_the_bad_input_suite(zoo, tiny_export):
     """Run every bad input in this process, then do the real work in the same process."""
     from workbench.export import export
     from workbench.fusion import run_fusion
+    from workbench.measure.harness.bench import benchmark
+    from workbench.measure.harness.results import Variant
     from workbench.modelio import load_model
-    from workbench.measure.harness.bench import Variant, benchmark
 
     _, files = zoo
     for path in files.values():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from workbench.measure.variants.labels import variant_label
 from workbench.report.data import collect
-from workbench.viz.labels import variant_label
 from workbench.report.html import render, words
 
 

@@ -10,7 +10,7 @@ from onnx import numpy_helper
 
 from workbench.config import FusionPlan
 from workbench.fusion import Timeline, run_fusion
-from workbench.fusion.engines import trace_rules
+from workbench.fusion.engine_logs import trace_rules
 from workbench.fusion.rules import fuse_sdpa_attention, sdpa_attention_rules
 from workbench.fusion.rules.sdpa_attention import SdpaAttentionFusion
 from workbench.fusion.timeline import ParityReference

@@ -7,11 +7,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import TensorProto as T, helper as h, numpy_helper
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
 
 from workbench.config import FusionPlan
 from workbench.fusion import Timeline
-from workbench.fusion.engines import engine_steps, trace_rules
+from workbench.fusion.engine_logs import trace_rules
+from workbench.fusion.engines import engine_steps
 from workbench.fusion.rules import fuse_standard_attention, standard_attention_rules
 from workbench.graph.summary import attention_kinds
 from workbench.ort.session import create_session, run_session

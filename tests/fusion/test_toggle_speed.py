@@ -11,7 +11,9 @@ from onnx import numpy_helper
 from workbench.concurrency import engine_turn, foreground
 from workbench.config import FusionPlan
 from workbench.fusion import Timeline, run_fusion
-from workbench.fusion.engines import EngineContext, engine_steps, one_shot, ort_anchors
+from workbench.fusion.engine_types import EngineContext
+from workbench.fusion.engines import engine_steps, one_shot
+from workbench.fusion.ort_engine import ort_anchors
 from workbench.fusion.scheduler import FusionScheduler
 from workbench.fusion.snapshot_weights import WeightStore, is_stub, reading_from
 

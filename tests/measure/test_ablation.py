@@ -105,8 +105,8 @@ def test_tuned_plan_switches_on_a_step_that_helps_and_off_one_that_hurts():
 
 
 def test_savings_are_round_by_round_ratios_that_load_in_a_few_rounds_does_not_move():
+    from workbench.measure.harness.results import VariantStats
     from workbench.measure.tune.ablation import _round_by_round
-    from workbench.measure.harness.bench import VariantStats
 
     def stats(samples):
         return VariantStats.from_samples({"name": "v", "provider": "cpu"}, samples, 1, None, None, [])

@@ -12,7 +12,8 @@ import pytest
 
 from workbench.config import BenchConfig
 from workbench.errors import BenchmarkError, ConfigError, RuntimeUnavailableError, WorkbenchError
-from workbench.measure.harness.bench import BenchResult, RunSample, Variant, benchmark, stream_benchmark
+from workbench.measure.harness.bench import benchmark, stream_benchmark
+from workbench.measure.harness.results import BenchResult, RunSample, Variant
 
 FAST = BenchConfig(seq=16, runs=4, warmup=1, threads=1)
 

@@ -12,8 +12,19 @@ import pytest
 
 from workbench.errors import ConfigError, RuntimeUnavailableError
 from workbench.ort.cuda_build import cuda_build, from_requirements
-from workbench.ort.gpu import (CUDA, TRT, BoundSession, GraphShape, check_graph_shape, gpu_facts, gpu_status,
-                               graph_shape_problem, guard_providers, output_shapes, tensorrt_status)
+from workbench.ort.gpu import (
+    CUDA,
+    TRT,
+    BoundSession,
+    GraphShape,
+    check_graph_shape,
+    gpu_facts,
+    gpu_status,
+    graph_shape_problem,
+    guard_providers,
+    output_shapes,
+    tensorrt_status,
+)
 from workbench.ort.inputs import make_inputs, spec_from_onnx
 from workbench.ort.session import create_session, cuda_status, probe_cuda_provider
 
@@ -143,7 +154,7 @@ def test_gpu_facts_say_versions_and_no_gpu_here():
 
 def test_each_gpu_variant_is_a_recipe_saying_what_it_is_and_its_tolerance():
     from workbench.measure import variants
-    from workbench.viz.labels import variant_label
+    from workbench.measure.variants.labels import variant_label
 
     gpu_only = [r.name for r in variants.RECIPES if r.devices == ("cuda",)]
     assert gpu_only == ["fused-cudagraph", "fp16-cudagraph", "trt-fp16"]

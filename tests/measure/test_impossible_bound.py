@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from workbench.measure.harness.bench import BenchResult, VariantStats
+from workbench.measure.harness.results import BenchResult, VariantStats
 from workbench.measure.worker.floor import _cache_file, _read, distrust_rate, machine_matmul_info, plausible_bound
 
 

@@ -11,8 +11,8 @@ from workbench.errors import BenchmarkError, ConfigError
 
 
 def test_sweep_grid_table_and_json(tiny_export, tmp_path):
-    from workbench.measure.harness.bench import Variant
     from workbench.measure.fleet.sweep import COLUMNS, sweep
+    from workbench.measure.harness.results import Variant
 
     path = tiny_export().path
     seen = []

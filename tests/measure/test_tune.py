@@ -107,12 +107,12 @@ def test_answers_decide_on_sentences_the_search_never_saw(tuned, tiny):
         assert by[name]["task_parity"]["sentences"] == len(check)
         assert by[name]["task_parity_search"]["sentences"] == len(search)
     # The guarded int8 model's answers on the check part, recomputed here from the file the tune timed.
+    import torch
+
     from workbench.measure.variants.split import one_at_a_time
     from workbench.models import resolve
     from workbench.ort.session import create_session
     from workbench.ort.task_parity import task_parity
-
-    import torch
     src = resolve(str(tiny))
     text = one_at_a_time(src, doc["split"]["check"])
     model = src.build("eager")
@@ -141,7 +141,7 @@ def test_tune_saves_a_folder_whose_card_lines_reproduce_the_timed_outputs(tuned)
     blocks = _blocks(card)
     assert len(blocks) == (2 if saved["openvino"] else 1)
     assert saved["saved_max_abs_diff"] == 0
-    from workbench.measure.tune.save import CARD_TEXT
+    from workbench.measure.tune.card import CARD_TEXT
     from workbench.ort.session import create_session
 
     for code in blocks:
@@ -268,8 +268,8 @@ def test_bench_asking_only_for_openvino_without_it_says_how_to_install_it(monkey
 
 
 def test_missing_openvino_says_how_to_add_it(monkeypatch):
-    from workbench.measure.worker import peers
     from workbench.measure.variants import available
+    from workbench.measure.worker import peers
 
     monkeypatch.delenv(peers.DISABLE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "openvino", None)

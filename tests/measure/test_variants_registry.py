@@ -7,9 +7,9 @@ import pytest
 
 def test_every_recipe_is_one_name_with_a_runner_and_its_label_everywhere():
     from workbench.measure import variants
-    from workbench.measure.tune.run import ORDER
     from workbench.measure.tune.rows import PEERS
-    from workbench.viz.labels import variant_label
+    from workbench.measure.tune.run import ORDER
+    from workbench.measure.variants.labels import variant_label
 
     names = [r.name for r in variants.RECIPES]
     assert len(names) == len(set(names)) and names[:4] == ["torch", "torch-compile", "unfused", "fused"]

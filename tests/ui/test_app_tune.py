@@ -40,7 +40,7 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
     assert (tmp_path / "deploy" / "tokenizer_config.json").is_file()
     import html
 
-    from workbench.viz.labels import variant_label
+    from workbench.measure.variants.labels import variant_label
 
     assert html.escape(variant_label(res.recommended["latency"].variant)) in app.profile_panel.w_tune_result.value
     assert "Recommended for" in app.save_report(tmp_path / "r.html").read_text()

@@ -87,7 +87,7 @@ def test_graph_widget_switches_views_and_moves_only_rings_on_a_new_highlight(tab
 def test_latency_figures_carry_the_numbers():
     series = {"unfused": [10.0, 11.0, 12.0], "fused": [5.0, 5.5, 6.0]}
     live = vl.live_figure(series, floor_ms=3.0)
-    # Stable keys in, the words a user reads out (workbench/viz/labels.py).
+    # Stable keys in, the words a user reads out (workbench/measure/variants/labels.py).
     assert [t.name for t in live.data] == ["ONNX Runtime, no optimizations", "fused (all steps)"]
     assert list(live.data[1].y) == [5.0, 5.5, 6.0] and list(live.data[1].x) == [1, 2, 3]
     assert live.layout.shapes[0].y0 == 3.0

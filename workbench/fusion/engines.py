@@ -28,10 +28,9 @@ import tempfile
 import onnx
 
 from ..errors import FusionError
-from .adapters import ENGINE_NAMES, adapter
-from .engine_logs import capture_ort_logs, quiet_stdout, rules_of, trace_rules
-from .engine_types import EngineContext, EngineStep, StepOutcome
-from .ort_engine import ORT_STEPS, ort_anchors, shape_view
+from .adapters import adapter
+from .engine_logs import capture_ort_logs, quiet_stdout
+from .engine_types import EngineStep
 from .registry import steps
 
 
@@ -69,5 +68,4 @@ def one_shot(engine: str, model: onnx.ModelProto, *, num_heads: int = 0, hidden_
     raise FusionError(f"engine must be 'ort' or 'onnxscript', not {engine!r}")
 
 
-__all__ = ["EngineContext", "EngineStep", "StepOutcome", "ORT_STEPS", "ENGINE_NAMES", "adapter", "engine_steps",
-           "one_shot", "ort_anchors", "shape_view", "capture_ort_logs", "quiet_stdout", "rules_of", "trace_rules"]
+__all__ = ["engine_steps", "one_shot"]

@@ -16,10 +16,10 @@ from ..graph.summary import FUSED_OPS
 from ..measure.harness.explain import explain
 from ..measure.harness.load import busy_words
 from ..measure.variants import is_quantized
+from ..measure.variants.labels import variant_label
+from ..measure.variants.labels import workload_figure as fig
 from ..ort.answer_policy import TaskParity
 from ..ort.machine import machine_line
-from ..viz.labels import variant_label
-from ..viz.labels import workload_figure as fig
 from ..viz.summary import CSS as SUMMARY_CSS
 from ..viz.summary import ENGINE_TITLES, export_words, ms, random_weights_words, sci, summary_box, task_parity_words
 from .data import not_applicable, plural, summary

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
+from ..measure.variants.labels import variant_label
 from ..ort.answer_policy import THRESHOLDS, TaskParity, words
-from .labels import variant_label
 
 #: What each fusion engine is called on screen.
 ENGINE_TITLES = {"ort": "ORT transformers optimizer", "onnxscript": "onnxscript rules"}

@@ -38,11 +38,12 @@ from ...fusion.catalog import session_optimizers_off
 from ...modelio import load_model
 from ...models import resolve
 from ...path_checks import check_output_path
-from ..harness.bench import Variant, benchmark
+from ..harness.bench import benchmark
+from ..harness.results import Variant
 from ..variants import for_precision
 from ..variants.models import fuse_bert
-from .rows import Ledger, machine_type, read_rows, summarize
-from .spec import config_key, expand, load_spec
+from .rows import Ledger, machine_type, read_rows
+from .spec import config_key, expand
 
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"
@@ -349,5 +350,5 @@ def to_frame(result: dict):
     return pd.DataFrame(recs)
 
 
-__all__ = ["run_sweep", "load_spec", "expand", "summarize", "to_frame", "MEASURE_RESOURCE", "BUILD_KEYS", "TRACE_ENV",
-           "build", "build_path", "measure", "model_key", "config_key"]
+__all__ = ["run_sweep", "to_frame", "MEASURE_RESOURCE", "BUILD_KEYS", "TRACE_ENV", "build", "build_path", "measure",
+           "model_key"]

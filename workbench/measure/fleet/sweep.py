@@ -16,8 +16,9 @@ from typing import Callable, Iterable
 
 from ...cache.atomic import atomic_write_text
 from ...config import BenchConfig
-from ...errors import BenchmarkError, ConfigError, WorkbenchError
-from ..harness.bench import BenchResult, Variant, benchmark
+from ...errors import ConfigError, WorkbenchError
+from ..harness.bench import benchmark
+from ..harness.results import BenchResult, Variant
 
 COLUMNS = ["variant", "provider", "batch", "seq", "threads", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms",
            "throughput_per_s", "runs", "floor_ms", "floor_ratio", "cosine", "max_abs_diff", "error", "busy"]
@@ -99,4 +100,4 @@ def sweep(variants: list[Variant], batches: Iterable[int] = (1,), seqs: Iterable
     return SweepResult(rows, machine)
 
 
-__all__ = ["sweep", "SweepResult", "COLUMNS", "BenchmarkError"]
+__all__ = ["sweep", "SweepResult", "COLUMNS"]

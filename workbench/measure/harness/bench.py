@@ -390,5 +390,4 @@ def benchmark(variants: list[Variant], cfg: BenchConfig | None = None, *, timeou
         return handle.result(timeout)
 
 
-__all__ = ["Variant", "RunSample", "VariantStats", "BenchResult", "BenchHandle", "stream_benchmark", "benchmark",
-           "throughput", "prepare_variants"]
+__all__ = ["BenchHandle", "stream_benchmark", "benchmark", "throughput"]

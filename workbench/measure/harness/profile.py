@@ -14,10 +14,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ...config import BenchConfig
-from ..worker.profile_events import layer_map, parse_profile_events
 from ..worker.protocol import ProfileJob
-from .bench import BenchHandle, Variant
-from .results import prepare_variants
+from .bench import BenchHandle
+from .results import Variant, prepare_variants
 
 _COLUMNS = ["node", "op_type", "provider", "kernel", "layer", "mean_us", "calls_per_run", "share"]
 
@@ -166,4 +165,4 @@ def compare_profiles(before: OpProfile, after: OpProfile):
     return pd.DataFrame(rows, columns=["op_type", "before_us", "after_us", "delta_us"]).sort_values("delta_us")
 
 
-__all__ = ["profile_ops", "OpProfile", "parse_profile_events", "layer_map", "compare_profiles"]
+__all__ = ["profile_ops", "OpProfile", "compare_profiles"]

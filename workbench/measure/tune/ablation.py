@@ -32,7 +32,8 @@ from ...fusion.timeline import run_fusion
 from ...graph.summary import histogram
 from ...models import ModelSource, resolve
 from ...ort.machine import machine_line
-from ..harness.bench import Variant, benchmark
+from ..harness.bench import benchmark
+from ..harness.results import Variant
 from ..variants.models import fuse_bert
 
 Progress = Callable[[str, float], None]

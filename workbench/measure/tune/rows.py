@@ -15,7 +15,7 @@ from ...ort.answer_policy import holds
 from ..harness.explain import INT8_UNITS
 from ..variants import peers, recipe
 from ..variants.labels import variant_label, workload_figure
-from .result import METRIC, Recommendation, TuneResult, VariantRow
+from .result import Recommendation, TuneResult, VariantRow
 
 #: What a user would pick instead, as its users ship it (the recipes marked ``peer``).
 PEERS = peers()
@@ -122,4 +122,4 @@ def peers_line(result: TuneResult, workload: str = "latency") -> str:
     return "; ".join(parts) or "no peer measured"
 
 
-__all__ = ["PEERS", "METRIC", "row", "recommend", "why", "peers_line", "fig", "shipped_figures"]
+__all__ = ["PEERS", "row", "recommend", "why", "peers_line", "fig", "shipped_figures"]

@@ -39,7 +39,7 @@ from ..variants.labels import VARIANT_LABELS as LABELS
 from ..variants.split import one_at_a_time, split
 from .plan import machine_plan
 from .result import SessionSpec, Skipped, TuneResult
-from .rows import PEERS, peers_line, recommend, row, why
+from .rows import recommend, row, why
 from .slices import shipped as as_shipped
 from .workload import latency_text, pad_id_of, serve_job, workloads
 
@@ -192,4 +192,4 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         **_variant_facts(vs))
 
 
-__all__ = ["tune", "ORDER", "PEERS", "LABELS", "peers_line", "size_mb"]
+__all__ = ["tune", "ORDER", "LABELS", "size_mb"]

@@ -191,4 +191,4 @@ def save(result: TuneResult, out_dir, source) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["save", "check_target", "saved_variants", "reproduce", "reproduce_openvino", "CARD_TEXT"]
+__all__ = ["save", "check_target", "saved_variants", "reproduce", "reproduce_openvino"]

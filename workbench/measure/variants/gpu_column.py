@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ...errors import RuntimeUnavailableError
 from .. import variants
 from .labels import GPU_TAG, on_gpu
+
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
 
@@ -73,4 +74,4 @@ def check_on_gpu(session_providers: dict[str, list[str]]) -> None:
                 f"fell back silently; no GPU figure is taken from it")
 
 
-__all__ = ["DevicePlan", "GPU_TAG", "gpu_recipes", "device_plan", "gpu_key", "check_on_gpu"]
+__all__ = ["DevicePlan", "gpu_recipes", "device_plan", "gpu_key", "check_on_gpu"]

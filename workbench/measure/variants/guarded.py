@@ -38,7 +38,8 @@ from ...modelio import copy_model
 from ...ort.answer_policy import THRESHOLDS, TaskParity, holds
 from ...ort.session import create_session
 from ...ort.task_parity import task_parity
-from ..harness.bench import Variant, benchmark
+from ..harness.bench import benchmark
+from ..harness.results import Variant
 from .smooth import activation_absmax, matmul_roles, smooth
 
 Progress = Callable[[str, float], None]

@@ -2,8 +2,8 @@
 
 What a user reads in tables, plots, the app, the report and the model card; JSON keeps the stable keys.
 It lives in ``measure/`` (not ``viz/``) because the tune's sentences and the model card are written
-here, and ``viz/`` may import ``measure/`` but not the other way round; :mod:`workbench.viz.labels`
-re-exports it.
+here, and ``viz/`` may import ``measure/`` but not the other way round; figures, the app and the report
+import it from here.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...fusion.timeline import auto_choice
-from ..steps.rows import ENGINE_TITLES, engine_summary
+from ...viz.summary import ENGINE_TITLES
+from ..steps.rows import engine_summary
 
 
 class AutoEngine:

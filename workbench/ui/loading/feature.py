@@ -19,7 +19,7 @@ from ...fusion import Timeline
 from ...fusion.scheduler import FusionScheduler
 from ...fusion.timeline import likely_engine
 from ...models import resolve
-from ..steps.rows import ENGINE_TITLES
+from ...viz.summary import ENGINE_TITLES
 
 
 class ModelLoading:

@@ -18,16 +18,17 @@ import time
 from typing import Any
 
 from ...errors import WorkbenchError
-from ...measure.harness.bench import Variant, stream_benchmark
+from ...measure.harness.bench import stream_benchmark
 from ...measure.harness.explain import explain
 from ...measure.harness.profile import profile_ops
+from ...measure.harness.results import Variant
 from ...measure.variants import Build, get, is_quantized
 from ...measure.variants.answers import builtin_answers_text, int8_flags
 from ...measure.variants.gpu_column import DevicePlan, check_on_gpu, device_plan, gpu_key
 from ...ort.gpu import gpu_status
 from ...ort.session import cuda_status
-from ..jobs import Job
 from ..graph.views import step_name
+from ..jobs import Job
 
 #: The job runner's lane for every measurement: one at a time, two would time each other.
 MEASURE_LANE = "measure"

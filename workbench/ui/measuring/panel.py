@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...measure.variants.labels import on_gpu, variant_label, workload_figure
 from ...viz import latency as vl
-from ...viz.labels import on_gpu, variant_label, workload_figure
 from ...viz.summary import task_parity_words as words
 from ..panel import Panel, badge, esc, sync_figure
 

@@ -161,4 +161,4 @@ def step_near(snapshots, order: list[str], name: str | None) -> int:
     return default_step(snapshots)
 
 
-__all__ = ["engine_summary", "step_rows", "default_step", "step_near", "answers_text", "ENGINE_TITLES"]
+__all__ = ["engine_summary", "step_rows", "default_step", "step_near", "answers_text"]
