@@ -289,7 +289,7 @@ def _weights_back(model: onnx.ModelProto, folder: str, store) -> None:
             continue
         key = weight_key(t, nbytes(t))
         if store is not None and store.has(key):
-            t.CopyFrom(store._stub(t, key))
+            t.CopyFrom(store.stub(t, key))
             continue
         load_external_data_for_tensor(t, folder)
         t.data_location = onnx.TensorProto.DEFAULT

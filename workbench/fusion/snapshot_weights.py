@@ -230,11 +230,11 @@ class WeightStore:
                     own = onnx.TensorProto()
                     own.CopyFrom(t)
                 self._tensors[key] = own
-            g.initializer.append(self._stub(t, key))
+            g.initializer.append(self.stub(t, key))
         return skel
 
     @staticmethod
-    def _stub(t: onnx.TensorProto, key: str) -> onnx.TensorProto:
+    def stub(t: onnx.TensorProto, key: str) -> onnx.TensorProto:
         stub = onnx.TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims))
         stub.data_location = onnx.TensorProto.EXTERNAL
         e = stub.external_data.add()
