@@ -235,8 +235,11 @@ def test_a_flipped_fused_weight_of_the_timeline_store_is_recomputed_not_fused_in
     import onnx
 
     final = _initializers(store["ref"] / "fused.onnx")
-    weights = [p for p in sorted((cache / "timelines").glob("*/weights/*.pb"), key=lambda p: p.stat().st_size)
-               if onnx.load_tensor(str(p)).name in final]  # one the fused model holds (not an intermediate's)
+    # bench's fused variant and `fuse` opened one timeline of the export (the same arguments), so every packed
+    # weight is on disk once; the largest the fused model holds (not an intermediate's), by size then name.
+    assert len(list((cache / "timelines").glob("*/key.json"))) == 1, "bench and fuse share one timeline"
+    by_size = sorted((cache / "timelines").glob("*/weights/*.pb"), key=lambda p: (p.stat().st_size, p.name))
+    weights = [p for p in by_size if onnx.load_tensor(str(p)).name in final]
     assert weights, "fuse persisted the packed weights its steps made"
     target, intact = weights[-1], weights[-1].read_bytes()
     out = store["base"] / "flip-fused.onnx"

@@ -132,6 +132,13 @@ class ModelSource:
         """Every one-line note a user should read before the results: untested family, head left out."""
         return [*([self.untested] if self.untested else []), *self.notes]
 
+    def timeline_args(self) -> dict:
+        """What every fusion timeline of this model is given (encoder layers, heads, hidden size; None where the
+        config does not say): one set of arguments, so the app, ``fuse``, ``bench``, ``tune``, the report and
+        ``prepare`` open the same timeline of an export and compute it once."""
+        return {"num_layers": self.num_layers or None, "num_heads": self.num_heads or None,
+                "hidden_size": self.hidden_size or None}
+
     @property
     def num_layers(self) -> int | None:
         return self.config_dict.get("num_hidden_layers", self.config_dict.get("n_layers"))

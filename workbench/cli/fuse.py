@@ -36,8 +36,7 @@ def run(args) -> int:
     text = common.text_batches(args, source)  # before the export: a bad file fails in a moment
     with common.StageBar(f"export {source.label}", enabled=not args.json) as bar:
         result = export(source, common.export_config(args), use_cache=not args.no_cache, progress=bar)
-    tl = Timeline(result.path, plan, num_heads=source.num_heads, hidden_size=source.hidden_size,
-                  num_layers=source.num_layers)
+    tl = Timeline(result.path, plan, **source.timeline_args())
     snaps = tl.run()
     ok = True
     if text is not None:

@@ -55,7 +55,7 @@ def _fill_counts(row: dict, tl: Timeline, path, src: ModelSource) -> None:
     for eng, snaps in tl.runs.items():
         if any(_fired(snaps, step, op) for step, op in OWN_RULES):
             alone = Timeline(path, FusionPlan(engine=eng, disabled=frozenset(s for s, _ in OWN_RULES)),
-                             num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
+                             **src.timeline_args())
             row[eng] = _counts(alone.run()[-1])
 
 
@@ -94,8 +94,7 @@ def exporter_matrix(source, opsets: Iterable[int] = MATRIX_OPSETS, *, exporters:
                "best": None, "error": None}
         try:
             res = export(src, ExportConfig(exporter=exp, attention=att, opset=opset), check_parity=False)
-            tl = Timeline(res.path, FusionPlan(engine="auto"), num_heads=src.num_heads, hidden_size=src.hidden_size,
-                          num_layers=src.num_layers)
+            tl = Timeline(res.path, FusionPlan(engine="auto"), **src.timeline_args())
             tl.run()
         except WorkbenchError as e:
             row["error"] = str(e)

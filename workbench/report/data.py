@@ -92,7 +92,7 @@ def _fusion_stage(data: dict, src: ModelSource, path, plan: FusionPlan, text) ->
     """The fusion timeline, its parity (on the text too, after every step, when there is text) and the layer
     pictures, into ``data["fusion"]`` and ``data["layer_pictures"]``."""
     try:
-        tl = run_fusion(path, plan, num_layers=src.num_layers, num_heads=src.num_heads, hidden_size=src.hidden_size)
+        tl = run_fusion(path, plan, **src.timeline_args())
         if text is not None:  # the answers on the text after every step, as `workbench fuse --text` checks them
             tl.use_text(text)
             for i in range(1, len(tl.snapshots)):

@@ -93,8 +93,7 @@ def fusion_run(model, *, exporter: str = "torchscript", attention: str = "eager"
     key = (str(cache_root()), src.identity, exporter, attention, opset, engine, frozenset(disabled))
     if key not in _RUNS:
         r = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
-        tl = Timeline(r.path, FusionPlan(engine=engine, disabled=frozenset(disabled)), num_heads=src.num_heads,
-                      hidden_size=src.hidden_size, num_layers=src.num_layers)
+        tl = Timeline(r.path, FusionPlan(engine=engine, disabled=frozenset(disabled)), **src.timeline_args())
         while len(_RUNS) >= _RUNS_MAX:
             _RUNS.pop(next(iter(_RUNS)))
         _RUNS[key] = tl.run()

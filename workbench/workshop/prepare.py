@@ -80,7 +80,7 @@ def versions() -> dict[str, str]:
 
 
 def _kw(src) -> dict:
-    return dict(num_heads=src.num_heads, hidden_size=src.hidden_size, num_layers=src.num_layers)
+    return src.timeline_args()
 
 
 def app_timeline(src, say: Say) -> None:
@@ -107,15 +107,14 @@ def ablation_models(src, say: Say) -> None:
     built as ``measure/ablation.py`` builds them; the timing itself stays for the participant's machine."""
 
     exp = export(src, ExportConfig())
-    heads, hidden = src.num_heads or 0, src.hidden_size or 0
-    tl = run_fusion(exp.path, FusionPlan(), num_heads=heads or None, hidden_size=hidden or None)
+    tl = run_fusion(exp.path, FusionPlan(), **_kw(src))
     base = FusionPlan(engine=tl.engine_used or "auto")
-    fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base)
+    fuse_bert(exp.path, plan=base, **_kw(src))
     fired = [s.step for s in tl.snapshots[1:] if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion"
              and s.fused_here]
     for step in fired:
         say(f"  fused without {step}")
-        fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base.with_step(step, False))
+        fuse_bert(exp.path, plan=base.with_step(step, False), **_kw(src))
 
 
 def exercises(src, say: Say) -> None:
@@ -142,7 +141,7 @@ def exporter_matrix(src, say: Say) -> None:
     exp18 = export(src, ExportConfig(exporter="dynamo", attention="sdpa", opset=18))
     std = frozenset({"standard_attention"})
     for exp, plan in ((exp18, FusionPlan()), (exp23, FusionPlan(disabled=std)), (exp23, FusionPlan(opted_in=std))):
-        fuse_bert(exp.path, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=plan)
+        fuse_bert(exp.path, plan=plan, **_kw(src))
 
 
 def write_a_fusion(src, say: Say) -> None:
@@ -160,7 +159,7 @@ def write_a_fusion(src, say: Say) -> None:
             say(f"  parity of every snapshot ({len(snaps) - 1} steps)")
             for i in range(1, len(tl.snapshots)):
                 tl.check_parity(i)
-            fuse_bert(r.path, num_heads=src.num_heads, hidden_size=src.hidden_size, plan=plan)
+            fuse_bert(r.path, plan=plan, **_kw(src))
 
 
 def real_text(name: str, say: Say) -> None:

@@ -69,7 +69,7 @@ def build_path(cfg: dict) -> Path:
     src = resolve(cfg["model"])
     exp = export(src, ExportConfig(exporter=cfg["exporter"], attention=cfg["attention"], opset=cfg["opset"]))
     plan = FusionPlan(engine=cfg["engine"], disabled=frozenset(cfg["disable"]))
-    path = fuse_bert(exp.path, num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0, plan=plan)
+    path = fuse_bert(exp.path, plan=plan, **src.timeline_args())
     return Path(for_precision(cfg["precision"]).from_fused(path))  # the recipe of that precision (fused: as it is)
 
 

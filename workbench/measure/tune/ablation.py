@@ -212,13 +212,13 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     src = model if isinstance(model, ModelSource) else resolve(model)
     progress("export", 0.02)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention, opset=opset))
-    heads, hidden = src.num_heads or 0, src.hidden_size or 0
+    args = src.timeline_args()
     progress("fusion timeline", 0.05)
-    tl = run_fusion(exp.path, plan, num_heads=heads or None, hidden_size=hidden or None)
+    tl = run_fusion(exp.path, plan, **args)
     engine = tl.engine_used or plan.engine
     todo, switch_on, emitted = _steps(tl, engine, steps)
     base = FusionPlan(engine=engine, disabled=plan.disabled, opted_in=plan.opted_in)
-    full = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=base)
+    full = fuse_bert(exp.path, plan=base, **args)
     keep_off = session_optimizers_off(base.disabled)
     variants = [Variant(n, full, provider=cfg.provider, disabled_optimizers=keep_off) for n in (FULL, AGAIN)]
     full_ops, change = _op_counts(full), {}
@@ -226,7 +226,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
         on = step in switch_on
         progress(f"fusing {'with' if on else 'without'} {step}", 0.1 + 0.6 * i / max(1, len(todo)))
         p = base.with_step(step, on)
-        path = fuse_bert(exp.path, num_heads=heads, hidden_size=hidden, plan=p)
+        path = fuse_bert(exp.path, plan=p, **args)
         ops = _op_counts(path)
         change[step] = _change(ops, full_ops) if on else _change(full_ops, ops)
         if on:

@@ -103,9 +103,9 @@ def task_answers(model="minilm", sentences=None, *, plan=None, precisions=PRECIS
     text = text or text_batches(src, sentences)
     say("export", 0.05)
     res = export(src)
-    kw = dict(num_heads=src.num_heads or 0, hidden_size=src.hidden_size or 0)
+    kw = src.timeline_args()
     say("fusion timeline", 0.2)
-    tl = Timeline(res.path, plan, num_layers=src.num_layers, **kw)
+    tl = Timeline(res.path, plan, **kw)
     snaps = tl.run()
     tl.use_text(text)
     steps = []

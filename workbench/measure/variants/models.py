@@ -56,8 +56,8 @@ def cached(export_path: Path, recipe: str, build: Callable[[Path], None], name: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = False,
-              plan=None) -> Path:
+def fuse_bert(export_path: Path, *, num_heads: int | None = 0, hidden_size: int | None = 0,
+              num_layers: int | None = None, use_gpu: bool = False, plan=None) -> Path:
     """The export after the fusion timeline's last step (the BERT fusions), cached.
 
     CPU: the same :class:`~workbench.fusion.timeline.Timeline` the notebook
@@ -92,7 +92,8 @@ def fuse_bert(export_path: Path, *, num_heads: int = 0, hidden_size: int = 0, us
 
     def build(out: Path) -> None:
         try:
-            tl = run_fusion(Path(export_path), plan, num_heads=num_heads or None, hidden_size=hidden_size or None)
+            tl = run_fusion(Path(export_path), plan, num_heads=num_heads or None, hidden_size=hidden_size or None,
+                            num_layers=num_layers or None)
         except WorkbenchError:
             raise
         except Exception as e:

@@ -37,7 +37,7 @@ def _tuned(ctx: Build, name: str):
     if plan is None:  # the plan is the caller's (the tune's ablation): variants do not import tune
         raise BenchmarkError(f"{name}: this machine's fusion plan was not given (Build.tuned_plan: "
                              "workbench.measure.tune.plan.tuned_plan_of computes it)")
-    path = fuse_bert(ctx.export_path, num_heads=ctx.heads, hidden_size=ctx.hidden, plan=plan)
+    path = fuse_bert(ctx.export_path, plan=plan, **ctx.src.timeline_args())
     return Variant(name, path, provider=ctx.provider, disabled_optimizers=session_optimizers_off(plan.disabled))
 
 

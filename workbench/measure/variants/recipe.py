@@ -180,7 +180,7 @@ class Build:
         """The export after the fusion timeline under ``plan``, as a file (cached)."""
         from .models import fuse_bert  # lazy: models.py imports this module at its load
 
-        return fuse_bert(self.export_path, num_heads=self.heads, hidden_size=self.hidden, plan=self.plan)
+        return fuse_bert(self.export_path, plan=self.plan, **self.src.timeline_args())
 
     @property
     def fused_model(self):

@@ -55,8 +55,7 @@ class ModelLoading:
         src = app.export_result.source
         job.progress(f"fusing with {s.engine}", 0.9)
         t1 = time.perf_counter()
-        kw = {k: v for k, v in (("num_layers", src.num_layers), ("num_heads", src.num_heads),
-                                ("hidden_size", src.hidden_size)) if v}
+        kw = src.timeline_args()
         app.stop_warming()
         # Under auto, the engine that fuses this exporter's graphs best is shown first; the other runs
         # afterwards in the background (the controller's engine comparison), and auto switches if it fuses more.
