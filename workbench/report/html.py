@@ -18,10 +18,10 @@ from ..measure.harness.load import busy_words
 from ..measure.variants import is_quantized
 from ..measure.variants.labels import variant_label
 from ..measure.variants.labels import workload_figure as fig
-from ..ort.answer_policy import TaskParity
+from ..ort.answer_policy import TaskParity, random_weights_words
 from ..ort.machine import machine_line
 from ..viz.summary import CSS as SUMMARY_CSS
-from ..viz.summary import ENGINE_TITLES, export_words, ms, random_weights_words, sci, summary_box, task_parity_words
+from ..viz.summary import ENGINE_TITLES, export_words, ms, sci, summary_box, task_parity_words
 from .data import not_applicable, plural, summary
 
 _CSS = """
