@@ -119,6 +119,8 @@ def test_the_markdown_names_a_busy_machine_as_bench_does_and_a_quiet_one_never()
     assert "busy" not in made["quiet"].to_markdown() and "warning" not in made["quiet"].to_markdown()
     assert made["busy"].to_dict()["machine_load"]["busy"] is True
     assert made["quiet"].to_dict()["machine_load"]["words"] == ""
+    from workbench.ui.measuring.panel import ablation_html  # the app's table says the same
+    assert f"warning: {busy.words()}" in ablation_html(made["busy"]) and "warning" not in ablation_html(made["quiet"])
 
 
 def test_savings_are_round_by_round_ratios_that_load_in_a_few_rounds_does_not_move():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...measure.harness.load import busy_warning
 from ...measure.tune.rows import answers_note
 from ...measure.variants.labels import on_gpu, variant_label, workload_figure
 from ...viz import latency as vl
@@ -62,7 +63,8 @@ def ablation_html(res) -> str:
                else "no step measured harmful"))
     return ("<div class='wb-table'><table><tr><th>step left out</th><th>what it fuses</th><th>p50 without (ms)</th>"
             "<th>the step saves (ms)</th><th>verdict</th></tr>" + rows + "</table></div>"
-            f"<div style='font-size:11px'>{tail}</div>")
+            f"<div style='font-size:11px'>{tail}</div>"
+            + "".join(f"<div style='font-size:11px'>{esc(w)}</div>" for w in [busy_warning(res.machine_load)] if w))
 
 
 class ProfilePanel(Panel):
