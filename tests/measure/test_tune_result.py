@@ -139,6 +139,16 @@ def test_on_random_weights_no_variant_is_marked_changed_and_one_sentence_says_wh
     assert rows and not any(ln.endswith(("| yes |", "| no |")) for ln in rows if not ln.startswith("| PyTorch"))
     assert "The weights are random, so the answers mean nothing and this is no verdict on int8" in rand_card
     assert rand.to_json()["random_weights"] is True and real.to_json()["random_weights"] is False
+    # The guarded int8 search's candidates in the card: no holds verdict on random weights either.
+    search = {"chosen": "fp32 qkv", "method": "per channel", "kept_fp32": ["qkv"], "kept_fp32_share": 0.25,
+              "candidates": [{"label": "fp32 qkv", "kept_fp32_share": 0.25, "task_parity": EMB, "p50_ms": 1.0,
+                              "holds": True},
+                             {"label": "int8 everywhere", "kept_fp32_share": 0.0, "task_parity": BAD, "p50_ms": 0.9,
+                              "holds": False}]}
+    for res, cells in ((real, ("| yes |", "| no |")), (rand, ("| - |", "| - |"))):
+        res.int8_search = search
+        card = model_card(res, dict(info, onnxruntime="int8-guarded"), "/out")
+        assert card.count(f"| 0.90 {cells[1]}") == 1 and card.count(f"| 1.00 {cells[0]}") == 1, card
     # The report's tune section (from the JSON) and the app's tune table say the same.
     from workbench.report.html import tune_section
     from workbench.ui.measuring.panel import tune_html

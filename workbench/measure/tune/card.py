@@ -45,7 +45,7 @@ def _precision(result: TuneResult, variant: str) -> list[str]:
         for c in s["candidates"]:
             p50 = f"{c['p50_ms']:.2f}" if c.get("p50_ms") else "not timed"
             lines.append(f"| {c['label']} | {c['kept_fp32_share']:.0%} | {words(c['task_parity']) or '-'} | {p50} | "
-                         f"{'yes' if c['holds'] else 'no'} |")
+                         f"{'-' if result.random_weights else 'yes' if c['holds'] else 'no'} |")
         return lines
     return [r.card if r is not None else "Precision: fp32 throughout."]
 
