@@ -19,6 +19,12 @@ engines of one model and batch are timed round robin (MEASURING.md). Every outpu
 on the same inputs, held to the tolerance of the registry's recipe the row times (:data:`VARIANT`:
 ``fused-cudagraph``'s, ``fp16``'s, ...: :mod:`workbench.measure.variants`).
 
+While each model and batch is timed, the machine's load is sampled (``workbench.measure.harness.load``: other
+processes' CPU, hypervisor steal, the spread of the runs; judged for one driving thread): every row carries it in
+the JSON (``machine_load``) and in the markdown (the last column), and a busy machine gets the workbench's one
+sentence under the table ("warning: bert-base batch 1: the machine was busy while measuring (...): these figures
+may be off by 2x; rerun when it is quiet").
+
 Each row is judged against the issue's targets (bert-base fused fp16 batch 1 at most 1.0 ms on an H100-class
 GPU, bert-large at most 2.0 ms; a CUDA graph at least 1.3x at batch 1; the fused 3-layer model at least 3x PyTorch
 eager): reached, or by how much it misses. Without a usable GPU it says why in one line and exits 2: no CPU figure
@@ -94,7 +100,9 @@ def plan_lines(cases: list[Case], runs: int, warmup: int) -> list[str]:
     from workbench.models import resolve
 
     lines = [ARTICLE, f"{len(cases)} rows; each engine warmed {warmup} times, then {runs} runs round robin per "
-             f"model and batch; parity against PyTorch fp32 on the same inputs"]
+             f"model and batch; parity against PyTorch fp32 on the same inputs; the machine's load sampled while each "
+             f"model and batch is timed (one driving thread; busy by the workbench's rule: "
+             f"workbench/measure/harness/load.py) and written beside each row"]
     for m, prec in dict.fromkeys((c.model, c.precision) for c in cases):
         src = resolve(m)
         lines.append(f"{m} ({src.num_layers} layers, hidden {src.hidden_size}, random weights): TorchScript export "
@@ -150,8 +158,9 @@ def wall_verdict(wall_s: float) -> str:
 def table(rows: list[dict], facts_line: str) -> list[str]:
     """The markdown table: one line per row, the GPU and versions above it."""
     out = [f"GPU: {facts_line}", "", ARTICLE, "",
-           "| model | batch | engine | p50 ms | p90 ms | vs PyTorch eager | parity vs PyTorch fp32 | article | target |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| model | batch | engine | p50 ms | p90 ms | vs PyTorch eager | parity vs PyTorch fp32 | article | target "
+           "| machine while timed |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         p = r.get("parity")
         par = (f"max abs {p['max_abs_diff']:.1e}, cos {p['cosine']:.5f}{'' if r['parity_holds'] else ' (beyond tolerance)'}"
@@ -162,8 +171,29 @@ def table(rows: list[dict], facts_line: str) -> list[str]:
         ms = (lambda k: f"{r[k]:.3f}" if r.get(k) is not None else (r.get("error") or "-"))
         vs = f"{r['vs_torch_eager']:.2f}x" if r.get("vs_torch_eager") else "-"
         out.append(f"| {r['model']} | {r['batch']} | {r['label']} | {ms('p50_ms')} | {ms('p90_ms') if r.get('p50_ms') is not None else '-'} "
-                   f"| {vs} | {par} | {art or '-'} | {r.get('verdict') or '-'} |")
-    return out
+                   f"| {vs} | {par} | {art or '-'} | {r.get('verdict') or '-'} "
+                   f"| {load_cell(r.get('machine_load'))} |")
+    return out + busy_lines(rows)
+
+
+def load_cell(load: dict | None) -> str:
+    """The machine's load while a row was timed, in a table cell: "quiet (load 0.4 on 16 cores)", "busy (...)", "-"."""
+    if not load:
+        return "-"
+    cores = load.get("cpus") or load["cores"]
+    where = f"load {load['load']:.1f} on {cores} cores" if load.get("load") is not None else ""
+    return f"{'busy' if load.get('busy') else 'quiet'}{f' ({where})' if where else ''}"
+
+
+def busy_lines(rows: list[dict]) -> list[str]:
+    """Under the table, for each model and batch timed on a busy machine, the workbench's one sentence."""
+    from workbench.measure.harness.load import busy_words
+
+    seen = {}
+    for r in rows:
+        if words := busy_words(r.get("machine_load")):
+            seen.setdefault((r["model"], r["batch"]), words)
+    return [""] + [f"warning: {m} batch {b}: {w}" for (m, b), w in seen.items()] if seen else []
 
 
 # ------------------------------------------------------------------ measuring (needs the GPU)
@@ -282,6 +312,7 @@ def measure_group(cases: list[Case], files: dict, runs: int, warmup: int, log, d
     import torch
 
     from workbench.measure import variants
+    from workbench.measure.harness.load import LoadSampler
     from workbench.ort.inputs import InputSpec, make_inputs
     from workbench.ort.parity import compare
 
@@ -294,7 +325,9 @@ def measure_group(cases: list[Case], files: dict, runs: int, warmup: int, log, d
         model = model.half()
     runners = group_runners(cases, files, model, feeds, device)
     log(f"{c0.model} batch {c0.batch}: timing {sum(not isinstance(r, str) for r in runners.values())} engines")
+    sampler = LoadSampler(threads=1).start()  # one thread drives the engines in turn (and waits on the device)
     samples = time_round_robin(runners, runs, warmup)
+    load = sampler.stop()
     rows = []
     for c in cases:
         r, name = runners[c], VARIANT.get((c.engine, c.precision))
@@ -308,6 +341,9 @@ def measure_group(cases: list[Case], files: dict, runs: int, warmup: int, log, d
                        parity={"max_abs_diff": float(par.max_abs_diff), "cosine": float(par.cosine)})
             row["parity_holds"] = tol.holds(row["parity"])
         rows.append(row)
+    load.with_spread([dict(r, name=r["label"]) for r in rows if r.get("p50_ms") is not None])
+    for r in rows:  # the same window for every timed row of this model and batch; none for a row not timed
+        r["machine_load"] = load.to_dict() if r.get("p50_ms") is not None else None
     del model, runners
     if device == "cuda":
         torch.cuda.empty_cache()

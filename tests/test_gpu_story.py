@@ -56,6 +56,7 @@ def test_the_plan_follows_the_options():
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("  bert-")]
     assert p.returncode == 0 and len(rows) == 3 and not any("torch.compile" in r for r in rows)
     assert "then 50 runs round robin" in p.stdout
+    assert "the machine's load sampled while each model and batch is timed" in p.stdout
 
 
 @pytest.mark.skipif(gpu_status(torch_too=True)[0], reason="a GPU is present")
@@ -127,6 +128,42 @@ def test_the_measuring_path_runs_end_to_end_on_the_cpu_provider(gs):
     assert "CUDA graphs need the CUDA execution provider" in by["ort-fused-cudagraph"]["error"]
     table = "\n".join(gs.table(rows, "test"))
     assert "| bert-tiny | 2 | ONNX Runtime fused, IO binding, fp32 |" in table
+    # Every timed row carries the machine's load over its group's timing window, in the JSON and the markdown.
+    loads = [by[e]["machine_load"] for e in ("torch-eager", "ort-unfused", "ort-fused")]
+    assert all(x == loads[0] for x in loads) and by["ort-fused-cudagraph"]["machine_load"] is None  # not timed
+    load = loads[0]
+    assert load["seconds"] >= 0.5 and load["threads"] == 1 and load["cores"] >= 1 and isinstance(load["busy"], bool)
+    assert bool(load["words"]) == load["busy"] and load["rule"].startswith("busy when")
+    assert "| machine while timed |" in table
+    cell = gs.load_cell(load)
+    assert cell.startswith("busy (load " if load["busy"] else "quiet (load ") and cell.endswith(" cores)")
+    body = [ln for ln in table.splitlines() if ln.startswith("| bert-tiny |")]
+    assert len(body) == 4 and all(ln.endswith(f"| {cell} |") for ln in body if "CUDA graph" not in ln), body
+    assert next(ln for ln in body if "CUDA graph" in ln).endswith("| - |")
+    assert (f"warning: bert-tiny batch 2: {load['words']}" in table) == load["busy"]
+
+
+def test_a_busy_machine_is_named_under_the_table_and_a_quiet_one_never(gs):
+    """The table from rows (as main() writes it): each row's load in its last column; one sentence per model and
+    batch timed on a busy machine, under the table; nothing for a quiet one or a row without a load (an error)."""
+    from workbench.measure.harness.load import MachineLoad
+
+    busy = MachineLoad(cores=16, threads=1, seconds=9, other_cores=15.5, runnable=18.2, cpus=16).to_dict()
+    quiet = MachineLoad(cores=16, threads=1, seconds=9, other_cores=0.2, runnable=1.1, cpus=16).to_dict()
+    row = {"precision": "fp16", "seq": 128, "engine": "ort-fused", "label": "ONNX Runtime fused, IO binding, fp16",
+           "p50_ms": 1.1, "p90_ms": 1.2, "parity": None, "parity_holds": None, "vs_torch_eager": 3.0}
+    rows = [dict(row, model="bert-base", batch=1, machine_load=busy),
+            dict(row, model="bert-base", batch=1, engine="torch-eager", machine_load=busy),
+            dict(row, model="bert-base", batch=32, machine_load=quiet),
+            dict(row, model="bert-large", batch=1, p50_ms=None, error="out of memory")]
+    out = gs.table(rows, "test")
+    body = [ln for ln in out if ln.startswith("| bert-")]
+    assert body[0].endswith("| busy (load 18.2 on 16 cores) |") and body[2].endswith("| quiet (load 1.1 on 16 cores) |")
+    assert body[3].endswith("| - |")
+    warnings = [ln for ln in out if ln.startswith("warning: ")]
+    assert warnings == [f"warning: bert-base batch 1: {busy['words']}"]
+    assert warnings[0].endswith("these figures may be off by 2x; rerun when it is quiet")
+    assert not [ln for ln in gs.table(rows[2:], "test") if "busy" in ln]
 
 
 def test_a_model_that_fails_leaves_its_rows_with_the_error_and_the_others_measured(gs):

@@ -104,6 +104,25 @@ def test_tuned_plan_switches_on_a_step_that_helps_and_off_one_that_hurts():
     assert "--disable skip_layer_norm --enable standard_attention" in md
 
 
+def test_the_markdown_names_a_busy_machine_as_bench_does_and_a_quiet_one_never():
+    from workbench.measure.harness.load import MachineLoad
+    from workbench.measure.tune.ablation import AblationResult, AblationRow
+
+    rows = [AblationRow("skip_layer_norm", {"SkipLayerNormalization": 24}, {}, 97.0, -3.0, -3.0, "hurts", 0.0)]
+    busy = MachineLoad(cores=2, threads=2, seconds=8, other_cores=1.2, runnable=4.1, cpus=2)
+    quiet = MachineLoad(cores=2, threads=2, seconds=8, other_cores=0.1, runnable=2.0, cpus=2)
+    made = {name: AblationResult("bert-base", "ort", rows, 100.0, 1.0, 120.0, 60.0, 70.0, {}, {},
+                                 machine_load=load.to_dict()) for name, load in (("busy", busy), ("quiet", quiet))}
+    lines = made["busy"].to_markdown().splitlines()
+    assert f"warning: {busy.words()}" in lines  # bench's sentence, on a line of its own under the table
+    assert lines.index(f"warning: {busy.words()}") > lines.index("|---|---|---|---|---|---|")
+    assert "busy" not in made["quiet"].to_markdown() and "warning" not in made["quiet"].to_markdown()
+    assert made["busy"].to_dict()["machine_load"]["busy"] is True
+    assert made["quiet"].to_dict()["machine_load"]["words"] == ""
+    from workbench.ui.measuring.panel import ablation_html  # the app's table says the same
+    assert f"warning: {busy.words()}" in ablation_html(made["busy"]) and "warning" not in ablation_html(made["quiet"])
+
+
 def test_savings_are_round_by_round_ratios_that_load_in_a_few_rounds_does_not_move():
     from workbench.measure.harness.results import VariantStats
     from workbench.measure.tune.ablation import _round_by_round

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -106,39 +107,81 @@ def _two_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))[:2]
 
 
-def _bench(cores: list[int], *extra: str) -> subprocess.CompletedProcess:
-    """``workbench bench`` on bert-tiny pinned to ``cores`` (as on a 2-core machine), short."""
-    args = ["bench", "bert-tiny", "--seq", "16", "--runs", "20", "--warmup", "2", "--threads", str(len(cores)),
-            "--variants", "unfused,fused", *extra]
+def _cli(cores: list[int], *args: str) -> subprocess.CompletedProcess:
+    """``workbench ARGS`` pinned to ``cores`` (as on a 2-core machine)."""
     return subprocess.run([sys.executable, "-c", "import sys; from workbench.cli import main; sys.exit(main())", *args],
                           capture_output=True, text=True, timeout=600,
                           preexec_fn=lambda: os.sched_setaffinity(0, cores))
 
 
-def test_a_busy_machine_is_named_in_the_terminal_and_in_json():
-    """Two CPU-bound processes started beside `workbench bench` on 2 cores: the output says the machine was busy."""
-    cores = _two_cores()
+def _bench(cores: list[int], *extra: str) -> subprocess.CompletedProcess:
+    """``workbench bench`` on bert-tiny pinned to ``cores`` (as on a 2-core machine), short."""
+    return _cli(cores, "bench", "bert-tiny", "--seq", "16", "--runs", "20", "--warmup", "2", "--threads",
+                str(len(cores)), "--variants", "unfused,fused", *extra)
+
+
+def _ablate(cores: list[int], *extra: str) -> subprocess.CompletedProcess:
+    """``workbench ablate`` on bert-tiny pinned to ``cores``, one step left out, short."""
+    return _cli(cores, "ablate", "bert-tiny", "--steps", "bias_gelu", "--seq", "16", "--runs", "20", "--warmup", "2",
+                "--threads", str(len(cores)), *extra)
+
+
+@contextlib.contextmanager
+def _two_hogs(cores: list[int]):
+    """Two CPU-bound processes pinned to ``cores``, running (not starting) while the block runs."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
                              preexec_fn=lambda: os.sched_setaffinity(0, cores)) for _ in range(2)]
     try:
         time.sleep(1.0)  # they are running, not starting
-        text = _bench(cores)
-        doc_run = _bench(cores, "--json")
+        yield
     finally:
         for h in hogs:
             h.kill()
         for h in hogs:
             h.wait(10)
-    assert text.returncode == 0, text.stderr
-    line = next((ln for ln in text.stdout.splitlines() if BUSY_START in ln), None)
-    assert line is not None, text.stdout
+
+
+def _busy_line(stdout: str) -> str:
+    line = next((ln for ln in stdout.splitlines() if BUSY_START in ln), None)
+    assert line is not None, stdout
     assert "other processes used" in line and "rerun when it is quiet" in line, line
-    assert doc_run.returncode == 0, doc_run.stderr
-    doc = json.loads(doc_run.stdout)
+    return line
+
+
+def _busy_json(stdout: str, cores: list[int]) -> dict:
+    doc = json.loads(stdout)
     load = doc["machine_load"]
     assert load["busy"] is True and load["words"].startswith(BUSY_START), load
     assert load["other_cores"] > 0.5 * load["threads"] and load["cores"] == len(cores)
+    return doc
+
+
+def test_a_busy_machine_is_named_in_the_terminal_and_in_json():
+    """Two CPU-bound processes started beside `workbench bench` on 2 cores: the output says the machine was busy."""
+    cores = _two_cores()
+    with _two_hogs(cores):
+        text = _bench(cores)
+        doc_run = _bench(cores, "--json")
+    assert text.returncode == 0, text.stderr
+    _busy_line(text.stdout)
+    assert doc_run.returncode == 0, doc_run.stderr
+    doc = _busy_json(doc_run.stdout, cores)
     assert {"machine", "variants", "config", "floor_ms"} <= set(doc)  # the keys before it are all still there
+
+
+def test_a_busy_machine_is_named_by_ablate_as_by_bench():
+    """The same two hogs beside `workbench ablate`: its table is followed by bench's sentence, and --json carries
+    ``machine_load`` beside every key it had."""
+    cores = _two_cores()
+    with _two_hogs(cores):
+        text = _ablate(cores)
+        doc_run = _ablate(cores, "--json")
+    assert text.returncode == 0, text.stderr
+    line = _busy_line(text.stdout)
+    assert line.startswith("warning: ") and text.stdout.index(line) > text.stdout.index("| bias_gelu |"), text.stdout
+    assert doc_run.returncode == 0, doc_run.stderr
+    doc = _busy_json(doc_run.stdout, cores)
+    assert {"model", "engine", "full_p50_ms", "noise_pct", "rows", "tuned_plan", "floor_ms", "config"} <= set(doc)
 
 
 def test_a_quiet_machine_is_never_named():
@@ -163,3 +206,7 @@ def test_a_quiet_machine_is_never_named():
     text = _bench(cores)
     assert text.returncode == 0, text.stderr
     assert BUSY_START not in text.stdout and "warning: the machine" not in text.stdout, text.stdout
+    ablate = _ablate(cores, "--json")
+    assert ablate.returncode == 0, ablate.stderr
+    load = json.loads(ablate.stdout)["machine_load"]
+    assert load["busy"] is False and load["words"] == "", load

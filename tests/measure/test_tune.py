@@ -316,3 +316,32 @@ def test_a_sentence_transformers_folder_stays_one_when_saved(tmp_path):
     import json
 
     assert [m["path"] for m in json.loads((tmp_path / "modules.json").read_text())][:2] == ["", "1_Pooling"]
+
+
+def test_tune_on_random_weights_says_so_once_and_marks_no_variant_changed(tmp_path):
+    """bert-tiny (a preset: random weights) through the real `workbench tune`: the table and the saved card carry
+    bench's one sentence that the weights are random, never a "(changed)" or a holds yes/no verdict, and say what
+    the recommendation did all the same; --json keeps every key it had and adds ``random_weights``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_tune_result import TREE
+
+    out = tmp_path / "deploy"
+    p = _cli("tune", "bert-tiny", *FAST, "--no-shipped", "-o", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    notes = [ln for ln in p.stdout.splitlines() if ln.startswith("note: the answers above: ")]
+    assert len(notes) == 1, p.stdout
+    assert "the weights are random, so the answers mean nothing and this is no verdict on int8" in notes[0]
+    assert "the recommendation still counts only the variants whose answers held here" in notes[0]
+    assert "(changed)" not in p.stdout and "(its answers changed)" not in p.stdout
+    assert "keeps the answers on sentences it was not tuned on" not in p.stdout  # no verdict in the why either
+    assert re.search(r"^recommended for latency: \S+ \(", p.stdout, re.M), p.stdout
+    card = (out / "README.md").read_text()
+    assert card.count("The weights are random, so the answers mean nothing") == 1
+    # Every table's last column (the variants' "holds", the guarded search's candidates' when int8-guarded won).
+    cells = [ln for ln in card.splitlines() if ln.startswith("| ") and ln.endswith(" |") and "---" not in ln
+             and "skipped:" not in ln and not ln.startswith(("| variant |", "| candidate |", "| PyTorch eager |"))]
+    assert cells and all(ln.endswith(" | - |") for ln in cells), cells
+    doc = _cli("tune", "bert-tiny", *FAST, "--no-shipped", "--json")
+    assert doc.returncode == 0, doc.stderr[-3000:]
+    got = json.loads(doc.stdout)
+    assert got["random_weights"] is True and TREE[""] <= set(got)

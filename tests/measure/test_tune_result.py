@@ -24,7 +24,7 @@ REC = {"variant", "label", "mode", "batch", "task_parity", "task_parity_batched"
 TREE = {
     "": {"model", "source", "recommended", "workloads", "variants", "skipped", "machine", "config", "rates", "split",
          "reference", "plan", "ablation", "int8_search", "openvino_guard", "paths", "sessions", "threads", "shipped",
-         "machine_load", "saved"},
+         "machine_load", "random_weights", "saved"},
     "recommended.latency": REC | {"p50_ms"},
     "recommended.throughput": REC | {"sentences_per_s"},
     "variants[]": ROW,
@@ -100,3 +100,79 @@ def test_readers_use_the_typed_result_and_the_json_says_the_same():
     assert res.engine_kind("fused") == "onnx" and res.engine_kind("torch") is None
     assert "PyTorch" in peers_line(res, "latency") and doc["saved"] is None
     assert "paths" not in res.to_json(drop=("paths",))
+
+
+BAD = {"kind": "embedding", "sentences": 13, "top1_agreement": 0.5, "spearman": 0.9, "min_cosine": 0.9}
+
+
+def _with_a_changed_peer(random_weights: bool) -> TuneResult:
+    """:func:`built` with OpenVINO's answers moved (a peer whose answers did not hold)."""
+    thr = {"batch": 16, "tried": {"1": 100.0, "16": 400.0}, "sentences_per_s": 300.0, "task_parity": BAD}
+    res = built()
+    res.variants[-1] = row("openvino", _stats("openvino", 3.0, BAD), thr, None, 90.0)
+    res.random_weights = random_weights
+    res.config = {"split": {"search": 1, "check": 1, "source": "built-in"}}
+    return res
+
+
+def test_on_random_weights_no_variant_is_marked_changed_and_one_sentence_says_why():
+    """Random weights (a preset): the terminal's table and the saved card say what bench says, no "(changed)"
+    verdict and no holds yes/no, and what the recommendation did all the same; with real weights they judge."""
+    from workbench.cli.tune import table_lines
+    from workbench.measure.tune.card import model_card
+    from workbench.ort.answer_policy import random_weights_words
+
+    info = {"onnxruntime": "fused", "openvino": None, "tokenizer": True}
+    real, rand = _with_a_changed_peer(False), _with_a_changed_peer(True)
+    assert not real.row("openvino").holds and not rand.row("openvino").holds  # the rule is the same on both
+    real_text, rand_text = "\n".join(table_lines(real)), "\n".join(table_lines(rand))
+    assert "openvino" in real_text and "(changed)" in real_text and "weights are random" not in real_text
+    assert "(its answers changed)" in peers_line(real, "latency")
+    assert "(changed)" not in rand_text and "(its answers changed)" not in peers_line(rand, "latency")
+    note = [ln for ln in rand_text.splitlines() if ln.startswith("note: the answers above: ")]
+    assert note == [f"note: the answers above: {random_weights_words('embedding')}; the recommendation still counts "
+                    f"only the variants whose answers held here, as it would with real weights (left out: "
+                    f"{rand.row('openvino').label})"], rand_text
+    real_card, rand_card = model_card(real, info, "/out"), model_card(rand, info, "/out")
+    assert " | no |" in real_card and "weights are random" not in real_card
+    rows = [ln for ln in rand_card.splitlines() if ln.startswith("| ") and ln.endswith(" |") and "---" not in ln]
+    assert rows and not any(ln.endswith(("| yes |", "| no |")) for ln in rows if not ln.startswith("| PyTorch"))
+    assert "The weights are random, so the answers mean nothing and this is no verdict on int8" in rand_card
+    assert rand.to_json()["random_weights"] is True and real.to_json()["random_weights"] is False
+    # The guarded int8 search's candidates in the card: no holds verdict on random weights either.
+    search = {"chosen": "fp32 qkv", "method": "per channel", "kept_fp32": ["qkv"], "kept_fp32_share": 0.25,
+              "candidates": [{"label": "fp32 qkv", "kept_fp32_share": 0.25, "task_parity": EMB, "p50_ms": 1.0,
+                              "holds": True},
+                             {"label": "int8 everywhere", "kept_fp32_share": 0.0, "task_parity": BAD, "p50_ms": 0.9,
+                              "holds": False}]}
+    for res, cells in ((real, ("| yes |", "| no |")), (rand, ("| - |", "| - |"))):
+        res.int8_search = search
+        card = model_card(res, dict(info, onnxruntime="int8-guarded"), "/out")
+        assert card.count(f"| 0.90 {cells[1]}") == 1 and card.count(f"| 1.00 {cells[0]}") == 1, card
+    # The report's tune section (from the JSON) and the app's tune table say the same.
+    from workbench.report.html import tune_section
+    from workbench.ui.measuring.panel import tune_html
+    for html in (tune_section(rand.to_json()), tune_html(rand)):
+        assert "the weights are random, so the answers mean nothing" in html.lower() and "<td>no</td>" not in html
+        assert "left out: OpenVINO" in html
+    for html in (tune_section(real.to_json()), tune_html(real)):
+        assert "<td>no</td>" in html and "weights are random" not in html
+    # The why claims nothing about answers on random weights (the fp32 engines' "no int8 model kept the answers").
+    rows = rand.variants
+    rec = recommend(rows, "latency")
+    assert "kept the answers" not in why(rec, rows, "latency", {"isa": []}, {}, random_weights=True)
+    assert "no int8 model kept the answers" in why(rec, rows, "latency", {"isa": []}, {})
+
+
+def test_the_card_names_a_busy_machine():
+    from workbench.measure.harness.load import MachineLoad
+    from workbench.measure.tune.card import model_card
+
+    res = built()
+    res.config = {"split": {"search": 1, "check": 1, "source": "built-in"}}
+    busy = MachineLoad(cores=2, threads=2, seconds=8, other_cores=1.2, runnable=4.1, cpus=2)
+    res.machine_load = busy.to_dict()
+    info = {"onnxruntime": "fused", "openvino": None, "tokenizer": True}
+    assert f"Warning: {busy.words()}." in model_card(res, info, "/out")
+    res.machine_load = MachineLoad(cores=2, threads=2, seconds=8, other_cores=0.1).to_dict()
+    assert "busy" not in model_card(res, info, "/out")

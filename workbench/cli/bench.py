@@ -135,10 +135,10 @@ def run(args) -> int:
 
 def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     from ..measure.harness.explain import explain
+    from ..measure.harness.load import busy_warning
     from ..measure.variants import is_quantized
-    from ..ort.answer_policy import TaskParity, words
+    from ..ort.answer_policy import TaskParity, random_weights_words, words
     from ..ort.machine import machine_line
-    from ..viz.summary import random_weights_words
 
     print(machine_line(res.machine))
     floor = f"{res.floor_ms:.2f} ms" if res.floor_ms else "unknown"
@@ -172,7 +172,7 @@ def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
     kinds = [TaskParity.of(v.task_parity).kind for v in res.variants if is_quantized(v.name) and v.task_parity]
     if random_weights and kinds:  # no warning that int8 "changes the answers": what the check would mean
         print(f"  note: int8's answers above: {random_weights_words(kinds[0])}")
-    if res.machine_load and res.machine_load.busy():
-        print(f"  warning: {res.machine_load.words()}")
+    if busy := busy_warning(res.machine_load):
+        print(f"  {busy}")
     for line in explain(res.rates, res.machine):
         print(f"  {line}")

@@ -58,39 +58,43 @@ def _f(x, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _print(res, saved: dict | None) -> None:
-    """The terminal's table of a :class:`workbench.measure.tune.result.TuneResult`."""
-    from ..measure.harness.load import busy_words
-    from ..measure.tune.rows import fig, peers_line
+def table_lines(res, saved: dict | None = None) -> list[str]:
+    """The terminal's table of a :class:`workbench.measure.tune.result.TuneResult`, line by line: the machine, each
+    variant (``(changed)`` after one whose answers did not hold, never on random weights), the busy sentence when
+    the machine was busy, the random-weights note, the recommendation per workload, and what was saved."""
+    from ..measure.harness.load import busy_warning
+    from ..measure.tune.rows import answers_note, changed_mark, fig, peers_line
     from ..ort.answer_policy import words
     from ..ort.machine import machine_line
 
-    print(machine_line(res.machine))
     sp = res.config["split"]
-    print(f"{res.threads} threads; answers against {res.reference}: check part {sp['check']} sentences "
-          f"(decides), search part {sp['search']} (the int8 recipes tune on it; {sp['source']})")
     mode = "as shipped (alternating slices)" if res.shipped else "interleaved, spinning off"
-    print(f"figures {mode}; answers at batch 1 | in padded batches (check part)")
-    print(f"{'variant':<22}{'p50 ms':>9}{'sent/s':>9}{'batch':>6}{'MB':>8}{'peak MB':>9}  answers")
+    out = [machine_line(res.machine),
+           f"{res.threads} threads; answers against {res.reference}: check part {sp['check']} sentences "
+           f"(decides), search part {sp['search']} (the int8 recipes tune on it; {sp['source']})",
+           f"figures {mode}; answers at batch 1 | in padded batches (check part)",
+           f"{'variant':<22}{'p50 ms':>9}{'sent/s':>9}{'batch':>6}{'MB':>8}{'peak MB':>9}  answers"]
     for r in res.variants:
         ans = "reference" if r.reference else f"{words(r.task_parity) or '-'} | {words(r.task_parity_batched) or '-'}"
-        print(f"{r.name:<22}{_f(r.p50_ms, '.2f'):>9}{_f(r.sentences_per_s, '.0f'):>9}"
-              f"{_f(r.batch, 'd'):>6}{_f(r.size_mb, '.1f'):>8}{_f(r.peak_rss_mb, '.0f'):>9}  {ans}"
-              f"{'' if r.holds else '  (changed)'}")
-    busy = busy_words(res.machine_load)
-    if busy:
-        print(f"warning: {busy}")
+        out.append(f"{r.name:<22}{_f(r.p50_ms, '.2f'):>9}{_f(r.sentences_per_s, '.0f'):>9}"
+                   f"{_f(r.batch, 'd'):>6}{_f(r.size_mb, '.1f'):>8}{_f(r.peak_rss_mb, '.0f'):>9}  {ans}"
+                   f"{changed_mark(res, r)}")
+    if busy := busy_warning(res.machine_load):
+        out.append(busy)
+    if note := answers_note(res):  # random weights: no verdict, what the check would mean, what was done anyway
+        out.append(f"note: the answers above: {note}")
     s = res.int8_search
     if s:
-        print(f"int8-guarded: {s['chosen']}; kept in fp32: {len(s['kept_fp32'])} node(s), {s['kept_fp32_share']:.0%} "
-              f"of the weights; {len(s['candidates'])} candidates tried")
+        out.append(f"int8-guarded: {s['chosen']}; kept in fp32: {len(s['kept_fp32'])} node(s), "
+                   f"{s['kept_fp32_share']:.0%} of the weights; {len(s['candidates'])} candidates tried")
     for w, rec in res.recommended.items():
-        print(f"recommended for {w}: {rec.variant} ({fig(w, rec.figure)}, batch {rec.batch}, {rec.mode}). {rec.why}")
-        print(f"  peers: {peers_line(res, w)}")
+        out += [f"recommended for {w}: {rec.variant} ({fig(w, rec.figure)}, batch {rec.batch}, {rec.mode}). {rec.why}",
+                f"  peers: {peers_line(res, w)}"]
     if saved:
         diff = saved.get("saved_max_abs_diff")
-        print(f"saved {saved['variant']} ({saved['engine']}) to {saved['dir']} ({', '.join(saved['files'])})"
-              + (f"; reproduces the timed outputs (max abs diff {diff:g})" if diff is not None else ""))
+        out.append(f"saved {saved['variant']} ({saved['engine']}) to {saved['dir']} ({', '.join(saved['files'])})"
+                   + (f"; reproduces the timed outputs (max abs diff {diff:g})" if diff is not None else ""))
+    return out
 
 
 def run_gpu(args) -> int:
@@ -144,5 +148,5 @@ def run(args) -> int:
     if args.json:
         print_json(res.to_json())
         return 0
-    _print(res, saved)
+    print("\n".join(table_lines(res, saved)))
     return 0

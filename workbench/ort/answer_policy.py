@@ -218,5 +218,16 @@ def words(tp: TaskParity | dict | None) -> str:
     return "" if t is None else t.words()
 
 
+def random_weights_words(kind: str | None) -> str:
+    """What an answer check means on a model with random weights: nothing yet; and what it would mean."""
+    need = THRESHOLDS.get(kind or "", {})
+    parts = {"top1_agreement": "the same {x} for {v:.0%}", "spearman": "Spearman {v:g} or more",
+             "label_agreement": "the same label for {v:.0%}"}
+    x = "nearest sentence" if kind == "embedding" else "top word"
+    bar = " and ".join(parts[k].format(v=v, x=x) for k, v in need.items() if k in parts)
+    would = f" (with real weights, {bar} would mean int8 keeps the answers)" if bar else ""
+    return f"the weights are random, so the answers mean nothing and this is no verdict on int8{would}"
+
+
 __all__ = ["TaskParity", "EmbeddingParity", "MaskedLMParity", "ClassificationParity", "BY_KIND", "THRESHOLDS",
-           "holds", "words", "pct"]
+           "holds", "words", "pct", "random_weights_words"]

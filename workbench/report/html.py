@@ -15,13 +15,14 @@ from ..errors import WorkbenchError
 from ..graph.summary import FUSED_OPS
 from ..measure.harness.explain import explain
 from ..measure.harness.load import busy_words
+from ..measure.tune.rows import answers_note
 from ..measure.variants import is_quantized
 from ..measure.variants.labels import variant_label
 from ..measure.variants.labels import workload_figure as fig
-from ..ort.answer_policy import TaskParity
+from ..ort.answer_policy import TaskParity, random_weights_words
 from ..ort.machine import machine_line
 from ..viz.summary import CSS as SUMMARY_CSS
-from ..viz.summary import ENGINE_TITLES, export_words, ms, random_weights_words, sci, summary_box, task_parity_words
+from ..viz.summary import ENGINE_TITLES, export_words, ms, sci, summary_box, task_parity_words
 from .data import not_applicable, plural, summary
 
 _CSS = """
@@ -143,15 +144,18 @@ def _int8_notes(bench: dict, random_weights: bool = False) -> list[str]:
 def tune_section(t: dict) -> str:
     """The tune's recommendation first, then every variant against PyTorch with its answers, and the peers skipped."""
     base = next((r["p50_ms"] for r in t["variants"] if r["name"] == "torch"), None)
+    rand = bool(t.get("random_weights"))  # the answers mean nothing: no verdict (answers_note says so once)
     rows = [{"variant": variant_label(r["name"]), "p50 ms": r["p50_ms"], "p90 ms": r.get("p90_ms"),
              "vs PyTorch": f"{base / r['p50_ms']:.2f}x" if base and r["p50_ms"] else "",
              "sentences/s": r.get("sentences_per_s"), "batch": r.get("batch"),
-             "answers": _task_cell(r.get("task_parity"), "reference" if r.get("parity") is None else ""),
-             "answers hold": "yes" if r["holds"] else "no"} for r in t["variants"]]
+             "answers": _task_cell(r.get("task_parity"), "reference" if r.get("parity") is None else "", not rand),
+             "answers hold": "-" if rand and r.get("parity") is not None else "yes" if r["holds"] else "no"}
+            for r in t["variants"]]
     s = [f"<h2>Recommended here: {_e(variant_label(rec['variant']))} for {w}, "
          f"{_e(fig(w, rec.get('p50_ms' if w == 'latency' else 'sentences_per_s')))}</h2><p>{_e(rec['why'])}</p>"
          for w, rec in t["recommended"].items()] + [_table(rows)]
     s += [f"<p class='warn'>{_e(w)}</p>" for w in [busy_words(t.get("machine_load"))] if w]
+    s += [f"<p class='note'>{_e(n[0].upper() + n[1:])}.</p>" for n in [answers_note(t)] if n]
     for sk in t.get("skipped") or ():
         s.append(f"<p class='note'>{_e(variant_label(sk['name']))} not measured: {_e(sk['why'])}</p>")
     g = t.get("int8_search")

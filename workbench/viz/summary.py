@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from ..measure.variants.labels import variant_label
-from ..ort.answer_policy import THRESHOLDS, TaskParity, words
+from ..ort.answer_policy import TaskParity, random_weights_words, words
 
 #: What each fusion engine is called on screen.
 ENGINE_TITLES = {"ort": "ORT transformers optimizer", "onnxscript": "onnxscript rules"}
@@ -106,17 +106,6 @@ def answers_gloss(tp: dict) -> str:
     return TaskParity.of(tp).gloss()
 
 
-def random_weights_words(kind: str | None) -> str:
-    """What an answer check means on a model with random weights: nothing yet; and what it would mean."""
-    need = THRESHOLDS.get(kind or "", {})
-    parts = {"top1_agreement": "the same {x} for {v:.0%}", "spearman": "Spearman {v:g} or more",
-             "label_agreement": "the same label for {v:.0%}"}
-    x = "nearest sentence" if kind == "embedding" else "top word"
-    bar = " and ".join(parts[k].format(v=v, x=x) for k, v in need.items() if k in parts)
-    would = f" (with real weights, {bar} would mean int8 keeps the answers)" if bar else ""
-    return f"the weights are random, so the answers mean nothing and this is no verdict on int8{would}"
-
-
 def int8_words(i: dict) -> str:
     """What int8's answer check measured and found, or what is known without one; with random weights, what
     the check would mean instead of a verdict."""
@@ -175,4 +164,4 @@ CSS = """
 """
 
 __all__ = ["ENGINE_TITLES", "EXPORTER_TITLES", "facts", "summary_lines", "summary_box", "ms", "sci", "export_words",
-           "int8_words", "answers_gloss", "random_weights_words", "faster", "task_parity_words", "CSS"]
+           "int8_words", "answers_gloss", "faster", "task_parity_words", "CSS"]

@@ -146,10 +146,18 @@ class MachineLoad:
         return cls(**keep)
 
 
-def busy_words(d: dict | None) -> str:
-    """The busy sentence of a ``machine_load`` dict (a report's or a result's JSON); "" when quiet or absent."""
-    load = MachineLoad.from_dict(d)
+def busy_words(d: "MachineLoad | dict | None") -> str:
+    """The busy sentence of a :class:`MachineLoad` or its ``machine_load`` dict (a report's or a result's JSON);
+    "" when quiet or absent."""
+    load = d if isinstance(d, MachineLoad) else MachineLoad.from_dict(d)
     return load.words() if load else ""
+
+
+def busy_warning(d: "MachineLoad | dict | None") -> str:
+    """The line a terminal or a markdown result prints under its figures: "warning: the machine was busy while
+    measuring (...): ..."; "" when quiet or absent (print nothing then)."""
+    words = busy_words(d)
+    return f"warning: {words}" if words else ""
 
 
 def _cpu_lines(cores: set[int]) -> tuple[float, float] | None:
@@ -255,5 +263,5 @@ class LoadSampler:
         return self.result
 
 
-__all__ = ["MachineLoad", "LoadSampler", "busy_words", "RULE", "OTHER_SHARE", "STEAL_SHARE", "SPREAD",
+__all__ = ["MachineLoad", "LoadSampler", "busy_words", "busy_warning", "RULE", "OTHER_SHARE", "STEAL_SHARE", "SPREAD",
            "SPREAD_MIN_RUNS", "SPREAD_MIN_MS"]

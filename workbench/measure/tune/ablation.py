@@ -33,6 +33,7 @@ from ...graph.summary import histogram
 from ...models import ModelSource, resolve
 from ...ort.machine import machine_line
 from ..harness.bench import benchmark
+from ..harness.load import busy_warning
 from ..harness.results import Variant
 from ..variants.models import fuse_bert
 
@@ -95,6 +96,8 @@ class AblationResult:
     #: The floor as computed from the measured rate, before the plausibility check (``floor_ms`` is None
     #: when this exceeds a measured time); None only when no rate could be measured.
     floor_computed_ms: float | None = None
+    #: How busy the machine was while the plans were timed (:meth:`.load.MachineLoad.to_dict`), None if unsampled.
+    machine_load: dict | None = None
 
     @property
     def tuned_plan(self) -> FusionPlan:
@@ -133,10 +136,12 @@ class AblationResult:
         advice = [f"switch off {off}" if off else "", f"switch on {on}" if on else ""]
         cmd = " ".join(x for x in (f"--disable {','.join(sorted(t.disabled))}" if t.disabled else "",
                                    f"--enable {','.join(sorted(t.opted_in))}" if t.opted_in else "") if x)
-        lines += ["", "Tuned plan for this machine: " + (f"{' and '.join(a for a in advice if a)} (`workbench bench "
-                                                         f"{self.model} {cmd}`)" if off or on else
-                                                         "the plan as it is (no step measured harmful, none left "
-                                                         "off measured helpful)")]
+        busy = busy_warning(self.machine_load)  # "" when the machine was quiet
+        lines += [""] + ([busy, ""] if busy else []) + [
+            "Tuned plan for this machine: " + (f"{' and '.join(a for a in advice if a)} (`workbench bench "
+                                               f"{self.model} {cmd}`)" if off or on else
+                                               "the plan as it is (no step measured harmful, none left "
+                                               "off measured helpful)")]
         return "\n".join(lines) + "\n"
 
     def to_frame(self):
@@ -150,6 +155,7 @@ class AblationResult:
                 "matmul_bound_ms": self.matmul_bound_ms, "floor_computed_ms": self.floor_computed_ms,
                 "machine": self.machine, "config": self.config,
                 "rows": [dict(r.__dict__) for r in self.rows],
+                "machine_load": self.machine_load,
                 "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled), "enabled": sorted(t.opted_in)}}
 
 
@@ -239,7 +245,8 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     rows, band = _rows(res, todo, switch_on, emitted, change)
     progress("done", 1.0)
     return AblationResult(src.name, engine, rows, res[FULL].p50_ms, band, res[UNFUSED].p50_ms, res.floor_ms,
-                          res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"))
+                          res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"),
+                          res.machine_load.to_dict() if res.machine_load else None)
 
 
 def _steps(tl, engine: str, steps: list[str] | None) -> tuple[list[str], set, dict]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ...ort.answer_policy import words
 from ...ort.machine import machine_line
+from ..harness.load import busy_warning
 from ..variants import recipe
 from ..variants.labels import MODES, variant_label
 from ..worker.peer_runners import ov_config
 from .result import SessionSpec, TuneResult
-from .rows import fig, peers_line
+from .rows import answers_note, fig, peers_line
 
 CARD_TEXT = "The cat sat on the mat."
 
@@ -44,7 +45,7 @@ def _precision(result: TuneResult, variant: str) -> list[str]:
         for c in s["candidates"]:
             p50 = f"{c['p50_ms']:.2f}" if c.get("p50_ms") else "not timed"
             lines.append(f"| {c['label']} | {c['kept_fp32_share']:.0%} | {words(c['task_parity']) or '-'} | {p50} | "
-                         f"{'yes' if c['holds'] else 'no'} |")
+                         f"{'-' if result.random_weights else 'yes' if c['holds'] else 'no'} |")
         return lines
     return [r.card if r is not None else "Precision: fp32 throughout."]
 
@@ -58,10 +59,15 @@ def _table(result: TuneResult) -> list[str]:
                                                               words(r.task_parity_batched) or "-")
         lines.append(f"| {r.label} | {f(r.p50_ms, '.2f')} | {f(r.sentences_per_s, '.0f')} | "
                      f"{f(r.batch, 'd')} | {f(r.size_mb, '.1f')} | {f(r.peak_rss_mb, '.0f')} | {ans[0]} | "
-                     f"{ans[1]} | {'yes' if r.holds else 'no'} |")
+                     f"{ans[1]} | {_holds(result, r)} |")
     for sk in result.skipped:
         lines.append(f"| {variant_label(sk.name)} | skipped: {sk.why} | | | | | | | |")
     return lines
+
+
+def _holds(result: TuneResult, r) -> str:
+    """The "holds" cell: yes or no; on random weights "-" (the answers mean nothing: :func:`.rows.answers_note`)."""
+    return "-" if result.random_weights and not r.reference else "yes" if r.holds else "no"
 
 
 def _recommendations(result: TuneResult, info: dict) -> list[str]:
@@ -82,6 +88,8 @@ def model_card(result: TuneResult, info: dict, out_dir: str) -> str:
     lines = [f"# {m.get('label') or result.source}, tuned for this machine", "",
              f"Measured on: {machine_line(result.machine)}. Figures "
              f"{MODES['shipped'] if result.shipped else MODES['interleaved']}.", ""]
+    if busy := busy_warning(result.machine_load):
+        lines += [busy[0].upper() + busy[1:] + ".", ""]
     lines += _recommendations(result, info)
     lines += [f"ONNX Runtime model: `model.onnx`, {variant_label(info['onnxruntime'])} (`{info['onnxruntime']}`)."]
     if info.get("openvino"):
@@ -97,7 +105,8 @@ def model_card(result: TuneResult, info: dict, out_dir: str) -> str:
               f"Answers against {variant_label(result.reference)} on the check part ({sp['check']} sentences the "
               f"int8 recipes never saw; they tuned and calibrated on the search part, {sp['search']} sentences, "
               f"{sp['source']}); batched: in the padded batches each variant is served in.", ""]
-    lines += _table(result) + ["", "## Run it", ""]
+    note = answers_note(result)  # random weights: the one sentence, under the table
+    lines += _table(result) + ([""] + [note[0].upper() + note[1:] + "."] if note else []) + ["", "## Run it", ""]
     for engine, variant in (("onnxruntime", info["onnxruntime"]), ("openvino", info.get("openvino"))):
         if variant:
             lines += [f"With {'ONNX Runtime' if engine == 'onnxruntime' else 'OpenVINO'} ({variant}):", "",

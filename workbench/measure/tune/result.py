@@ -124,6 +124,8 @@ class TuneResult:
     shipped: bool
     #: How busy the machine was while measuring (:meth:`.load.MachineLoad.to_dict`), None if unsampled.
     machine_load: dict | None = None
+    #: Whether the model's weights are random (a preset): its answers mean nothing, so no verdict is drawn from them.
+    random_weights: bool = False
     #: What :func:`.tune_save.save` wrote, when the result was saved.
     saved: dict | None = None
 

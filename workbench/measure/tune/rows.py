@@ -11,7 +11,7 @@ import statistics
 
 import numpy as np
 
-from ...ort.answer_policy import holds
+from ...ort.answer_policy import holds, random_weights_words
 from ..harness.explain import INT8_UNITS
 from ..variants import peers, recipe
 from ..variants.labels import variant_label, workload_figure
@@ -90,8 +90,10 @@ def _faster(workload: str, a: float, b: float) -> float:
 fig = workload_figure
 
 
-def why(rec: Recommendation, rows: list[VariantRow], workload: str, machine: dict, rates: dict) -> str:
-    """One sentence: why the recommended variant wins this workload here."""
+def why(rec: Recommendation, rows: list[VariantRow], workload: str, machine: dict, rates: dict,
+        random_weights: bool = False) -> str:
+    """One sentence: why the recommended variant wins this workload here (with ``random_weights``, no claim that
+    int8 keeps the answers: on random weights they mean nothing)."""
     peers = [r for r in rows if r.name in PEERS and r.figure(workload) and r.holds and r.name != rec.variant]
     best = _fastest(peers, workload) if peers else None
     vs = (f", {_faster(workload, rec.figure, best.figure(workload)):.2f}x the fastest peer whose answers hold "
@@ -105,8 +107,14 @@ def why(rec: Recommendation, rows: list[VariantRow], workload: str, machine: dic
         fp32, int8 = (rates.get("fp32") or {}).get("hot"), (rates.get("int8") or {}).get("hot")
         rate = f"int8 MatMuls ran {int8 / fp32:.1f}x the fp32 rate here" if fp32 and int8 else "int8 MatMuls beat fp32 here"
         unit = f"with {', '.join(units)}" if units else "even without VNNI or AMX (AVX2 only)"
+        if random_weights:
+            return (f"{head}: {rate} {unit}; its answers held on sentences it was not tuned on (no verdict on random "
+                    f"weights).")
         return f"{head}: {rate} {unit}, and the int8 model keeps the answers on sentences it was not tuned on."
-    return f"{head}: {r.wins}" if r is not None and r.wins else head + "."
+    wins = r.wins if r is not None and r.wins else ""
+    if random_weights and "answers" in wins:  # a claim on answers ("no int8 model kept them"): none on random weights
+        wins = ""
+    return f"{head}: {wins}" if wins else head + "."
 
 
 def peers_line(result: TuneResult, workload: str = "latency") -> str:
@@ -117,9 +125,31 @@ def peers_line(result: TuneResult, workload: str = "latency") -> str:
     parts = []
     for r in result.variants:
         if r.name in PEERS and r.figure(workload) and r.name != rec.variant:
-            note = "" if r.holds else " (its answers changed)"
+            note = "" if r.holds or result.random_weights else " (its answers changed)"
             parts.append(f"{r.label} {_faster(workload, rec.figure, r.figure(workload)):.2f}x slower{note}")
     return "; ".join(parts) or "no peer measured"
 
 
-__all__ = ["PEERS", "row", "recommend", "why", "peers_line", "fig", "shipped_figures"]
+def changed_mark(result: TuneResult, r: VariantRow) -> str:
+    """"  (changed)" after a variant whose answers did not hold; "" where they held, and on random weights, where
+    the answers mean nothing (:func:`answers_note` says so once instead)."""
+    return "" if r.holds or result.random_weights else "  (changed)"
+
+
+def answers_note(result: TuneResult | dict) -> str:
+    """On a model with random weights, the one sentence bench says (the answers mean nothing; what the check would
+    mean with real weights) and what the recommendation did all the same; "" with real weights. ``result``: a
+    :class:`.result.TuneResult` or its ``to_json()`` (the report's data)."""
+    doc = result if isinstance(result, dict) else None
+    if not (doc.get("random_weights") if doc else result.random_weights):
+        return ""
+    rows = [(r["label"], r["task_parity"], r["holds"]) for r in doc["variants"]] if doc else \
+        [(r.label, r.task_parity, r.holds) for r in result.variants]
+    kind = next((tp.get("kind") for _, tp, _ in rows if tp), None)
+    left = [label for label, _, held in rows if not held]
+    return (f"{random_weights_words(kind)}; the recommendation still counts only the variants whose answers held "
+            f"here, as it would with real weights" + (f" (left out: {', '.join(left)})" if left else ""))
+
+
+__all__ = ["PEERS", "row", "recommend", "why", "peers_line", "fig", "shipped_figures", "changed_mark",
+           "answers_note"]

@@ -120,13 +120,13 @@ def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     return res, thr, ship, sampler.stop().with_spread(res.variants)
 
 
-def _recommend(rows: list, loads, res) -> dict:
+def _recommend(rows: list, loads, res, random_weights: bool = False) -> dict:
     """The recommendation per workload, each with its one sentence why; none at all is an error."""
     recs = {}
     for w in loads:
         rec = recommend(rows, w)
         if rec is not None:
-            rec.why = why(rec, rows, w, res.machine, res.rates)
+            rec.why = why(rec, rows, w, res.machine, res.rates, random_weights)
             recs[w] = rec
     if not recs:
         raise BenchmarkError("no variant kept its answers and was timed")
@@ -178,7 +178,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     res, thr, ship, machine_load = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
     rows = sorted((row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs),
                   key=lambda r: registry.order(r.name))
-    recs = _recommend(rows, loads if lat is not None else ("latency",), res)
+    recs = _recommend(rows, loads if lat is not None else ("latency",), res, bool(src.random_weights))
     say("done", 1.0)
     return TuneResult(
         model=src.describe(), source=src.name, recommended=recs, workloads=list(recs), variants=rows,
@@ -189,7 +189,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         reference=ref, plan={"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
                              "enabled": sorted(tuned_plan.opted_in)},
         ablation=ablation, threads=cfg.threads, shipped=bool(shipped), machine_load=machine_load.to_dict(),
-        **_variant_facts(vs))
+        random_weights=bool(src.random_weights), **_variant_facts(vs))
 
 
 __all__ = ["tune", "ORDER", "LABELS", "size_mb"]

@@ -143,7 +143,7 @@ def builtin_answers_text(src):
 def int8_flags(stats, random_weights: bool = False) -> list[str]:
     """One line per int8 variant whose answers break (``VariantStats`` or rows with ``name``/``task_parity``),
     pointing at the guarded int8 and at ``workbench tune``; none for a model with random weights, whose
-    answers mean nothing (what the check would mean is said instead, see ``viz.summary.random_weights_words``)."""
+    answers mean nothing (what the check would mean is said instead, see ``ort.answer_policy.random_weights_words``)."""
     out = []
     if random_weights:
         return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ...measure.harness.load import busy_warning
+from ...measure.tune.rows import answers_note
 from ...measure.variants.labels import on_gpu, variant_label, workload_figure
 from ...viz import latency as vl
 from ...viz.summary import task_parity_words as words
@@ -61,7 +63,8 @@ def ablation_html(res) -> str:
                else "no step measured harmful"))
     return ("<div class='wb-table'><table><tr><th>step left out</th><th>what it fuses</th><th>p50 without (ms)</th>"
             "<th>the step saves (ms)</th><th>verdict</th></tr>" + rows + "</table></div>"
-            f"<div style='font-size:11px'>{tail}</div>")
+            f"<div style='font-size:11px'>{tail}</div>"
+            + "".join(f"<div style='font-size:11px'>{esc(w)}</div>" for w in [busy_warning(res.machine_load)] if w))
 
 
 class ProfilePanel(Panel):
@@ -298,12 +301,14 @@ def tune_html(res) -> str:
         f"<tr><td>{esc(variant_label(r.name))}</td><td>{_f(r.p50_ms)}</td>"
         f"<td>{_f(r.sentences_per_s)}</td><td>{r.batch or ''}</td>"
         f"<td>{'reference' if r.parity is None else esc(words(r.task_parity))}</td>"
-        f"<td>{'yes' if r.holds else 'no'}</td></tr>" for r in res.variants)
+        f"<td>{'-' if res.random_weights and r.parity is not None else 'yes' if r.holds else 'no'}</td></tr>"
+        for r in res.variants)
+    note = answers_note(res)  # random weights: no verdict, one sentence why
     skipped = "".join(f"<div>{esc(k.name)} skipped: {esc(k.why)}</div>" for k in res.skipped)
     saved = res.saved
     where = f"<div>saved to {esc(saved['dir'])}</div>" if saved else ""
     return (f"{heads}<table><tr><th>variant</th><th>p50 ms</th><th>sentences/s</th><th>batch</th><th>answers</th>"
-            f"<th>holds</th></tr>{rows}</table>{skipped}{where}")
+            f"<th>holds</th></tr>{rows}</table>{f'<div>{esc(note)}</div>' if note else ''}{skipped}{where}")
 
 
 __all__ = ["ProfilePanel", "results_html", "ablation_html", "kernels_html", "tune_html"]

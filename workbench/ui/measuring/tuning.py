@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import WorkbenchError
+from ...measure.harness.load import busy_words
 from ...measure.tune import run as tune_run  # its ``tune``: this feature's own method is named so too
 from ...measure.tune.ablation import fusion_ablation
 from ...measure.tune.rows import fig
@@ -42,8 +43,10 @@ class Tuning:
                                   progress=lambda stage, f: job.progress(f"what each fusion buys: {stage}", f))
             s.ablation = res
             t = res.tuned_plan
+            busy = busy_words(res.machine_load)  # "" when the machine was quiet
             app.say("each fusion measured; " + (f"on this machine switch off {', '.join(sorted(t.disabled))}"
-                                               if t.disabled else "every step helps or is within noise"), "ok")
+                                               if t.disabled else "every step helps or is within noise")
+                    + (f"; {busy}" if busy else ""), "ok")
 
         app.runner.start("ablation", work, lane=MEASURE_LANE)
 
