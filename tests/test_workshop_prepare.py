@@ -100,3 +100,29 @@ def test_cli_a_bad_model_fails_before_anything_is_written(tmp_path):
     r = _cli("prepare", "--cache", str(room), "--models", str(tmp_path / "no-such-model"), "--real", "none")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not room.exists()
+
+
+def test_cli_a_warm_up_past_its_bound_is_one_line_and_the_folder_is_still_prepared(tmp_path):
+    # WORKBENCH_WARM_WAIT_S far below bert-tiny's warm-up (about 1 s of engine steps): the bound is hit.
+    room = tmp_path / "room"
+    r = _cli("prepare", "--cache", str(room), "--models", "bert-tiny", "--real", "none", "--modern", "none",
+             "--notebooks", "01", "--json", env={"WORKBENCH_WARM_WAIT_S": "0.001"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if "warm-up" in x]
+    assert line.startswith("workbench: gave up after 0.001 s waiting for the fusion warm-up of bert-tiny: "), line
+    assert "toggles not warmed" in line and "the app warms them on first use" in line
+    assert "WORKBENCH_WARM_WAIT_S" in line
+    (stage,) = json.loads(r.stdout)["stages"]
+    assert stage["stage"] == "01 app" and stage["not_warmed"]
+    assert f"{len(stage['not_warmed'])} toggles not warmed" in line
+    assert (room / MANIFEST).is_file()  # prepared all the same
+
+
+def test_cli_a_bad_warm_up_bound_fails_before_anything_is_built(tmp_path):
+    room = tmp_path / "room"
+    r = _cli("prepare", "--cache", str(room), "--models", "bert-tiny", "--real", "none",
+             env={"WORKBENCH_WARM_WAIT_S": "soon"})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "WORKBENCH_WARM_WAIT_S must be a number of at least 0.001" in r.stderr
+    assert not room.exists()

@@ -248,8 +248,8 @@ def _profile_and_benchmark(page) -> None:
     page.wait_for_function(
         "() => [...document.querySelectorAll('.wb-status-line')].some(e => e.innerText.includes('benchmark done'))",
         timeout=180_000)
-    # The status line and the table are two widgets: the table may paint a moment after the status says done.
-    page.wait_for_function("() => document.querySelectorAll('.wb-results table tr').length >= 3", timeout=60_000)
+    # The status line says done only once the table is drawn (panels draw in the order the state was written).
+    assert page.locator(".wb-results table tr").count() >= 3
     page.wait_for_selector(".wb-live-plot .js-plotly-plot .scatterlayer .trace", timeout=60_000)
     assert page.locator(".wb-live-plot .scatterlayer .trace").count() >= 2
 

@@ -54,8 +54,10 @@ def run(args) -> int:
         print_json(done.to_dict())
         return 0
     for s in done.stages:
+        cold = f" ({len(s['not_warmed'])} toggles not warmed: the app warms them on first use)" \
+            if s.get("not_warmed") else ""
         print(f"{s['model']:12s} {s['stage']:22s} " + (f"skipped: {s['skipped']}" if "skipped" in s
-                                                       else f"{s['seconds']:7.1f} s"))
+                                                       else f"{s['seconds']:7.1f} s{cold}"))
     print(f"prepared {done.folder} in {done.seconds / 60:.1f} min. Copy it to each laptop and set "
           f"WORKBENCH_CACHE=<the copy> before starting JupyterLab.")
     return 0

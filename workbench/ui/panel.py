@@ -48,36 +48,89 @@ def kernel_loop():
         return None
 
 
+class Draws:
+    """The draws due on one event loop, in the order of their latest state change, run there in batches.
+
+    Panels share it (:func:`draws_on`), so the app's panels draw in the order the state was written: a status line
+    that says a result is ready is never drawn before the result's own panel. A draw asked for again while it is
+    due moves behind the changes written meanwhile (it reads the latest state when it runs, once); each batch
+    runs what was due when it started, so a stream of changes never starves the loop or a draw.
+    """
+
+    def __init__(self, loop):
+        self.loop = loop
+        self._lock = new_lock()
+        self._due: dict[Any, Callable[[], None]] = {}  # key -> draw, in the order of the latest change
+        self._scheduled = False
+
+    def add(self, key, draw: Callable[[], None]) -> None:
+        """Draw ``draw`` on the loop, after every draw asked for before; ``key`` names it (asked again: moved)."""
+        with self._lock:
+            self._due.pop(key, None)
+            self._due[key] = draw
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self.loop.add_callback(self.run_due)
+        except RuntimeError:  # the kernel is shutting down: nothing to draw on
+            with self._lock:
+                self._due.clear()
+                self._scheduled = False
+
+    def run_due(self) -> None:
+        """Run the draws due now, oldest change first (on the loop's thread)."""
+        with self._lock:
+            batch, self._due, self._scheduled = list(self._due.values()), {}, False
+        for draw in batch:
+            draw()
+
+
+_DRAWS: dict[int, Draws] = {}
+
+
+def draws_on(loop) -> Draws:
+    """The one :class:`Draws` of ``loop`` (the kernel's event loop), shared by every panel drawing there."""
+    d = _DRAWS.get(id(loop))
+    if d is None or d.loop is not loop:
+        d = _DRAWS[id(loop)] = Draws(loop)
+    return d
+
+
 class Panel:
     """A panel: ``widget`` is what the app places; ``draw_*`` methods run when the state changes.
 
     Args:
         state: the app state (observed, never written here).
         controller: where user actions go (anything with the controller's methods; tests pass a stub).
+        loop: the event loop widgets are drawn on (default: the kernel's; None outside a kernel, where a
+            draw runs at once).
     """
 
     widget: Any = None
 
-    def __init__(self, state, controller):
+    def __init__(self, state, controller, *, loop=None):
         self.state = state
         self.controller = controller
         self._lock = new_lock(reentrant=True)  # state changes arrive from background jobs too
-        self._loop = kernel_loop()
-        self._due: set[int] = set()
+        self._loop = loop if loop is not None else kernel_loop()
+        self._draws = draws_on(self._loop) if self._loop is not None else None
         self.errors: list[str] = []  # drawing errors on the kernel's event loop
 
     def watch(self, names: str | list[str], fn: Callable[[], None]) -> None:
         """Call ``fn`` whenever any of these state traits changes.
 
         In a kernel, widgets are only touched on its main thread: a change made by a background job
-        schedules ``fn`` there (once, however many changes arrive before it runs), because plotly's
+        queues ``fn`` there (once, however many changes arrive before it runs), because plotly's
         FigureWidget applies the browser's layout replies on the main thread and loses properties
-        (a figure's width) when a job edits the same figure meanwhile. Outside a kernel ``fn`` runs at once.
+        (a figure's width) when a job edits the same figure meanwhile. Every panel's draws go through one
+        queue (:class:`Draws`), in the order of the changes: a job that writes a result and then a status line
+        saying it is done has the result drawn first. A change on the main thread draws at once, after the
+        draws already due. Outside a kernel ``fn`` runs at once.
         """
-        key = id(fn)
+        key = (id(self), fn)
 
         def run() -> None:
-            self._due.discard(key)
             with self._lock:
                 try:
                     fn()
@@ -87,16 +140,13 @@ class Panel:
                     self.errors.append(traceback.format_exc())
 
         def handler(_change) -> None:
-            if self._loop is None or threading.current_thread() is threading.main_thread():
-                with self._lock:
-                    fn()
+            if self._draws is not None and threading.current_thread() is not threading.main_thread():
+                self._draws.add(key, run)
                 return
-            if key not in self._due:
-                self._due.add(key)
-                try:
-                    self._loop.add_callback(run)
-                except RuntimeError:  # the kernel is shutting down: nothing to draw on
-                    self._due.discard(key)
+            if self._draws is not None:
+                self._draws.run_due()  # what earlier changes asked for is drawn first
+            with self._lock:
+                fn()
 
         self.state.observe(handler, names=names)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -40,6 +41,7 @@ from ..fusion.timeline_store import versions as timeline_versions
 from ..measure.variants.answers import task_answers
 from ..measure.variants.models import fuse_bert
 from ..models import REAL_MODELS, resolve
+from ..settings import env_number
 from ..text import text_batches
 from . import exercises as ex
 from .notebooks import notebook_names
@@ -49,6 +51,13 @@ Say = Callable[[str], None]
 #: The opsets of notebook 04's matrix per exporter (each exporter's opset 14 and its own default).
 MATRIX_OPSETS = {"torchscript": (14, 17), "dynamo": (14, 18)}
 MANIFEST = "workshop.json"
+
+#: How long :func:`app_timeline` waits for one model's fusion warm-up (every single toggle of the app's timeline
+#: computed and persisted); ``WORKBENCH_WARM_WAIT_S`` overrides. Generous: on 2 shared cores the warm-up of the
+#: ORT engine took 1.2 s on bert-tiny, 2.4-3.2 s on bert-base and 9 s on bert-large (load 2-3); both engines
+#: (``auto``) on bert-base 55 s at load 6. Past it prepare goes on (exit 0) and says which toggles are not warmed.
+WARM_WAIT_S = 600.0
+ENV_WARM_WAIT = "WORKBENCH_WARM_WAIT_S"
 
 
 @dataclass
@@ -79,13 +88,26 @@ def versions() -> dict[str, str]:
     return out
 
 
+def warm_bound() -> float:
+    """How long prepare waits for one model's warm-up: ``$WORKBENCH_WARM_WAIT_S``, else :data:`WARM_WAIT_S`.
+
+    Raises:
+        ConfigError: the variable is not a number of at least 0.001 (one line naming it).
+    """
+    return float(env_number(ENV_WARM_WAIT, WARM_WAIT_S, minimum=0.001))
+
+
 def _kw(src) -> dict:
     return src.timeline_args()
 
 
-def app_timeline(src, say: Say) -> None:
+def app_timeline(src, say: Say) -> dict:
     """Notebook 01 (and the app, ``Workbench(MODEL)``): the default export, the engine ``auto`` shows first,
-    every single toggle warmed, the other engine compared, parity of every snapshot."""
+    every single toggle warmed, the other engine compared, parity of every snapshot.
+
+    The warm-up is waited for at most :func:`warm_bound` seconds; past it (or when it failed) one line on stderr
+    says which toggles are not warmed, the stage goes on, and they are returned as ``{"not_warmed": [...]}``:
+    the app computes them on first use, and a second ``workbench prepare`` warms them (what is done is kept)."""
 
     cfg = ExportConfig()
     r = export(src, cfg)
@@ -94,12 +116,26 @@ def app_timeline(src, say: Say) -> None:
     say(f"  warming every single toggle ({len(snaps) - 1} steps)")
     sch = FusionScheduler(tl)
     sch.start_warming()
-    sch.wait_warm()
+    limit = warm_bound()
+    done = sch.wait_warm(limit)
     sch.stop_warming()
+    missed = [step for step in tl.single_toggles() if step not in sch.warmed]
+    if missed:
+        _say_not_warmed(src.name, missed, f"gave up after {limit:g} s waiting for" if not done
+                        else f"{sch.warm_error or 'an error'} stopped")
     sch.compare_engines()
     say("  parity of every snapshot")
     for i in range(1, len(tl.snapshots)):
         tl.check_parity(i)
+    return {"not_warmed": missed} if missed else {}
+
+
+def _say_not_warmed(model: str, missed: list[str], why: str) -> None:
+    """One line on stderr: which of ``model``'s toggles the prepared folder lacks, and what happens to them."""
+    names = ", ".join(missed[:4]) + (f" and {len(missed) - 4} more" if len(missed) > 4 else "")
+    print(f"workbench: {why} the fusion warm-up of {model}: {len(missed)} toggles not warmed ({names}); the app "
+          f"warms them on first use (set {ENV_WARM_WAIT} to wait longer and run prepare again to add them)",
+          file=sys.stderr, flush=True)
 
 
 def ablation_models(src, say: Say) -> None:
@@ -184,7 +220,8 @@ STAGES: tuple[tuple[str, Callable], ...] = (
 
 def _notebook_files(notebooks) -> list[str]:
     """The notebook files to prepare for; refuses, in one line, settings that would leave the folder without
-    its timelines and a notebook number this install lacks."""
+    its timelines, a bad ``WORKBENCH_WARM_WAIT_S`` and a notebook number this install lacks."""
+    warm_bound()  # checked before anything is built
     if not persist_enabled(None):
         raise WorkbenchError("WORKBENCH_PERSIST_TIMELINE=0 switches the timeline store off: the prepared folder "
                              "would lack the timelines; unset it and run again")
@@ -211,10 +248,12 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
     The cache is ``$WORKBENCH_CACHE`` (set it before calling, as ``workbench prepare --cache DIR`` does).
     Nothing already there is rebuilt or overwritten: every entry is keyed by content and versions, and
     written through a temporary name. A real model that is not installed is skipped with its one-line
-    reason in the stage list (notebook 05 needs it: ``pip install "bert-fusion-workbench[real]"``).
+    reason in the stage list (notebook 05 needs it: ``pip install "bert-fusion-workbench[real]"``). A warm-up
+    past :func:`warm_bound` is said in one line; its stage lists the toggles not warmed (``not_warmed``).
 
     Raises:
         WorkbenchError: a model that cannot be resolved or exported (before anything long starts for it).
+        ConfigError: ``$WORKBENCH_WARM_WAIT_S`` is not a number of at least 0.001 (before anything is built).
     """
 
     say = say or (lambda line: None)
@@ -230,8 +269,9 @@ def prepare(models=("bert-base",), *, real: tuple[str, ...] = ("minilm",),
                 continue
             t = time.perf_counter()
             say(f"{src.name}: {title}")
-            fn(src, say)
-            out.stages.append({"model": src.name, "stage": title, "seconds": round(time.perf_counter() - t, 1)})
+            extra = fn(src, say) or {}
+            out.stages.append({"model": src.name, "stage": title, "seconds": round(time.perf_counter() - t, 1),
+                               **extra})
     for name in modern if "04" in notebooks else ():
         t = time.perf_counter()
         say(f"{name}: 04 modern encoder")
