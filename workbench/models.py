@@ -133,9 +133,8 @@ class ModelSource:
         return [*([self.untested] if self.untested else []), *self.notes]
 
     def timeline_args(self) -> dict:
-        """What every fusion timeline of this model is given (encoder layers, heads, hidden size; None where the
-        config does not say): one set of arguments, so the app, ``fuse``, ``bench``, ``tune``, the report and
-        ``prepare`` open the same timeline of an export and compute it once."""
+        """Layers, heads, hidden size (None where the config does not say) for every fusion timeline of this model:
+        the app, ``fuse``, ``bench``, ``tune``, the report and ``prepare`` then open one timeline of an export."""
         return {"num_layers": self.num_layers or None, "num_heads": self.num_heads or None,
                 "hidden_size": self.hidden_size or None}
 

@@ -291,7 +291,7 @@ def _remove(e: Entry, leases: _Leases) -> list[Path]:
 
 def _collect(folder: Path, leases: _Leases) -> None:
     """A model folder's weights no graph reads, unless a live process holds the folder; then empty folders."""
-    from .model_store import WEIGHTS_DIR, unused_weights  # lazy: as in _group_entries
+    from .model_store import WEIGHTS_DIR, unused_weights  # lazy: the model store loads onnx (as above)
 
     if f"models/{folder.name}" in leases.names:
         return
