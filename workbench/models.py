@@ -6,11 +6,10 @@ Accepted:
   * real models installed as packages (``minilm``: all-MiniLM-L6-v2, the ``real`` extra);
   * a local Hugging Face folder (``config.json`` + ``*.safetensors``), with its tokenizer
     and its task head (masked LM, sequence or token classification) when it has them;
-  * a hub id (needs the network or the local Hugging Face cache);
-  * an existing ``.onnx`` file (nothing to export).
+  * a hub id (needs the network or the local Hugging Face cache); an existing ``.onnx`` file (nothing to export).
 
-Loading from a folder or the hub uses safetensors only and never runs code
-shipped with a model (``trust_remote_code=False``).
+Loading from a folder or the hub uses safetensors only and never runs code shipped with a model
+(``trust_remote_code=False``).
 """
 
 from __future__ import annotations
