@@ -12,7 +12,7 @@ __all__ = ["__version__", "Workbench", "load_ipython_extension"]
 
 def __getattr__(name):
     if name == "Workbench":
-        from .ui.app import Workbench
+        from .ui.app import Workbench  # lazy: `import workbench` (the command line) loads no widget
 
         return Workbench
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -29,7 +29,7 @@ _MEMO: dict = {}
 def _own_steps(engine: str) -> tuple:
     """The engine's own steps, in its order (without rules)."""
     if engine == "ort":
-        from .ort_engine import ORT_STEPS
+        from .ort_engine import ORT_STEPS  # lazy: ort_engine.py imports this module at its load (through rule.py)
 
         return ORT_STEPS
     from .onnxscript_engine import onnxscript_steps  # lazy: onnxscript_engine.py imports this module at its load
@@ -42,7 +42,7 @@ def _own_steps(engine: str) -> tuple:
 def _rules() -> list:
     with _LOCK:
         if not _BUILTIN:
-            from .rules import builtin
+            from .rules import builtin  # lazy: every rule module imports this module at its load (through rule.py)
 
             found = builtin()
             _BUILTIN.update(r.name for r in found)

@@ -21,7 +21,7 @@ class GraphPane(Panel):
         super().__init__(state, controller)
         import ipywidgets as W
 
-        from ...viz.graph_widget import GraphWidget
+        from ...viz.graph_widget import GraphWidget  # lazy: anywidget loads once compat has checked the front end
 
         self.role = role
         self.on_click: Callable[[str], None] | None = None
