@@ -29,10 +29,10 @@ _MEMO: dict = {}
 def _own_steps(engine: str) -> tuple:
     """The engine's own steps, in its order (without rules)."""
     if engine == "ort":
-        from .ort_engine import ORT_STEPS  # lazy: ort_engine.py imports this module at its load (through rule.py)
+        from .ort_engine import ORT_STEPS  # lazy: a cycle (fusion/__init__ imports this module first)
 
         return ORT_STEPS
-    from .onnxscript_engine import onnxscript_steps  # lazy: onnxscript_engine.py imports this module at its load
+    from .onnxscript_engine import onnxscript_steps  # lazy: a cycle (fusion/__init__ imports this module first)
 
     if "own:onnxscript" not in _MEMO:
         _MEMO["own:onnxscript"] = onnxscript_steps()
@@ -42,7 +42,7 @@ def _own_steps(engine: str) -> tuple:
 def _rules() -> list:
     with _LOCK:
         if not _BUILTIN:
-            from .rules import builtin  # lazy: every rule module imports this module at its load (through rule.py)
+            from .rules import builtin  # lazy: a cycle (fusion/__init__ imports this module first)
 
             found = builtin()
             _BUILTIN.update(r.name for r in found)
@@ -97,7 +97,7 @@ def steps(engine: str) -> tuple:
     """The ``EngineStep`` objects of ``engine``'s chain, in run order."""
 
     def build():
-        from .rule_steps import rule_step  # lazy: rule_steps.py imports this module at its load
+        from .rule_steps import rule_step  # lazy: a cycle (fusion/__init__ imports this module first)
 
         own = {s.name: s for s in _own_steps(engine)}
         by_rule = {r.name: r for r in _rules()}
@@ -133,7 +133,7 @@ def rows_by_name() -> dict:
 
 
 def _rows() -> tuple:
-    from .steps import ENGINE_ROWS  # lazy: steps.py imports this module at its load
+    from .steps import ENGINE_ROWS  # lazy: a cycle (fusion/__init__ imports this module first)
 
     chains = {e: chain(e) for e in CHAINS}
     order = list(chains["ort"])
@@ -201,7 +201,7 @@ def unregister_rule(name: str) -> None:
 
 
 def _check(rule) -> None:
-    from .rule import Rule  # lazy: rule.py imports this module at its load
+    from .rule import Rule  # lazy: a cycle (fusion/__init__ imports this module first)
 
     if isinstance(rule, type):
         what = "a Rule" if issubclass(rule, Rule) else "a class"
