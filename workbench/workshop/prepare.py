@@ -97,10 +97,6 @@ def warm_bound() -> float:
     return float(env_number(ENV_WARM_WAIT, WARM_WAIT_S, minimum=0.001))
 
 
-def _kw(src) -> dict:
-    return src.timeline_args()
-
-
 def app_timeline(src, say: Say) -> dict:
     """Notebook 01 (and the app, ``Workbench(MODEL)``): the default export, the engine ``auto`` shows first,
     every single toggle warmed, the other engine compared, parity of every snapshot.
@@ -111,7 +107,8 @@ def app_timeline(src, say: Say) -> dict:
 
     cfg = ExportConfig()
     r = export(src, cfg)
-    tl = Timeline(r.path, FusionPlan(engine=likely_engine(cfg.exporter, src.model_type) or "auto"), **_kw(src))
+    plan = FusionPlan(engine=likely_engine(cfg.exporter, src.model_type) or "auto")
+    tl = Timeline(r.path, plan, **src.timeline_args())
     snaps = tl.run()
     say(f"  warming every single toggle ({len(snaps) - 1} steps)")
     sch = FusionScheduler(tl)
@@ -143,14 +140,14 @@ def ablation_models(src, say: Say) -> None:
     built as ``measure/ablation.py`` builds them; the timing itself stays for the participant's machine."""
 
     exp = export(src, ExportConfig())
-    tl = run_fusion(exp.path, FusionPlan(), **_kw(src))
+    tl = run_fusion(exp.path, FusionPlan(), **src.timeline_args())
     base = FusionPlan(engine=tl.engine_used or "auto")
-    fuse_bert(exp.path, plan=base, **_kw(src))
+    fuse_bert(exp.path, plan=base, **src.timeline_args())
     fired = [s.step for s in tl.snapshots[1:] if s.step in BY_NAME and BY_NAME[s.step].kind == "fusion"
              and s.fused_here]
     for step in fired:
         say(f"  fused without {step}")
-        fuse_bert(exp.path, plan=base.with_step(step, False), **_kw(src))
+        fuse_bert(exp.path, plan=base.with_step(step, False), **src.timeline_args())
 
 
 def exercises(src, say: Say) -> None:
@@ -171,13 +168,13 @@ def exporter_matrix(src, say: Say) -> None:
         matrix(src, opsets=opsets, exporters=(exporter,),
                progress=lambda stage, f: say(f"  {stage}") if stage != "done" else None)
     exp23 = export(src, ExportConfig(exporter="dynamo", attention="sdpa", opset=23))
-    tl = Timeline(exp23.path, FusionPlan(), **_kw(src))
+    tl = Timeline(exp23.path, FusionPlan(), **src.timeline_args())
     tl.run()
     tl.check_parity(len(tl.snapshots) - 1)
     exp18 = export(src, ExportConfig(exporter="dynamo", attention="sdpa", opset=18))
     std = frozenset({"standard_attention"})
     for exp, plan in ((exp18, FusionPlan()), (exp23, FusionPlan(disabled=std)), (exp23, FusionPlan(opted_in=std))):
-        fuse_bert(exp.path, plan=plan, **_kw(src))
+        fuse_bert(exp.path, plan=plan, **src.timeline_args())
 
 
 def write_a_fusion(src, say: Say) -> None:
@@ -189,13 +186,13 @@ def write_a_fusion(src, say: Say) -> None:
     plan = FusionPlan(engine="onnxscript")
     for exporter in ("torchscript", "dynamo"):
         r = export(src, ExportConfig(exporter=exporter))
-        tl = Timeline(r.path, plan, **_kw(src))
+        tl = Timeline(r.path, plan, **src.timeline_args())
         snaps = tl.run()
         if exporter == "torchscript":
             say(f"  parity of every snapshot ({len(snaps) - 1} steps)")
             for i in range(1, len(tl.snapshots)):
                 tl.check_parity(i)
-            fuse_bert(r.path, plan=plan, **_kw(src))
+            fuse_bert(r.path, plan=plan, **src.timeline_args())
 
 
 def real_text(name: str, say: Say) -> None:
