@@ -18,13 +18,14 @@ EMB = {"kind": "embedding", "sentences": 13, "top1_agreement": 1.0, "spearman": 
 ROW = {"name", "label", "p50_ms", "p90_ms", "p50_mode", "sentences_per_s", "throughput_mode", "batch",
        "batch_search", "size_mb", "peak_rss_mb", "task_parity", "task_parity_search", "task_parity_batched",
        "task_parity_batched_search", "parity", "holds", "holds_batch1", "holds_batched", "reference",
-       "interleaved", "shipped", "session_providers", "kind", "floor_ms", "floor_precision"}
+       "interleaved", "shipped", "session_providers", "kind", "floor_ms", "floor_precision",
+       "same_as"}  # same_as: new in issue 42 (the tuned row's graph per workload), a new key only
 REC = {"variant", "label", "mode", "batch", "task_parity", "task_parity_batched", "parity", "why"}
 #: The ``--json`` document's keys: top level, then the typed parts' own keys.
 TREE = {
     "": {"model", "source", "recommended", "workloads", "variants", "skipped", "machine", "config", "rates", "split",
          "reference", "plan", "ablation", "int8_search", "openvino_guard", "paths", "sessions", "threads", "shipped",
-         "machine_load", "random_weights", "saved"},
+         "machine_load", "random_weights", "saved", "plans"},  # plans: new in issue 42, a new key only
     "recommended.latency": REC | {"p50_ms"},
     "recommended.throughput": REC | {"sentences_per_s"},
     "variants[]": ROW,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 
 from ..config import ATTENTIONS, EXPORTERS
@@ -103,6 +104,7 @@ def _measure(args, cfg, variants, text, answers):
 
 def run(args) -> int:
     from ..measure.tune.plan import tuned_plan_of
+    from ..measure.tune.served import Workload
     from ..measure.variants import build_variants
     from ..measure.variants.answers import int8_flags
     from ..models import resolve
@@ -112,10 +114,13 @@ def run(args) -> int:
     cfg = common.bench_config(args, args.provider)
     common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text, answers, cfg = _texts(args, cfg, names)
+    # `tuned`: this machine's plan for what this command times (the text in its batches, else the shape), checked.
+    shape = None if text is not None else Workload.shape(cfg.batch, cfg.seq)
     with common.StageBar(f"prepare {args.model}") as bar:
         variants = build_variants(args.model, names, provider=args.provider, attention=args.attention, progress=bar,
                                   plan=plan, exporter=args.exporter,
-                                  extra={"text": text, "threads": cfg.threads, "tuned_plan": tuned_plan_of})
+                                  extra={"text": text, "threads": cfg.threads,
+                                         "tuned_plan": functools.partial(tuned_plan_of, workload=shape)})
     for sk in skipped:  # said once the model is known to be usable, so a bad file gets its one error line only
         print(f"{sk['name']} skipped: {sk['why']}", file=sys.stderr)
     res = _measure(args, cfg, variants, text, answers)

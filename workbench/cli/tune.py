@@ -63,7 +63,7 @@ def table_lines(res, saved: dict | None = None) -> list[str]:
     variant (``(changed)`` after one whose answers did not hold, never on random weights), the busy sentence when
     the machine was busy, the random-weights note, the recommendation per workload, and what was saved."""
     from ..measure.harness.load import busy_warning
-    from ..measure.tune.rows import answers_note, changed_mark, fig, peers_line
+    from ..measure.tune.rows import answers_note, changed_mark, fig, peers_line, plan_lines, same_as_mark
     from ..ort.answer_policy import words
     from ..ort.machine import machine_line
 
@@ -78,7 +78,8 @@ def table_lines(res, saved: dict | None = None) -> list[str]:
         ans = "reference" if r.reference else f"{words(r.task_parity) or '-'} | {words(r.task_parity_batched) or '-'}"
         out.append(f"{r.name:<22}{_f(r.p50_ms, '.2f'):>9}{_f(r.sentences_per_s, '.0f'):>9}"
                    f"{_f(r.batch, 'd'):>6}{_f(r.size_mb, '.1f'):>8}{_f(r.peak_rss_mb, '.0f'):>9}  {ans}"
-                   f"{changed_mark(res, r)}")
+                   f"{changed_mark(res, r)}{same_as_mark(r)}")
+    out += plan_lines(res)
     if busy := busy_warning(res.machine_load):
         out.append(busy)
     if note := answers_note(res):  # random weights: no verdict, what the check would mean, what was done anyway

@@ -18,7 +18,6 @@ kernel measured slower than the Add + LayerNormalization it replaces).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -36,6 +35,8 @@ from ..harness.bench import benchmark
 from ..harness.load import busy_warning
 from ..harness.results import Variant
 from ..variants.models import fuse_bert
+from .check import round_ratio
+from .served import Workload, timed_config
 
 Progress = Callable[[str, float], None]
 FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"
@@ -98,6 +99,10 @@ class AblationResult:
     floor_computed_ms: float | None = None
     #: How busy the machine was while the plans were timed (:meth:`.load.MachineLoad.to_dict`), None if unsampled.
     machine_load: dict | None = None
+    #: What the plans were timed on (:meth:`.served.Workload.to_dict`): each sentence alone, padded batches, a shape.
+    workload: dict | None = None
+    #: The full plan's speed against the unfused graph, round by round (1.10: 10% faster; below 1: fusion loses).
+    full_speed: float | None = None
 
     @property
     def tuned_plan(self) -> FusionPlan:
@@ -113,13 +118,15 @@ class AblationResult:
     def to_markdown(self, measured: str = "") -> str:
         """The result as a markdown table with the machine and the tuned plan."""
         c = self.config
+        on = (self.workload or {}).get("words") or f"batch {c.get('batch')}, sequence {c.get('seq')}"
         lines = [f"Measured {measured + ' ' if measured else ''}on: {machine_line(self.machine)}", "",
-                 f"{self.model}, engine {self.engine}, batch {c.get('batch')}, sequence {c.get('seq')}, "
+                 f"{self.model}, engine {self.engine}, timed on {on}, "
                  f"{c.get('threads')} threads, {c.get('runs')} runs per plan, interleaved, spinning off"
                  + (f", session.dynamic_block_base {c['dynamic_block_base']}" if c.get("dynamic_block_base") else "")
-                 + f". Full plan p50 {self.full_p50_ms:.2f} ms (unfused {self.unfused_p50_ms or 0:.2f} ms; hardware "
-                 f"floor {self.floor_ms or 0:.2f} ms; MatMuls alone with weights from memory "
-                 f"{self.matmul_bound_ms or 0:.2f} ms). Noise band ±{self.noise_pct:.1f}% (twice the round-by-round "
+                 + f". Full plan p50 {self.full_p50_ms:.2f} ms {self._per()}(unfused {self.unfused_p50_ms or 0:.2f} ms"
+                 + (f"; hardware floor {self.floor_ms:.2f} ms" if self.floor_ms else "")
+                 + (f"; MatMuls alone with weights from memory {self.matmul_bound_ms:.2f} ms"
+                    if self.matmul_bound_ms else "") + f"). Noise band ±{self.noise_pct:.1f}% (twice the round-by-round "
                  f"gap between two copies of the full plan, at least 1%; savings are round-by-round ratios).", "",
                  "| step left out | what it fuses | the graph without it | p50 without it (ms) | the step saves | verdict |",
                  "|---|---|---|---|---|---|"]
@@ -138,11 +145,15 @@ class AblationResult:
                                    f"--enable {','.join(sorted(t.opted_in))}" if t.opted_in else "") if x)
         busy = busy_warning(self.machine_load)  # "" when the machine was quiet
         lines += [""] + ([busy, ""] if busy else []) + [
-            "Tuned plan for this machine: " + (f"{' and '.join(a for a in advice if a)} (`workbench bench "
+            "The ablation's plan for this machine: " + (f"{' and '.join(a for a in advice if a)} (`workbench bench "
                                                f"{self.model} {cmd}`)" if off or on else
                                                "the plan as it is (no step measured harmful, none left "
                                                "off measured helpful)")]
         return "\n".join(lines) + "\n"
+
+    def _per(self) -> str:
+        kind = (self.workload or {}).get("kind")
+        return "per sentence " if kind == "latency" else "per batch " if kind in ("throughput", "batches") else ""
 
     def to_frame(self):
         import pandas as pd
@@ -155,8 +166,21 @@ class AblationResult:
                 "matmul_bound_ms": self.matmul_bound_ms, "floor_computed_ms": self.floor_computed_ms,
                 "machine": self.machine, "config": self.config,
                 "rows": [dict(r.__dict__) for r in self.rows],
-                "machine_load": self.machine_load,
-                "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled), "enabled": sorted(t.opted_in)}}
+                "machine_load": self.machine_load, "workload": self.workload, "full_speed": self.full_speed,
+                "tuned_plan": {"engine": t.engine, "disabled": sorted(t.disabled), "enabled": sorted(t.opted_in)},
+                "plan": {"engine": self.plan.engine, "disabled": sorted(self.plan.disabled),
+                         "enabled": sorted(self.plan.opted_in)}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AblationResult":
+        """Back from :meth:`to_dict` (a cached plan's ablation)."""
+        p = d.get("plan") or {"engine": d.get("engine") or "auto", "disabled": [], "enabled": []}
+        rows = [AblationRow(**{k: v for k, v in r.items() if k in AblationRow.__dataclass_fields__})
+                for r in d.get("rows") or []]
+        return cls(d["model"], d["engine"], rows, d["full_p50_ms"], d["noise_pct"], d.get("unfused_p50_ms"),
+                   d.get("floor_ms"), d.get("matmul_bound_ms"), d.get("machine") or {}, d.get("config") or {},
+                   FusionPlan(engine=p["engine"], disabled=frozenset(p["disabled"]), opted_in=frozenset(p["enabled"])),
+                   d.get("floor_computed_ms"), d.get("machine_load"), d.get("workload"), d.get("full_speed"))
 
 
 def _noop(stage: str, fraction: float) -> None:
@@ -177,16 +201,14 @@ def _op_counts(path) -> dict:
 
 
 def _round_by_round(slower, faster) -> float:
-    """How many times slower ``slower`` ran than ``faster``: the median of the ratios within each round.
+    """How many times slower ``slower`` ran than ``faster``, round by round (:func:`.check.round_ratio`).
 
     Variants run round robin, so run i of each falls in the same round. Load that comes and goes on a
     shared machine (measured here: rounds twice as slow as their neighbours) moves p50s apart by more
     than the effect of one step; a ratio within a round it barely moves.
     """
-    pairs = [a / b for a, b in zip(slower.samples_ms, faster.samples_ms) if a and b]
-    if not pairs:
-        return slower.p50_ms / faster.p50_ms
-    return statistics.median(pairs)
+    r = round_ratio(slower.samples_ms, faster.samples_ms)
+    return r if r is not None else slower.p50_ms / faster.p50_ms
 
 
 def _change(full: dict, other: dict) -> dict:
@@ -196,13 +218,17 @@ def _change(full: dict, other: dict) -> dict:
 
 def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: FusionPlan | None = None,
                     exporter: str = "torchscript", attention: str = "eager", opset: int | None = None,
-                    steps: list[str] | None = None,
+                    steps: list[str] | None = None, workload: Workload | None = None,
                     progress: Progress | None = None, timeout: float | None = 3600) -> AblationResult:
-    """Time the full fusion plan against the plan without each fusion step, interleaved.
+    """Time the full fusion plan against the plan without each fusion step, interleaved, on one workload.
 
     Args:
         model: preset, folder, hub id or .onnx file.
-        cfg: shape, threads and runs (default: batch 1, sequence 128, 2 threads, 30 runs).
+        cfg: threads and runs, and the shape when no workload is given (default: batch 1, sequence 128,
+            2 threads, 30 runs).
+        workload: what every plan is timed on (:class:`.served.Workload`: each sentence alone, padded batches,
+            or a shape); default: ``cfg``'s shape with seeded random ids. A text workload's runs cycle through its
+            batches, every plan on the same batch in a round, so the round-by-round ratios compare like with like.
         plan: the full plan (default: engine "auto", every default step on).
         exporter, attention, opset: how the model is exported.
         steps: the steps to leave out one at a time (default: every fusion
@@ -241,12 +267,15 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
                                 disabled_optimizers=session_optimizers_off(p.disabled)))
     variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable"))
     progress("measuring", 0.75)
-    res = benchmark(variants, cfg, timeout=timeout)
+    w = workload or Workload.shape(cfg.batch, cfg.seq)
+    timed, cfg = timed_config(src, w, cfg)
+    res = benchmark(variants, cfg, text=timed, floor=timed is None, timeout=timeout)
     rows, band = _rows(res, todo, switch_on, emitted, change)
     progress("done", 1.0)
     return AblationResult(src.name, engine, rows, res[FULL].p50_ms, band, res[UNFUSED].p50_ms, res.floor_ms,
                           res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"),
-                          res.machine_load.to_dict() if res.machine_load else None)
+                          res.machine_load.to_dict() if res.machine_load else None, w.to_dict(),
+                          _round_by_round(res[UNFUSED], res[FULL]))
 
 
 def _steps(tl, engine: str, steps: list[str] | None) -> tuple[list[str], set, dict]:

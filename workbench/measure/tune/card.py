@@ -9,7 +9,7 @@ from ..variants import recipe
 from ..variants.labels import MODES, variant_label
 from ..worker.peer_runners import ov_config
 from .result import SessionSpec, TuneResult
-from .rows import answers_note, fig, peers_line
+from .rows import answers_note, fig, peers_line, plan_lines, same_as_mark
 
 CARD_TEXT = "The cat sat on the mat."
 
@@ -57,7 +57,7 @@ def _table(result: TuneResult) -> list[str]:
     for r in result.variants:
         ans = ("reference", "reference") if r.reference else (words(r.task_parity) or "-",
                                                               words(r.task_parity_batched) or "-")
-        lines.append(f"| {r.label} | {f(r.p50_ms, '.2f')} | {f(r.sentences_per_s, '.0f')} | "
+        lines.append(f"| {r.label}{same_as_mark(r)} | {f(r.p50_ms, '.2f')} | {f(r.sentences_per_s, '.0f')} | "
                      f"{f(r.batch, 'd')} | {f(r.size_mb, '.1f')} | {f(r.peak_rss_mb, '.0f')} | {ans[0]} | "
                      f"{ans[1]} | {_holds(result, r)} |")
     for sk in result.skipped:
@@ -99,6 +99,9 @@ def model_card(result: TuneResult, info: dict, out_dir: str) -> str:
               + (f", steps switched off: {', '.join(plan['disabled'])}" if plan["disabled"] else "")
               + (f", steps switched on: {', '.join(plan['enabled'])}" if plan["enabled"] else "") + ".",
               f"Fused and quantized operators in model.onnx: {info.get('fusions') or 'none'}.", ""]
+    if result.plans:  # what each fusion bought on each workload, and which graph the tuned variant ships
+        lines += ["This machine's fusion plan, measured on each workload and never slower than the graph it started "
+                  "from:", *[f"- {x[0].upper()}{x[1:]}." for x in plan_lines(result)], ""]
     for v in dict.fromkeys(x for x in (info["onnxruntime"], info.get("openvino")) if x):
         lines += _precision(result, v) + [""]
     lines += ["## Speed, size, memory and answers", "",

@@ -1,55 +1,178 @@
-"""This machine's fusion plan: the tuned plan of a short :func:`~.ablation.fusion_ablation`, cached.
+"""This machine's fusion plan for one workload: an ablation on that workload, then the check that keeps it honest.
 
-Runs once per export, plan, processor and thread count (``cache/plans/<key>.json``). The ``tuned`` variant
-recipe does not compute it: its caller (:func:`.run.tune`, ``workbench bench``) hands the plan in as
-``Build.tuned_plan`` (a plan, or :func:`tuned_plan_of` to compute it when the recipe first asks), so
-variants never import tune.
+:func:`plan_for` measures what each step buys on the workload (:func:`~.ablation.fusion_ablation`: each sentence
+alone, padded batches at the throughput search's batch, bench's batches, or a shape), takes the plan that keeps
+only what helps, and checks it once more against the unfused graph and the full plan, interleaved, on the same
+workload (:func:`.check.decide`): the :class:`WorkloadPlan` ships the fastest of the three, never a plan slower
+than the graph it started from. :func:`machine_plan` caches it per export, plan, processor, threads and workload
+(``cache/plans/<key>.json``). The ``tuned`` recipe does not compute it: its caller (:func:`.run.tune`,
+``workbench bench``) hands it in as ``Build.tuned_plan`` (a :class:`~..variants.recipe.ShippedPlan`, or
+:func:`tuned_plan_of` to compute it when the recipe first asks), so variants never import tune.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...cache.atomic import atomic_write_text
 from ...cache.identity import file_identity
 from ...cache.root import cache_root
 from ...config import BenchConfig, FusionPlan
+from ...fusion.catalog import session_optimizers_off
 from ...ort.machine import describe_machine
+from ..harness.bench import benchmark, throughput
+from ..harness.results import Variant
+from ..variants.models import fuse_bert
+from ..variants.recipe import ShippedPlan
+from ..variants.split import one_at_a_time
 from .ablation import fusion_ablation
+from .check import FULL, TUNED, UNFUSED, PlanCheck, decide, round_ratio
+from .served import Workload, timed_config
+from .workload import pad_id_of, serve_job
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+
+
+def plan_words(base: FusionPlan, plan: FusionPlan) -> str:
+    """What ``plan`` changes against ``base``: "switch off skip_layer_norm and switch on attention_as_mha"."""
+    off, on = sorted(plan.disabled - base.disabled), sorted(plan.opted_in - base.opted_in)
+    return " and ".join(x for x in (f"switch off {', '.join(off)}" if off else "",
+                                    f"switch on {', '.join(on)}" if on else "") if x)
+
+
+def _plan_dict(p: FusionPlan) -> dict:
+    return {"engine": p.engine, "disabled": sorted(p.disabled), "enabled": sorted(p.opted_in)}
+
+
+def _plan_of(d: dict) -> FusionPlan:
+    return FusionPlan(engine=d["engine"], disabled=frozenset(d["disabled"]), opted_in=frozenset(d["enabled"]))
+
+
+@dataclass
+class WorkloadPlan:
+    """This machine's plan for one workload, checked: ``plan`` (what the ablation kept), ``base`` (the full plan
+    it started from), ``check`` (which graph ships and why), the ``ablation`` (its dict) and the ``workload``."""
+
+    workload: dict
+    plan: FusionPlan
+    base: FusionPlan
+    check: PlanCheck
+    ablation: dict
+
+    @property
+    def shipped_plan(self) -> FusionPlan | None:
+        """The fusion plan that ships; None: the unfused graph ships."""
+        return {TUNED: self.plan, FULL: self.base, UNFUSED: None}[self.check.ships]
+
+    def shipped(self) -> ShippedPlan:
+        """What the ``tuned`` recipe builds for this workload."""
+        return ShippedPlan(self.shipped_plan, self.check.words(), self.workload.get("words", ""))
+
+    def words(self) -> str:
+        return self.check.words()
+
+    def to_dict(self) -> dict:
+        shipped = self.shipped_plan
+        return {"workload": self.workload, "plan": _plan_dict(self.plan), "base": _plan_dict(self.base),
+                "check": self.check.to_dict(), "ships": self.check.ships,
+                "shipped_plan": _plan_dict(shipped) if shipped is not None else None, "ablation": self.ablation}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "WorkloadPlan":
+        return cls(d["workload"], _plan_of(d["plan"]), _plan_of(d["base"]), PlanCheck.from_dict(d["check"]),
+                   d["ablation"])
+
+
+def _fused_variant(name: str, export_path: Path, plan: FusionPlan, src, provider: str) -> Variant:
+    path = fuse_bert(export_path, plan=plan, **src.timeline_args())
+    return Variant(name, path, provider=provider, disabled_optimizers=session_optimizers_off(plan.disabled))
+
+
+def search_batch(src, export_path: Path, plan: FusionPlan, cfg: BenchConfig, w: Workload,
+                 timeout: float | None = 3600) -> int:
+    """The batch size the throughput search picks for the full plan on ``w``'s sentences (the corpus the tune
+    serves: the text repeated to 256 sentences, sorted by length, each batch padded to its longest)."""
+    text = one_at_a_time(src, w.sentences)
+    job = serve_job(text, {}, pad_id_of(src))
+    full = _fused_variant(FULL, export_path, plan, src, cfg.provider)
+    out, _ = throughput([full], cfg, job, passes=1, timeout=timeout)
+    return int(out[FULL]["batch"])
+
+
+def _check(src, export_path, base, tuned, ab, cfg, w: Workload, timeout) -> PlanCheck:
+    """Decide which graph ships: from the ablation's own full-vs-unfused runs when the plan is the full plan,
+    else from one more interleaved run of the three on the same workload."""
+    words = plan_words(base, tuned)
+    if tuned == base:
+        return decide({FULL: ab.full_speed}, ab.noise_pct, "in the ablation", w.words())
+    vs = [_fused_variant(TUNED, export_path, tuned, src, cfg.provider),
+          _fused_variant(FULL, export_path, base, src, cfg.provider),
+          Variant(UNFUSED, export_path, provider=cfg.provider, level="disable")]
+    timed, c = timed_config(src, w, cfg)
+    res = benchmark(vs, c, text=timed, floor=False, timeout=timeout)
+    speed = {g: round_ratio(res[UNFUSED].samples_ms, res[g].samples_ms) for g in (TUNED, FULL)}
+    return decide(speed, ab.noise_pct, "in one interleaved run after the ablation", w.words(), words)
+
+
+def plan_for(src, export_path: Path, plan: FusionPlan | None = None, cfg: BenchConfig | None = None, *,
+             workload: Workload | None = None, exporter: str = "torchscript", attention: str = "eager",
+             steps=None, progress=None, timeout: float | None = 3600) -> WorkloadPlan:
+    """This machine's plan for ``workload`` (default: ``cfg``'s shape), measured and checked (see the module doc)."""
+    say = progress or (lambda stage, f: None)
+    cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
+    w = workload or Workload.shape(cfg.batch, cfg.seq)
+    if w.kind == "throughput" and not w.batch:
+        say("throughput batch-size search", 0.02)
+        w = w.with_batch(search_batch(src, export_path, plan, cfg, w, timeout))
+    ab = fusion_ablation(src, cfg, plan=plan, exporter=exporter, attention=attention, workload=w, steps=steps,
+                         progress=lambda s, f: say(s, 0.05 + 0.8 * f), timeout=timeout)
+    base = FusionPlan(engine=ab.engine or plan.engine, disabled=plan.disabled, opted_in=plan.opted_in)
+    say("checking the plan against the unfused graph and the full plan", 0.9)
+    check = _check(src, export_path, base, ab.tuned_plan, ab, cfg, w, timeout)
+    say("done", 1.0)
+    return WorkloadPlan(w.to_dict(), ab.tuned_plan, base, check, ab.to_dict())
 
 
 def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: int = 12, progress=None,
-                 exporter: str = "torchscript", attention: str = "eager") -> tuple[object, dict]:
-    """This machine's fusion plan (the ablation's tuned plan) and the ablation's result as a dict, cached."""
+                 exporter: str = "torchscript", attention: str = "eager", workload: Workload | None = None,
+                 provider: str = "cpu") -> WorkloadPlan:
+    """:func:`plan_for` with a short ablation, cached per export, plan, processor, threads and workload."""
     plan = plan or FusionPlan()
+    cfg = BenchConfig(provider=provider, threads=threads, runs=runs, warmup=2)
+    w = workload or Workload.shape(cfg.batch, cfg.seq)
     cpu = describe_machine(threads, check_cuda=False).get("cpu")
     key = hashlib.sha256(json.dumps([file_identity(Path(export_path)), plan.engine, sorted(plan.disabled),
-                                     sorted(plan.opted_in), cpu, threads, PLAN_VERSION]).encode()).hexdigest()[:24]
+                                     sorted(plan.opted_in), cpu, threads, provider, w.key(),
+                                     PLAN_VERSION]).encode()).hexdigest()[:24]
     path = cache_root() / "plans" / f"{key}.json"
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        res = fusion_ablation(src, BenchConfig(threads=threads, runs=runs, warmup=2), plan=plan, exporter=exporter,
-                              attention=attention, progress=progress)
-        doc = res.to_dict()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(doc, default=str))
-        except OSError:
-            pass  # a read-only or full cache only costs the ablation again next time
-    t = doc["tuned_plan"]
-    return FusionPlan(engine=t["engine"], disabled=frozenset(t["disabled"]), opted_in=frozenset(t["enabled"])), doc
+        return WorkloadPlan.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    res = plan_for(src, export_path, plan, cfg, workload=w, exporter=exporter, attention=attention,
+                   progress=progress)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(res.to_dict(), default=str))
+    except OSError:
+        pass  # a read-only or full cache only costs the ablation again next time
+    return res
 
 
-def tuned_plan_of(ctx):
-    """This machine's plan for a variant ``Build`` context (its model, export, plan and threads): for
-    ``Build.tuned_plan`` where the caller has not run the ablation itself."""
-    plan, _ = machine_plan(ctx.src, ctx.export_path, ctx.plan, threads=ctx.threads, progress=None)
-    return plan
+def tuned_plan_of(ctx, workload: Workload | None = None) -> ShippedPlan:
+    """This machine's checked plan for a variant ``Build`` context (its model, export, plan and threads), on
+    ``workload`` (default: ``ctx.text`` as bench times it, else batch 1 × sequence 128): for ``Build.tuned_plan``
+    where the caller has not run the ablation itself."""
+    if workload is None and ctx.text is not None and ctx.text.sentences:
+        batch = max(int(b["input_ids"].shape[0]) for b in ctx.text.batches)
+        workload = Workload.of_text("batches", ctx.text.sentences, batch=batch)
+    wp = machine_plan(ctx.src, ctx.export_path, ctx.plan, threads=ctx.threads, workload=workload,
+                      provider=ctx.provider)
+    return wp.shipped()
 
 
-__all__ = ["machine_plan", "tuned_plan_of", "PLAN_VERSION"]
+__all__ = ["machine_plan", "plan_for", "tuned_plan_of", "search_batch", "plan_words", "WorkloadPlan",
+           "PLAN_VERSION"]

@@ -45,6 +45,9 @@ class VariantRow:
     kind: str | None = None
     floor_ms: float | None = None
     floor_precision: str | None = None
+    #: Workload → the variant whose graph this row's figures of that workload are (``tuned`` when this machine's
+    #: plan for it is the full plan, the unfused graph, or lost the final check to one of them).
+    same_as: dict = field(default_factory=dict)
 
     def figure(self, workload: str) -> float | None:
         """The figure that decides ``workload`` (p50 ms or sentences/s)."""
@@ -128,6 +131,9 @@ class TuneResult:
     random_weights: bool = False
     #: What :func:`.tune_save.save` wrote, when the result was saved.
     saved: dict | None = None
+    #: Workload → this machine's plan for it: the plan, its check after the ablation, what ``tuned`` is there and
+    #: the final check (:meth:`.tuned.TunedGraphs.to_json`); None when ``tuned`` was not measured.
+    plans: dict | None = None
 
     def row(self, name: str) -> VariantRow | None:
         return next((r for r in self.variants if r.name == name), None)

@@ -72,7 +72,7 @@ def _fastest(rows: list[VariantRow], workload: str) -> VariantRow:
 
 def recommend(rows: list[VariantRow], workload: str) -> Recommendation | None:
     """The fastest variant whose answers hold (batch 1 and batched) in this workload, by its decisive figure."""
-    ok = [r for r in rows if r.holds and r.figure(workload)]
+    ok = [r for r in rows if r.holds and r.figure(workload) and workload not in r.same_as]  # no duplicate graph
     if not ok:
         return None
     best = _fastest(ok, workload)
@@ -130,6 +130,22 @@ def peers_line(result: TuneResult, workload: str = "latency") -> str:
     return "; ".join(parts) or "no peer measured"
 
 
+def plan_lines(result: TuneResult) -> list[str]:
+    """One line per workload: this machine's plan for it, measured on that workload, and which graph ships (the
+    check after the ablation, and the tune's own check at the end where it ran)."""
+    out = []
+    for w, p in (result.plans or {}).items():
+        c = p.get("final_check") or p["check"]
+        out.append(f"this machine's plan for {w}: {c['words']}")
+    return out
+
+
+def same_as_mark(r: VariantRow) -> str:
+    """" (= fused for latency)" after the tuned row where its graph is another variant's; "" otherwise."""
+    same = "; ".join(f"= {v} for {w}" for w, v in r.same_as.items())
+    return f" ({same})" if same else ""
+
+
 def changed_mark(result: TuneResult, r: VariantRow) -> str:
     """"  (changed)" after a variant whose answers did not hold; "" where they held, and on random weights, where
     the answers mean nothing (:func:`answers_note` says so once instead)."""
@@ -152,4 +168,4 @@ def answers_note(result: TuneResult | dict) -> str:
 
 
 __all__ = ["PEERS", "row", "recommend", "why", "peers_line", "fig", "shipped_figures", "changed_mark",
-           "answers_note"]
+           "answers_note", "plan_lines", "same_as_mark"]

@@ -37,10 +37,10 @@ from ..harness.load import LoadSampler
 from ..variants.extra import guard_text
 from ..variants.labels import VARIANT_LABELS as LABELS
 from ..variants.split import one_at_a_time, split
-from .plan import machine_plan
 from .result import SessionSpec, Skipped, TuneResult
 from .rows import recommend, row, why
 from .slices import shipped as as_shipped
+from .tuned import TunedGraphs, fill_row, final_checks, machine_plans
 from .workload import latency_text, pad_id_of, serve_job, workloads
 
 #: What the tune measures, in display order (the recipes with ``tune`` set).
@@ -84,39 +84,55 @@ def _texts(src, text):
     return parts, lat, idx
 
 
-def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say):
-    say("this machine's plan (ablation)", 0.05)
-    tuned_plan, ablation = machine_plan(src, exp.path, plan, threads=cfg.threads, runs=ablation_runs,
-                                        exporter=exporter, attention=attention,
-                                        progress=lambda s, f: say(f"ablation: {s}", 0.05 + 0.2 * f))
+def _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, loads, say):
+    """This machine's checked plan per workload, the variants, and the tuned graph per workload."""
+    sentences = list(parts.search) + list(parts.check)
+    plans = (machine_plans(src, exp.path, plan, cfg, loads, sentences, lat is not None, ablation_runs, exporter,
+                           attention, say) if "tuned" in names else {})
     search = one_at_a_time(src, parts.search) if lat is not None else guard_text(src)
     say("building the variants", 0.25)
-    vs = registry.build_variants(src, names, plan=plan, exporter=exporter, attention=attention,
-                      progress=lambda s, f: say(s, 0.25 + 0.2 * f),
-                      extra={"text": search, "search_text": search, "threads": cfg.threads, "tuned_plan": tuned_plan})
-    return vs, tuned_plan, ablation
+    kw = dict(plan=plan, exporter=exporter, attention=attention)
+    extra = {"text": search, "search_text": search, "threads": cfg.threads}
+    vs = registry.build_variants(src, [n for n in names if n != "tuned"], **kw, extra=extra,
+                                 progress=lambda s, f: say(s, 0.25 + 0.2 * f))
+    tuned = {w: registry.build_variants(src, ["tuned"], **kw, extra={**extra, "tuned_plan": p.shipped()})[0]
+             for w, p in plans.items()}
+    return vs, plans, TunedGraphs.of(tuned, vs)
 
 
-def _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say) -> tuple:
-    """Interleaved latency (always: it gives the batch-1 answers), interleaved throughput, then as shipped; and how
-    busy the machine was over all three (sampled until their workers are joined)."""
-    sampler = LoadSampler(cfg.threads).start()
+def _interleaved(vs, tg, cfg, ref, lat, idx, loads, src, answers, timeout, say) -> tuple:
+    """The latency run (always: it gives the batch-1 answers) and the throughput run, interleaved, each with the
+    tuned graph of its workload; then the final check of those graphs on these runs."""
     say("measuring: latency, interleaved", 0.45)
     runs = cfg.runs if "latency" in loads else max(3, min(cfg.runs, len(lat.batches) if lat else 3))
-    res = benchmark(vs, dataclasses.replace(cfg, runs=runs), reference=ref, text=lat if lat is not None else answers,
+    lat_vs = tg.for_workload(vs, "latency")
+    res = benchmark(lat_vs, dataclasses.replace(cfg, runs=runs), reference=ref, text=lat if lat is not None else answers,
                     text_answers_only=lat is None, text_parts=idx, floor=lat is None, timeout=timeout)
     thr, serve = {}, None
     if "throughput" in loads and lat is not None:
         say("measuring: throughput (batch-size search, then passes), interleaved", 0.55)
         serve = serve_job(lat, idx, pad_id_of(src))
-        batch1 = {v.name: 1e3 / res[v.name].mean_ms for v in vs if res[v.name].mean_ms}  # the same sentences, one by one
-        thr, _ = throughput(vs, cfg, serve, reference=ref, timeout=timeout, batch1=batch1)
+        thr_vs = tg.for_workload(vs, "throughput")
+        batch1 = {v.name: 1e3 / res[v.name].mean_ms for v in thr_vs  # the same sentences, one by one
+                  if v.name in {s.name for s in res.variants} and res[v.name].mean_ms and v in lat_vs}
+        thr, _ = throughput(thr_vs, cfg, serve, reference=ref, timeout=timeout, batch1=batch1)
+    return res, thr, serve
+
+
+def _measure(vs, tg, plans, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say) -> tuple:
+    """Interleaved, the final check of the tuned graphs, then as shipped; and how busy the machine was over all
+    of it (sampled until their workers are joined)."""
+    sampler = LoadSampler(cfg.threads).start()
+    res, thr, serve = _interleaved(vs, tg, cfg, ref, lat, idx, loads, src, answers, timeout, say)
+    final_checks(tg, plans, {v.name: v.samples_ms for v in res.variants} if "latency" in loads else {},
+                 {k: v.get("samples_ms") for k, v in thr.items()})
     ship = {}
     if shipped:
         say("measuring: as shipped, alternating time slices", 0.75)
-        ship = as_shipped(vs, cfg.threads, latency=lat if "latency" in loads else None, serve=serve,
-                          batches={k: v.get("batch") for k, v in thr.items()}, runs=cfg.runs, passes=3, slices=3,
-                          timeout=timeout or 900, progress=lambda s, f: say(s, 0.75 + 0.2 * f))
+        ship = as_shipped(tg.for_workload(vs, "latency"), cfg.threads, latency=lat if "latency" in loads else None,
+                          serve=serve, batches={k: v.get("batch") for k, v in thr.items()}, runs=cfg.runs, passes=3,
+                          slices=3, timeout=timeout or 900, progress=lambda s, f: say(s, 0.75 + 0.2 * f),
+                          throughput_variants=tg.for_workload(vs, "throughput"))
     return res, thr, ship, sampler.stop().with_spread(res.variants)
 
 
@@ -133,9 +149,16 @@ def _recommend(rows: list, loads, res, random_weights: bool = False) -> dict:
     return recs
 
 
-def _variant_facts(vs) -> dict:
-    """The recipes' build reports (the int8 searches'), and each variant's model path and session."""
+def _variant_facts(vs, tg=None) -> dict:
+    """The recipes' build reports (the int8 searches'), and each variant's model path and session (the tuned graph
+    saved is the throughput workload's where it has one of its own, as the saved folder prefers that workload)."""
     by = {v.name: v for v in vs}
+    if tg is not None:
+        for w in ("throughput", "latency"):
+            if w in tg.variants and not tg.dropped(w):
+                by["tuned"] = tg.variants[w]
+                break
+        vs = list(by.values())
     return {**{r.report_key: r.report(by[r.name]) if r.name in by else None for r in registry.RECIPES if r.report_key},
             "paths": {v.name: str(v.model) for v in vs if v.model is not None and not isinstance(v.model, bytes)},
             "sessions": {v.name: SessionSpec(v.kind, v.level, list(v.disabled_optimizers), dict(v.options or {}))
@@ -167,29 +190,42 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     say("export", 0.02)
     exp = export(src, ExportConfig(exporter=exporter, attention=attention))
     names, skipped = registry.available(ORDER, src)  # an engine not here, a model it cannot take: skipped, why
-    vs, tuned_plan, ablation = _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, say)
-    by = {v.name: v for v in vs}
-    if "tuned" in by and "fused" in by and str(by["tuned"].model) == str(by["fused"].model):
-        vs = [v for v in vs if v.name != "tuned"]  # the same file: measured once
-        skipped.append({"name": "tuned", "why": "this machine's plan is the plan asked for (the ablation switched "
-                                                "no step), so it is the fused model"})
+    vs, plans, tg = _build(src, exp, plan, cfg, names, exporter, attention, ablation_runs, lat, parts, loads, say)
     ref = "torch" if "torch" in names else "unfused"
     answers = guard_text(src) if lat is None else None
-    res, thr, ship, machine_load = _measure(vs, cfg, ref, lat, idx, loads, src, answers, shipped, timeout, say)
-    rows = sorted((row(v.name, res[v.name], thr.get(v.name), ship.get(v.name), size_mb(v, exp.path)) for v in vs),
-                  key=lambda r: registry.order(r.name))
+    res, thr, ship, machine_load = _measure(vs, tg, plans, cfg, ref, lat, idx, loads, src, answers, shipped,
+                                            timeout, say)
+    timed = {s.name for s in res.variants}
+    every = vs + [v for v in tg.variants.values() if v.name not in {x.name for x in vs}][:1]
+    rows = sorted((row(v.name, res[v.name] if v.name in timed else None, thr.get(v.name), ship.get(v.name),
+                       size_mb(v, exp.path)) for v in every), key=lambda r: registry.order(r.name))
+    if plans and "tuned" not in {r.name for r in rows}:  # the tuned graph is another variant's in every workload
+        rows.append(row("tuned", None, None, None, None))
+    by = {r.name: r for r in rows}
+    if "tuned" in by:
+        fill_row(by["tuned"], by, tg, loads if lat is not None else ("latency",))
     recs = _recommend(rows, loads if lat is not None else ("latency",), res, bool(src.random_weights))
     say("done", 1.0)
+    first = next(iter(plans), None)
+    shown = tg.shipped_plan(first, plans[first]) if first is not None else plan
+    first = plans.get(first)
     return TuneResult(
         model=src.describe(), source=src.name, recommended=recs, workloads=list(recs), variants=rows,
         skipped=[Skipped(s["name"], s["why"]) for s in skipped], machine=res.machine, rates=res.rates,
         config=dict(res.config, answers_text=(lat or answers).describe(), split=parts.describe(),
                     timed_on="text" if lat is not None else f"batch {cfg.batch}, sequence {cfg.seq}"),
         split={"search": list(parts.search), "check": list(parts.check), "source": parts.source},
-        reference=ref, plan={"engine": tuned_plan.engine, "disabled": sorted(tuned_plan.disabled),
-                             "enabled": sorted(tuned_plan.opted_in)},
-        ablation=ablation, threads=cfg.threads, shipped=bool(shipped), machine_load=machine_load.to_dict(),
-        random_weights=bool(src.random_weights), **_variant_facts(vs))
+        reference=ref, plan=_plan_json(shown), ablation=first.ablation if first is not None else None,
+        plans=tg.to_json(plans) if plans else None, threads=cfg.threads, shipped=bool(shipped),
+        machine_load=machine_load.to_dict(), random_weights=bool(src.random_weights),
+        **_variant_facts(every, tg))
+
+
+def _plan_json(p) -> dict:
+    """A plan as ``--json`` has always written it; the unfused graph (no plan) as every fusion step off."""
+    if p is None:
+        return {"engine": "none", "disabled": ["every fusion step"], "enabled": []}
+    return {"engine": p.engine, "disabled": sorted(p.disabled), "enabled": sorted(p.opted_in)}
 
 
 __all__ = ["tune", "ORDER", "LABELS", "size_mb"]

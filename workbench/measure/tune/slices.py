@@ -132,50 +132,74 @@ class _Proc:
             self.proc.join(5)
 
 
+def _jobs(variants: list, threads: int, latency, serve, batches: dict, throughput_variants: list | None) -> list:
+    """``(variant, SliceJob, workloads)`` per process: one per variant, or, for a name whose throughput variant is
+    another graph (this machine's plan per workload), one process per workload."""
+    thr = {v.name: v for v in (throughput_variants if throughput_variants is not None else variants)}
+    lat = {v.name: v for v in variants} if latency is not None else {}
+    out = []
+    for name in dict.fromkeys([*lat, *thr]):
+        a, b = lat.get(name), thr.get(name) if (serve and batches.get(name)) else None
+        split = a is not None and b is not None and a.describe() != b.describe()
+        both = tuple(w for w, x in (("latency", a), ("throughput", b)) if x is not None)
+        for v, loads in ([(a, ("latency",)), (b, ("throughput",))] if split else [(a or b, both)]):
+            if v is None:
+                continue
+            d = replace(v, spinning=True).describe()
+            job = msgs.SliceJob(d, threads, latency=list(latency.batches) if "latency" in loads and a is not None
+                                else None, serve=serve if "throughput" in loads and b is not None else None,
+                                batch=batches.get(name) if "throughput" in loads and b is not None else None)
+            out.append((v, job, loads))
+    return out
+
+
 def shipped(variants: list, threads: int, *, latency=None, serve: dict | None = None, batches: dict | None = None,
-            runs: int = 30, passes: int = 5, slices: int = 5, timeout: float = 900, progress=None) -> dict:
+            runs: int = 30, passes: int = 5, slices: int = 5, timeout: float = 900, progress=None,
+            throughput_variants: list | None = None) -> dict:
     """Time each variant as shipped in alternating slices (see the module doc).
 
     Args:
         variants: :class:`~workbench.measure.harness.results.Variant` objects (their ``spinning`` is set here).
         latency: TextBatches whose batches are served one at a time (None: no latency slices).
         serve: the throughput job (:func:`.workload.serve_job`) and ``batches``: each variant's batch size.
+        throughput_variants: the variants the throughput slices serve, where a name's graph differs per workload
+            (this machine's plan); default ``variants``.
         runs, passes: timed latency runs and throughput passes per variant, spread over ``slices`` slices.
 
     Returns:
         ``{name: {"latency_ms": [...], "throughput_ms": [...], "sentences": n, "peak_rss_mb", "providers"}}``.
     """
     say = progress or (lambda stage, f: None)
-    procs: list[_Proc] = []
+    batches = batches or {}
+    procs: list[tuple[_Proc, tuple]] = []
     out: dict[str, dict] = {}
     try:
-        for v in variants:
-            d = replace(v, spinning=True).describe()
-            job = msgs.SliceJob(d, threads, latency=list(latency.batches) if latency is not None else None,
-                                serve=serve if (serve and (batches or {}).get(v.name)) else None,
-                                batch=(batches or {}).get(v.name))
-            procs.append(_Proc(v, job, threads))
-        for k, p in enumerate(procs):
+        for v, job, loads in _jobs(variants, threads, latency, serve, batches, throughput_variants):
+            procs.append((_Proc(v, job, threads), loads))
+        for k, (p, _) in enumerate(procs):
             say(f"as shipped: building {p.name}", 0.1 * k / len(procs))
-            out[p.name] = {"providers": p.recv(timeout).providers, "latency_ms": [], "throughput_ms": [],
-                           "sentences": len(serve["corpus"]) if serve else None}
+            got = p.recv(timeout)
+            entry = out.setdefault(p.name, {"providers": got.providers, "latency_ms": [], "throughput_ms": [],
+                                            "sentences": len(serve["corpus"]) if serve else None})
+            entry["providers"] = entry["providers"] or got.providers
         per = {"latency": max(1, -(-runs // slices)), "throughput": max(1, -(-passes // slices))}
         loads = [w for w, on in (("latency", latency is not None), ("throughput", bool(serve))) if on]
         for s in range(slices):
             say(f"as shipped: slice {s + 1} of {slices}", 0.1 + 0.9 * s / slices)
             order = procs[s % len(procs):] + procs[:s % len(procs)]  # who goes first rotates
             for w in loads:
-                for p in order:
-                    if w == "throughput" and not (batches or {}).get(p.name):
+                for p, served in order:
+                    if w not in served or (w == "throughput" and not batches.get(p.name)):
                         continue
                     p.conn.send(msgs.Slice(w, per[w]))
                     out[p.name][f"{w}_ms"] += p.recv(timeout).ms
-        for p in procs:
+        for p, _ in procs:
             p.conn.send(msgs.End())
-            out[p.name]["peak_rss_mb"] = p.recv(timeout).peak_rss_mb
+            rss = p.recv(timeout).peak_rss_mb
+            out[p.name]["peak_rss_mb"] = max(rss or 0, out[p.name].get("peak_rss_mb") or 0) or rss
         return out
     finally:
-        for p in procs:
+        for p, _ in procs:
             p.close()
 
 

@@ -16,7 +16,7 @@ from ...families import ort_optimizes
 from ...fusion.catalog import session_optimizers_off
 from ..harness.results import Variant
 from ..worker.precision import quantize_int8
-from .recipe import FP16, FP32_GPU, Build, Recipe
+from .recipe import FP16, FP32_GPU, Build, Recipe, ShippedPlan
 
 _FP32_WINS = "no int8 model kept the answers, so the fastest fp32 engine wins."
 
@@ -37,6 +37,10 @@ def _tuned(ctx: Build, name: str):
     if plan is None:  # the plan is the caller's (the tune's ablation): variants do not import tune
         raise BenchmarkError(f"{name}: this machine's fusion plan was not given (Build.tuned_plan: "
                              "workbench.measure.tune.plan.tuned_plan_of computes it)")
+    if isinstance(plan, ShippedPlan):
+        if plan.plan is None:  # every fused graph measured slower on the workload: the unfused export ships
+            return Variant(name, ctx.export_path, provider=ctx.provider, level="disable")
+        plan = plan.plan
     path = fuse_bert(ctx.export_path, plan=plan, **ctx.src.timeline_args())
     return Variant(name, path, provider=ctx.provider, disabled_optimizers=session_optimizers_off(plan.disabled))
 

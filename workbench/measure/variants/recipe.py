@@ -137,6 +137,18 @@ class Recipe:
         return self.check(provider)
 
 
+@dataclass(frozen=True)
+class ShippedPlan:
+    """The graph this machine's plan ships (what the ``tuned`` recipe builds): the export fused under ``plan``
+    (session level "all", the switched-off steps' session transformers kept off), or, ``plan`` None, the unfused
+    export at level "disable" (the check found every fused graph slower on the workload: never slower than the
+    graph it started from). ``words``: why, in one sentence; ``workload``: what it was measured on."""
+
+    plan: object = None
+    words: str = ""
+    workload: str = ""
+
+
 @dataclass
 class Build:
     """What recipes build from; the export and the fused model are made once, when a recipe first asks.
@@ -144,8 +156,9 @@ class Build:
     ``snapshot``: the fused model the app shows (its last snapshot, a ModelProto or bytes), built from
     ``plan`` there: the fusions the user switched on; None: the cached :func:`~workbench.measure.variants.models.fuse_bert`
     of the export under ``plan``. ``text`` / ``search_text``: sentences to guard and calibrate on (default:
-    the built-in ones); ``tuned_plan``: this machine's plan, or a callable ``(Build) -> plan`` giving it
-    (:func:`workbench.measure.tune.plan.tuned_plan_of`); the ``tuned`` recipe needs it, its caller passes it in.
+    the built-in ones); ``tuned_plan``: this machine's plan (a :class:`ShippedPlan`, or a bare FusionPlan), or a
+    callable ``(Build) -> plan`` giving it (:func:`workbench.measure.tune.plan.tuned_plan_of`); the ``tuned`` recipe
+    needs it, its caller passes it in.
     """
 
     src: object
@@ -208,4 +221,4 @@ class Build:
         return self.search_text if self.search_text is not None else search_text_of(self.src, self.text)
 
 
-__all__ = ["Recipe", "Build", "Tolerance", "FP32_GPU", "FP16", "ENGINES", "NEEDS", "TORCH_SKIPPED"]
+__all__ = ["Recipe", "Build", "ShippedPlan", "Tolerance", "FP32_GPU", "FP16", "ENGINES", "NEEDS", "TORCH_SKIPPED"]
