@@ -267,3 +267,27 @@ def test_losing_the_last_measuring_node_ends_the_sweep_with_error_rows(cluster, 
     assert len(res["rows"]) == 2 and not res["cancelled"]
     assert all(r["p50_ms"] is None and "no node with the workbench_measure resource" in r["error"]
                for r in res["rows"]), [r["error"] for r in res["rows"]]
+
+
+def test_an_ablation_sweep_times_the_unfused_graph_and_a_fused_plan_slower_than_it_does_not_ship():
+    """Issue 42: a machine's plan is never slower than the graph it started from, in the fleet too."""
+    from workbench.measure.fleet.rows import plan_line, summarize
+
+    points = expand({**SPEC, "plans": ["ablation"], "seq": [8]})
+    (unfused,) = [p for p in points if p["plan"] == "unfused"]
+    assert unfused["unfused"] is True and unfused["disable"] == []
+    assert not any("unfused" in p for p in points if p is not unfused)  # the other points' keys are unchanged
+    machine = {"microarch": "zen5", "isa": ["AVX2"], "cpu": "AMD EPYC"}
+    base = {k: v for k, v in unfused.items() if k not in ("plan", "disable", "unfused")}
+
+    def rows(unfused_ms):
+        return [{"config": {**base, "plan": "default", "disable": []}, "machine": machine, "p50_ms": 10.0},
+                {"config": {**base, "plan": "without attention", "disable": ["attention"]}, "machine": machine,
+                 "p50_ms": 9.0},
+                {"config": {**base, "plan": "unfused", "disable": [], "unfused": True}, "machine": machine,
+                 "p50_ms": unfused_ms}]
+
+    (lost,) = summarize(rows(8.0))["tuned_plans"].items()
+    assert lost[1]["ships"] == "unfused" and "the unfused graph" in plan_line(*lost) and "20.0% faster" in lost[1]["why"]
+    (kept,) = summarize(rows(12.0))["tuned_plans"].values()
+    assert kept["ships"] == "plan" and kept["disable"] == ["attention"] and "not slower" in kept["why"]

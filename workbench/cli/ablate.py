@@ -85,7 +85,10 @@ def run(args) -> int:
         return 0
     for r in results:
         print(ablation_markdown(r), end="")
-        print(f"Checked: {r.words()}.\n")
+        print(f"Checked: {r.words()}.")
+        for line in r.kernel_lines():  # why a step loses here, in the kernels' words (ONNX Runtime's profiler)
+            print(f"Why, profiled: {line}.")
+        print()
     return 0
 
 

@@ -53,6 +53,8 @@ def run(args) -> int:
     busy = [w for r in res["rows"] if (w := busy_words(r.get("machine_load")))]
     if busy:
         print(f"warning: {len(busy)} of {len(res['rows'])} points: {busy[0]}")
+    from ..measure.fleet.rows import plan_line
+
     for mt, plan in res["tuned_plans"].items():
-        print(f"tuned plan on {mt}: disable {', '.join(plan['disable']) or 'nothing'}")
+        print(plan_line(mt, plan))
     return 0

@@ -220,7 +220,9 @@ def render(data: dict) -> str:
     s.append(_settings_section(data))
     if (data.get("bench") or {}).get("machine"):
         s.append(_machine_section(data["bench"]["machine"]))
-    if data.get("ablation"):
+    if data.get("plans"):  # the app's "what each fusion buys", per workload, each with its check
+        s += [_ablation_section(p["ablation"], p["check"], p.get("kernels")) for p in data["plans"].values()]
+    elif data.get("ablation"):
         s.append(_ablation_section(data["ablation"]))
     s.append(_figures(data))
     s.append("</body></html>")
@@ -330,8 +332,9 @@ def _machine_section(machine: dict) -> str:
             f"{_kv({k: v for k, v in machine.items() if v not in (None, '', [], {})})}</details>")
 
 
-def _ablation_section(ab: dict) -> str:
-    s = ["<h2>What each fusion buys here</h2>",
+def _ablation_section(ab: dict, check: dict | None = None, kernels: list | None = None) -> str:
+    on = (ab.get("workload") or {}).get("words")
+    s = [f"<h2>What each fusion buys here{_e(': ' + on) if on else ''}</h2>",
          f"<p>The full plan (p50 {ab['full_p50_ms']:.2f} ms) against the plan without each step, interleaved, "
          f"the full plan measured twice: noise band ±{ab['noise_pct']:.1f}%.</p>",
          _table([{"step left out": r["step"],
@@ -339,8 +342,11 @@ def _ablation_section(ab: dict) -> str:
                   "p50 without (ms)": r["p50_without_ms"], "saves (ms)": r["saves_ms"],
                   "saves (%)": r["saves_pct"], "verdict": r["verdict"]} for r in ab.get("rows", [])])]
     off = ab.get("tuned_plan", {}).get("disabled") or []
-    s.append(f"<p class='note'>tuned plan for this machine: "
+    s.append(f"<p class='note'>the ablation's plan for this machine: "
              f"{_e('switch off ' + ', '.join(off)) if off else 'the full plan'}</p>")
+    if check:
+        s.append(f"<p class='note'>checked: {_e(check['words'])}</p>")
+    s += [f"<p class='note'>why, profiled: {_e(k['words'])}</p>" for k in kernels or ()]
     return "\n".join(s)
 
 

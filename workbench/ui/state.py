@@ -132,7 +132,10 @@ class AppState(T.HasTraits):
     explanation = T.Tuple()  # sentences on the measured rates and this CPU
     op_breakdown = T.Dict()  # label → op type → ms
     kernels = T.Dict()  # label → {"note": where the GPU times come from, "ms": GPU kernel → ms}; {} on the CPU
-    ablation = T.Any(None)
+    ablation = T.Any(None)  # the first workload's AblationResult (the figure's bars)
+    #: Workload kind → this machine's checked plan on it (workbench.measure.tune.plan.WorkloadPlan), from "what each
+    #: fusion buys": the app's text as served (latency, throughput) with "time on the text" on, else the shape.
+    plans = T.Dict()
     tune = T.Any(None)  # the last tune's result (workbench.measure.tune.result.TuneResult), ``saved`` when saved
     report_path = T.Unicode("")
     #: Real text (issue: real models, real text): the sentences in use and their description.

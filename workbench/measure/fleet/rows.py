@@ -31,15 +31,73 @@ def machine_type(machine: dict | None) -> str:
 
 
 def _same_point(c: dict) -> str:
-    return json.dumps({k: v for k, v in c.items() if k not in ("plan", "disable")}, sort_keys=True, default=str)
+    return json.dumps({k: v for k, v in c.items() if k not in ("plan", "disable", "unfused")}, sort_keys=True,
+                      default=str)
+
+
+#: How much faster (percent, averaged over the shapes) leaving a step out, or the unfused graph, must measure.
+MARGIN_PCT = 1.0
+
+
+def _evidence(rows: list[tuple[dict, str]], bases: dict) -> dict:
+    """Per machine type: each single-step row against its default-plan row, and the unfused rows against theirs."""
+    tuned: dict = {}
+    for r, mt in rows:
+        c = r["config"]
+        single = len(c["disable"]) == 1 and not c.get("unfused")
+        if not (single or c.get("unfused")):
+            continue
+        base = bases.get((mt, _same_point(c)))
+        entry = tuned.setdefault(mt, {"disable": [], "evidence": [], "unfused_evidence": []})
+        if base is not None:
+            gain = round(100 * (1 - r["p50_ms"] / base["p50_ms"]), 2)
+            if single:
+                entry["evidence"].append({"step": c["disable"][0], "faster_without_pct": gain, "seq": c["seq"],
+                                          "model": c["model"]})
+            else:
+                entry["unfused_evidence"].append({"faster_unfused_pct": gain, "batch": c["batch"], "seq": c["seq"],
+                                                  "model": c["model"]})
+    return tuned
+
+
+def _decide(entry: dict) -> None:
+    """A step goes when leaving it out is faster on average over the shapes, beyond :data:`MARGIN_PCT`; and the
+    plan ships only where the fused graph is not slower than the unfused one there (else the unfused graph does),
+    as ``workbench tune`` decides: never slower than the graph it started from."""
+    by_step: dict[str, list[float]] = {}
+    for ev in entry["evidence"]:
+        by_step.setdefault(ev["step"], []).append(ev["faster_without_pct"])
+    entry["disable"] = sorted(st for st, g in by_step.items() if sum(g) / len(g) > MARGIN_PCT)
+    gains = [ev["faster_unfused_pct"] for ev in entry["unfused_evidence"]]
+    if gains and sum(gains) / len(gains) > MARGIN_PCT:
+        entry["ships"] = "unfused"
+        entry["why"] = (f"the unfused graph measured {sum(gains) / len(gains):.1f}% faster than the full plan on "
+                        f"average over {len(gains)} shape(s): no fusion plan ships on this machine type")
+    else:
+        entry["ships"] = "plan"
+        entry["why"] = ("the full plan was not slower than the unfused graph" if gains else
+                        "not checked against the unfused graph (the sweep timed no 'unfused' point: plans: "
+                        "[ablation] adds one)") + ("; the steps switched off were each timed alone, not together: "
+                                                  "`workbench ablate` on that machine checks the combination"
+                                                  if entry["disable"] else "")
+
+
+def plan_line(machine: str, entry: dict) -> str:
+    """One line per machine type: what ships there and why."""
+    if entry.get("ships") == "unfused":
+        return f"tuned plan on {machine}: the unfused graph ({entry.get('why', '')})"
+    off = entry.get("disable") or []
+    what = f"switch off {', '.join(off)}" if off else "every step helps or is within noise"
+    return f"tuned plan on {machine}: {what}" + (f" ({entry['why']})" if entry.get("why") else "")
 
 
 def summarize(rows: list[dict]) -> dict:
-    """``tuned_plans`` per machine type (the steps whose removal was faster) and the best point per shape.
+    """``tuned_plans`` per machine type (the steps whose removal was faster; the unfused graph where the fused one
+    lost to it) and the best point per shape.
 
-    Linear in the rows: the default-plan row each single-step row is compared with is found by index.
+    Linear in the rows: the default-plan row each single-step or unfused row is compared with is found by index.
     """
-    tuned, best, bases = {}, {}, {}
+    best, bases = {}, {}
     ok = [(r, machine_type(r["machine"])) for r in rows if r.get("p50_ms")]
     for r, mt in ok:
         c = r["config"]
@@ -47,23 +105,11 @@ def summarize(rows: list[dict]) -> dict:
         cur = best.setdefault(mt, {}).get(shape)
         if cur is None or r["p50_ms"] < cur["p50_ms"]:
             best[mt][shape] = {"p50_ms": r["p50_ms"], "config": c}
-        if not c["disable"]:
+        if not c["disable"] and not c.get("unfused"):
             bases.setdefault((mt, _same_point(c)), r)
-    for r, mt in ok:
-        c = r["config"]
-        if len(c["disable"]) != 1:
-            continue
-        base = bases.get((mt, _same_point(c)))
-        entry = tuned.setdefault(mt, {"disable": [], "evidence": []})
-        if base is not None:
-            gain = 1 - r["p50_ms"] / base["p50_ms"]
-            entry["evidence"].append({"step": c["disable"][0], "faster_without_pct": round(100 * gain, 2),
-                                      "seq": c["seq"], "model": c["model"]})
-    for entry in tuned.values():  # a step goes when leaving it out is faster on average over the shapes, beyond 1%
-        by_step: dict[str, list[float]] = {}
-        for ev in entry["evidence"]:
-            by_step.setdefault(ev["step"], []).append(ev["faster_without_pct"])
-        entry["disable"] = sorted(st for st, g in by_step.items() if sum(g) / len(g) > 1.0)
+    tuned = _evidence(ok, bases)
+    for entry in tuned.values():
+        _decide(entry)
     return {"tuned_plans": tuned, "best": best}
 
 

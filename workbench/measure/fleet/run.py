@@ -48,7 +48,7 @@ from .spec import config_key, expand
 #: The custom resource a node declares once; each measurement holds all of it.
 MEASURE_RESOURCE = "workbench_measure"
 #: The config keys that decide the model a point measures; points equal on these share one build.
-BUILD_KEYS = ("model", "exporter", "attention", "opset", "engine", "disable", "precision")
+BUILD_KEYS = ("model", "exporter", "attention", "opset", "engine", "disable", "precision", "unfused")
 #: Set to a folder, every measurement writes ``<key>.<node>.<pid>.start`` there as it begins (what runs
 #: where, for a person watching a cluster, and for the test that kills a node mid-measurement).
 TRACE_ENV = "WORKBENCH_SWEEP_TRACE"
@@ -61,7 +61,7 @@ NO_NODE_GRACE_S = 60.0
 
 def model_key(cfg: dict) -> str:
     """A stable id of the model a point measures (points equal on :data:`BUILD_KEYS` share it)."""
-    return config_key({k: cfg[k] for k in BUILD_KEYS})
+    return config_key({k: cfg[k] for k in BUILD_KEYS if k in cfg})  # "unfused": only the unfused point has it
 
 
 def build_path(cfg: dict) -> Path:
@@ -69,7 +69,7 @@ def build_path(cfg: dict) -> Path:
     src = resolve(cfg["model"])
     exp = export(src, ExportConfig(exporter=cfg["exporter"], attention=cfg["attention"], opset=cfg["opset"]))
     plan = FusionPlan(engine=cfg["engine"], disabled=frozenset(cfg["disable"]))
-    path = fuse_bert(exp.path, plan=plan, **src.timeline_args())
+    path = exp.path if cfg.get("unfused") else fuse_bert(exp.path, plan=plan, **src.timeline_args())
     return Path(for_precision(cfg["precision"]).from_fused(path))  # the recipe of that precision (fused: as it is)
 
 
@@ -87,7 +87,8 @@ def measure(model: bytes | str | os.PathLike, cfg: dict, node: str | None = None
     if trace:
         Path(trace).mkdir(parents=True, exist_ok=True)
         (Path(trace) / f"{config_key(cfg)}.{node}.{os.getpid()}.start").write_text(str(started))
-    v = Variant("point", model if isinstance(model, bytes) else str(model), provider=cfg["provider"], level="all",
+    level = "disable" if cfg.get("unfused") else "all"  # the unfused point: every ONNX Runtime optimization off
+    v = Variant("point", model if isinstance(model, bytes) else str(model), provider=cfg["provider"], level=level,
                 disabled_optimizers=session_optimizers_off(frozenset(cfg["disable"])))
     bc = BenchConfig(batch=cfg["batch"], seq=cfg["seq"], threads=cfg["threads"], runs=cfg["runs"],
                      warmup=cfg["warmup"])

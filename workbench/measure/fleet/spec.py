@@ -142,24 +142,31 @@ def _ablation_steps() -> list[str]:
     return [s.name for s in CATALOG if s.kind == "fusion" and s.default_on and s.in_bert]
 
 
+#: The plan label of the unfused export (session optimizations off): what a per-machine plan must not be slower than.
+UNFUSED_PLAN = "unfused"
+
+
 def _plans(plan) -> list[tuple[str, list[str]]]:
-    """``(label, disabled steps)`` for one plan entry; "ablation" becomes every fusion left out in turn."""
+    """``(label, disabled steps)`` for one plan entry; "ablation" becomes every fusion left out in turn, and the
+    unfused export (so each machine's plan is checked against the graph it started from); "unfused" that alone."""
     if plan in ("default", None):
         return [("default", [])]
+    if plan == UNFUSED_PLAN:
+        return [(UNFUSED_PLAN, [])]
     if plan == "ablation":
-        return [("default", [])] + [(f"without {s}", [s]) for s in _ablation_steps()]
+        return [("default", [])] + [(f"without {s}", [s]) for s in _ablation_steps()] + [(UNFUSED_PLAN, [])]
     if isinstance(plan, dict) and set(plan) <= {"disable", "name"}:
         disabled = plan.get("disable") or []
         if not isinstance(disabled, list) or not all(isinstance(d, str) for d in disabled):
             raise ConfigError(f"a plan's disable is a list of step names, not {disabled!r}")
         disabled = sorted(disabled)
         return [(str(plan.get("name") or ("without " + ", ".join(disabled) if disabled else "default")), disabled)]
-    raise ConfigError(f"a plan is 'default', 'ablation' or {{disable: [step, ...]}}, not {plan!r}")
+    raise ConfigError(f"a plan is 'default', 'ablation', 'unfused' or {{disable: [step, ...]}}, not {plan!r}")
 
 
 def count_points(spec: dict) -> int:
     """How many points ``spec`` (as :func:`load_spec` returns it) expands to, at most; nothing expanded."""
-    per_plan = sum(1 + len(_ablation_steps()) if p == "ablation" else 1 for p in spec["plans"])
+    per_plan = sum(2 + len(_ablation_steps()) if p == "ablation" else 1 for p in spec["plans"])
     return per_plan * math.prod(len(spec[k]) for k in AXES if k != "plans")
 
 
@@ -193,6 +200,8 @@ def expand(spec: dict | str | os.PathLike) -> list[dict]:
         for label, disabled in plans:
             cfg = {AXES[k][0]: v for k, v in zip(axes, values)}
             cfg.update(plan=label, disable=disabled, runs=spec["runs"], warmup=spec["warmup"])
+            if label == UNFUSED_PLAN:
+                cfg["unfused"] = True  # the export at session level "disable" (only this point carries the key)
             if cfg["precision"] not in fleet_precisions():  # the precisions the ONNX Runtime recipes make
                 *most, last = fleet_precisions()
                 raise ConfigError(f"precision {cfg['precision']!r}: choose {', '.join(most)} or {last}")
@@ -203,5 +212,5 @@ def expand(spec: dict | str | os.PathLike) -> list[dict]:
     return out
 
 
-__all__ = ["AXES", "OTHER_KEYS", "MAX_POINTS_ENV", "MAX_NODES_ENV", "sweep_limits", "safe_yaml", "read_spec_file", "load_spec",
+__all__ = ["AXES", "OTHER_KEYS", "UNFUSED_PLAN", "MAX_POINTS_ENV", "MAX_NODES_ENV", "sweep_limits", "safe_yaml", "read_spec_file", "load_spec",
            "count_points", "check_size", "expand", "config_key"]

@@ -126,7 +126,8 @@ class OpProfile:
 
 
 def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", fp16: bool = False,
-                name: str = "model", timeout: float | None = 600, disabled_optimizers=()) -> OpProfile:
+                name: str = "model", timeout: float | None = 600, disabled_optimizers=(),
+                feeds: dict | None = None) -> OpProfile:
     """Profile one model's operators in a worker process.
 
     Args:
@@ -135,6 +136,8 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
             batch 1, sequence 128, 2 threads, 5 + 30 runs).
         provider, level, fp16, disabled_optimizers: as in
             :class:`workbench.measure.harness.bench.Variant`.
+        feeds: one batch of real inputs to profile on (a padded batch of text); default seeded random ids at
+            ``cfg``'s shape.
 
     Raises:
         BenchmarkError: bad shape, a failing model, or the worker died.
@@ -142,7 +145,7 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
     cfg = cfg or BenchConfig()
     described, cleanup = prepare_variants([Variant(name, model, provider=provider, level=level, fp16=fp16,
                                            disabled_optimizers=disabled_optimizers)])
-    handle = BenchHandle(ProfileJob(described, asdict(cfg)), cfg, described, cleanup=cleanup)
+    handle = BenchHandle(ProfileJob(described, asdict(cfg), feeds=feeds), cfg, described, cleanup=cleanup)
     with handle:
         handle.result(timeout)
     m = handle.profile

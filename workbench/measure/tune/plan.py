@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...cache.atomic import atomic_write_text
@@ -28,8 +28,9 @@ from ..harness.results import Variant
 from ..variants.models import fuse_bert
 from ..variants.recipe import ShippedPlan
 from ..variants.split import one_at_a_time
-from .ablation import fusion_ablation
+from .ablation import AblationResult, fusion_ablation
 from .check import FULL, TUNED, UNFUSED, PlanCheck, decide, round_ratio
+from .kernels import losing_kernels
 from .served import Workload, timed_config
 from .workload import pad_id_of, serve_job
 
@@ -61,6 +62,8 @@ class WorkloadPlan:
     base: FusionPlan
     check: PlanCheck
     ablation: dict
+    #: Why a step (or the fused graph) loses here, in the kernels' words (:meth:`.kernels.KernelCost.to_dict`).
+    kernels: list = field(default_factory=list)
 
     @property
     def shipped_plan(self) -> FusionPlan | None:
@@ -74,16 +77,25 @@ class WorkloadPlan:
     def words(self) -> str:
         return self.check.words()
 
+    def ablation_result(self) -> AblationResult:
+        """The ablation behind the plan, typed."""
+        return AblationResult.from_dict(self.ablation)
+
     def to_dict(self) -> dict:
         shipped = self.shipped_plan
         return {"workload": self.workload, "plan": _plan_dict(self.plan), "base": _plan_dict(self.base),
                 "check": self.check.to_dict(), "ships": self.check.ships,
-                "shipped_plan": _plan_dict(shipped) if shipped is not None else None, "ablation": self.ablation}
+                "shipped_plan": _plan_dict(shipped) if shipped is not None else None, "ablation": self.ablation,
+                "kernels": list(self.kernels)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "WorkloadPlan":
         return cls(d["workload"], _plan_of(d["plan"]), _plan_of(d["base"]), PlanCheck.from_dict(d["check"]),
-                   d["ablation"])
+                   d["ablation"], list(d.get("kernels") or []))
+
+    def kernel_lines(self) -> list[str]:
+        """Why a step (or the fused graph) loses on this workload, one line each."""
+        return [k["words"] for k in self.kernels]
 
 
 def _fused_variant(name: str, export_path: Path, plan: FusionPlan, src, provider: str) -> Variant:
@@ -119,7 +131,7 @@ def _check(src, export_path, base, tuned, ab, cfg, w: Workload, timeout) -> Plan
 
 def plan_for(src, export_path: Path, plan: FusionPlan | None = None, cfg: BenchConfig | None = None, *,
              workload: Workload | None = None, exporter: str = "torchscript", attention: str = "eager",
-             steps=None, progress=None, timeout: float | None = 3600) -> WorkloadPlan:
+             opset: int | None = None, steps=None, progress=None, timeout: float | None = 3600) -> WorkloadPlan:
     """This machine's plan for ``workload`` (default: ``cfg``'s shape), measured and checked (see the module doc)."""
     say = progress or (lambda stage, f: None)
     cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
@@ -127,13 +139,27 @@ def plan_for(src, export_path: Path, plan: FusionPlan | None = None, cfg: BenchC
     if w.kind == "throughput" and not w.batch:
         say("throughput batch-size search", 0.02)
         w = w.with_batch(search_batch(src, export_path, plan, cfg, w, timeout))
-    ab = fusion_ablation(src, cfg, plan=plan, exporter=exporter, attention=attention, workload=w, steps=steps,
+    ab = fusion_ablation(src, cfg, plan=plan, exporter=exporter, attention=attention, opset=opset, workload=w,
+                         steps=steps,
                          progress=lambda s, f: say(s, 0.05 + 0.8 * f), timeout=timeout)
     base = FusionPlan(engine=ab.engine or plan.engine, disabled=plan.disabled, opted_in=plan.opted_in)
-    say("checking the plan against the unfused graph and the full plan", 0.9)
+    say("checking the plan against the unfused graph and the full plan", 0.88)
     check = _check(src, export_path, base, ab.tuned_plan, ab, cfg, w, timeout)
+    say("profiling what loses", 0.94)
+    kernels = losing_kernels(src, export_path, base, ab, timed_config(src, w, cfg)[0], cfg)
     say("done", 1.0)
-    return WorkloadPlan(w.to_dict(), ab.tuned_plan, base, check, ab.to_dict())
+    return WorkloadPlan(w.to_dict(), ab.tuned_plan, base, check, ab.to_dict(), [k.to_dict() for k in kernels])
+
+
+def verdict(p: WorkloadPlan) -> str:
+    """A few words on what ships: "switch off skip_layer_norm", "the full plan", "the unfused graph (fusion costs time
+    here)"."""
+    if p.check.ships == TUNED:
+        return plan_words(p.base, p.plan) or "the full plan"
+    if p.check.ships == FULL:
+        return "the full plan" + (f" ({plan_words(p.base, p.plan)} measured slower in the check)" if p.plan != p.base
+                                  else "")
+    return "the unfused graph (the fused steps cost time on this workload)"
 
 
 def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: int = 12, progress=None,
@@ -174,5 +200,5 @@ def tuned_plan_of(ctx, workload: Workload | None = None) -> ShippedPlan:
     return wp.shipped()
 
 
-__all__ = ["machine_plan", "plan_for", "tuned_plan_of", "search_batch", "plan_words", "WorkloadPlan",
+__all__ = ["machine_plan", "plan_for", "tuned_plan_of", "search_batch", "plan_words", "verdict", "WorkloadPlan",
            "PLAN_VERSION"]

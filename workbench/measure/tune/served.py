@@ -89,6 +89,14 @@ class Workload:
                 "words": self.words()}
 
 
+def app_workloads(text: TextBatches | None, cfg) -> list[Workload]:
+    """What a measurement that times ``text`` (or, None, one shape) serves: each sentence alone and the sentences
+    in padded batches at the throughput search's batch; else ``cfg``'s shape."""
+    if text is None or not text.sentences:
+        return [Workload.shape(cfg.batch, cfg.seq)]
+    return [Workload.of_text(k, text.sentences, "the app's text") for k in ("latency", "throughput")]
+
+
 def _spread(items: list, n: int) -> list:
     """At most ``n`` of ``items`` (already sorted), evenly spaced, the first and the last kept."""
     if len(items) <= n:
@@ -146,4 +154,4 @@ def runs_for(text: TextBatches | None, runs: int) -> int:
     return max(1, -(-max(runs, n) // n)) * n
 
 
-__all__ = ["Workload", "KINDS", "timed_text", "timed_config", "runs_for", "LATENCY_SENTENCES", "THROUGHPUT_BATCHES"]
+__all__ = ["Workload", "KINDS", "app_workloads", "timed_text", "timed_config", "runs_for", "LATENCY_SENTENCES", "THROUGHPUT_BATCHES"]

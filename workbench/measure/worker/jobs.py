@@ -60,6 +60,8 @@ def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
     """Run one variant with ONNX Runtime's profiler on and send parsed records."""
     cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
+    if job.feeds:  # a batch of real text: its own shape
+        batch, seq = (int(x) for x in job.feeds["input_ids"].shape)
     set_threads(threads)
     v = dict(job.variants[0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
     v["profile_prefix"] = str(workdir / "ort_profile")
@@ -70,7 +72,7 @@ def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
         guard_providers(r.sess, CUDA)
     if seq > r.spec.max_positions:
         raise BenchmarkError(f"sequence {seq} is longer than {r.name}'s {r.spec.max_positions} positions")
-    r.prepare(make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0))))
+    r.prepare(job.feeds or make_inputs(r.spec, batch, seq, seed=int(cfg.get("seed", 0))))
     warm = max(1, int(cfg.get("warmup", 5)))
     runs = int(cfg["runs"])
     for i in range(warm + runs):

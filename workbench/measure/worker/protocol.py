@@ -63,11 +63,13 @@ class ThroughputJob:
 
 @dataclass(frozen=True)
 class ProfileJob:
-    """Caller → worker: run the one variant with ONNX Runtime's profiler on."""
+    """Caller → worker: run the one variant with ONNX Runtime's profiler on (``feeds``: this batch of real text
+    instead of seeded random ids at ``cfg``'s shape)."""
 
     variants: list
     cfg: dict
     memory_limit_mb: int | None = None
+    feeds: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,18 @@ def results_html(r, explanation=()) -> str:
             "<th>answers</th></tr>" + "".join(rows) + "</table></div>" + floor + why)
 
 
+def plans_html(plans: dict) -> str:
+    """Each workload's checked plan: its ablation table, then what ships there and why."""
+    parts = []
+    for kind, p in plans.items():
+        head = f"<div style='font-size:12px;font-weight:600'>{esc(kind)}: {esc(p.workload.get('words', ''))}</div>"
+        parts.append(head + ablation_html(p.ablation_result())
+                     + f"<div style='font-size:11px'>checked: {esc(p.words())}</div>"
+                     + "".join(f"<div style='font-size:11px'>why, profiled: {esc(line)}</div>"
+                               for line in p.kernel_lines()))
+    return "".join(parts)
+
+
 def ablation_html(res) -> str:
     rows = "".join(
         f"<tr><td>{esc(r.step)}</td><td>{esc(', '.join(f'{k} {v}' for k, v in sorted(r.fused_here.items())))}</td>"
@@ -223,7 +235,7 @@ class ProfilePanel(Panel):
         if res is None:
             return
         self._show(self.fig_ablation, self._vl.ablation_figure([r.__dict__ for r in res.rows], res.noise_pct))
-        self.w_ablation.value = ablation_html(res)
+        self.w_ablation.value = plans_html(self.state.plans) if self.state.plans else ablation_html(res)
 
     def draw_tune(self) -> None:
         if self.state.tune is not None:
@@ -311,4 +323,4 @@ def tune_html(res) -> str:
             f"<th>holds</th></tr>{rows}</table>{f'<div>{esc(note)}</div>' if note else ''}{skipped}{where}")
 
 
-__all__ = ["ProfilePanel", "results_html", "ablation_html", "kernels_html", "tune_html"]
+__all__ = ["ProfilePanel", "results_html", "ablation_html", "plans_html", "kernels_html", "tune_html"]

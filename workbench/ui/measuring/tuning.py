@@ -12,7 +12,8 @@ from pathlib import Path
 from ...errors import WorkbenchError
 from ...measure.harness.load import busy_words
 from ...measure.tune import run as tune_run  # its ``tune``: this feature's own method is named so too
-from ...measure.tune.ablation import fusion_ablation
+from ...measure.tune.plan import plan_for, verdict
+from ...measure.tune.served import app_workloads
 from ...measure.tune.rows import fig
 from ...measure.tune.save import check_target, save
 from ..jobs import Job
@@ -31,21 +32,30 @@ class Tuning:
         self.app = app
 
     def ablate(self, steps: list[str] | None = None) -> None:
-        """What each fusion buys here: the plan without each fired step, timed against the full plan."""
+        """What each fusion buys here, on the workload the app measures: the plan without each fired step, timed
+        against the full plan, then the plan that keeps only what helps, checked against the unfused graph and the
+        full plan (on the app's text as served, each sentence alone and in padded batches, when the benchmark times
+        the text; else at the benchmark's shape)."""
         app = self.app
         if not app.measuring.ready():
             return
         s = app.state
 
         def work(job: Job) -> None:
-            res = fusion_ablation(app.export_result.source, s.bench_config(), plan=app.timeline.plan,
-                                  exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
-                                  progress=lambda stage, f: job.progress(f"what each fusion buys: {stage}", f))
-            s.ablation = res
-            t = res.tuned_plan
-            busy = busy_words(res.machine_load)  # "" when the machine was quiet
-            app.say("each fusion measured; " + (f"on this machine switch off {', '.join(sorted(t.disabled))}"
-                                               if t.disabled else "every step helps or is within noise")
+            text = app.text if (app.text is not None and s.bench_on_text) else None
+            loads = app_workloads(text, s.bench_config())
+            plans = {}
+            for i, w in enumerate(loads):
+                plans[w.kind] = plan_for(
+                    app.export_result.source, app.export_result.path, app.timeline.plan, s.bench_config(),
+                    workload=w, exporter=s.exporter, attention=s.attention, opset=s.opset, steps=steps,
+                    progress=lambda stage, f, i=i, k=w.kind: job.progress(f"what each fusion buys ({k}): {stage}",
+                                                                          (i + f) / len(loads)))
+            s.plans = plans
+            first = next(iter(plans.values()))
+            s.ablation = first.ablation_result()
+            busy = busy_words(first.ablation.get("machine_load"))  # "" when the machine was quiet
+            app.say("each fusion measured; " + "; ".join(f"{k}: {verdict(p)}" for k, p in plans.items())
                     + (f"; {busy}" if busy else ""), "ok")
 
         app.runner.start("ablation", work, lane=MEASURE_LANE)

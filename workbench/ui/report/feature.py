@@ -46,6 +46,8 @@ class Reporting:
             data["bench"] = s.bench_result.to_dict(samples=True)
         if s.ablation is not None:
             data["ablation"] = s.ablation.to_dict()
+        if s.plans:
+            data["plans"] = {k: p.to_dict() for k, p in s.plans.items()}
         if s.tune is not None:
             data["tune"] = s.tune.to_json(drop=("paths", "ablation") + (() if s.tune.saved else ("saved",)))
         if s.answers:

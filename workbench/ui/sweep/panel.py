@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...measure.fleet.rows import plan_line
 from ..panel import Panel, esc
 
 DEFAULT_SPEC = """models: [{model}]
@@ -33,9 +34,8 @@ def sweep_html(result: dict | None, limit: int = 40) -> str:
     tail = f"<div style='font-size:11px'>{len(rows)} of {result.get('total', len(rows))} rows</div>"
     plans = result.get("tuned_plans") or {}
     if plans and not result.get("running"):
-        tail += "".join(f"<div style='font-size:11px'>tuned plan on {esc(m)}: "
-                        f"{esc(', '.join(p.get('disable', [])) and 'switch off ' + ', '.join(p.get('disable', [])) or 'every step helps or is within noise')}"
-                        "</div>" for m, p in plans.items() if isinstance(p, dict))
+        tail += "".join(f"<div style='font-size:11px'>{esc(plan_line(m, p))}</div>"
+                        for m, p in plans.items() if isinstance(p, dict))
     return head + "".join(body) + "</table></div>" + tail
 
 

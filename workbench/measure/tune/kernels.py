@@ -1,0 +1,148 @@
+"""Why a fusion loses, in the kernel's words: the fused kernel's time against the time of what it replaced.
+
+Where the ablation finds a step that costs time on a workload (or the whole fused graph slower than the unfused
+one), ONNX Runtime's profiler is run on both graphs at one batch of that workload (the median one: real text,
+its padding included), and the op types the step changed are summed on each side: what the fused kernels take,
+and what the ops they replaced take (for an op type on both sides, such as ``Add``, only the difference).
+:class:`KernelCost` says it in one line, e.g. "Attention ×12 with a padding mask, batch 8, sequence 32: 410 µs
+against 260 µs for the MatMul, Softmax and Add it replaced". ``benchmarks/slow_kernel.py`` reproduces such a
+kernel alone, on a model built in the script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from ...fusion.catalog import session_optimizers_off
+from ..harness.profile import profile_ops
+from ..variants.models import fuse_bert
+
+#: At most this many replaced op types are named.
+NAMED = 4
+#: At most this many losing steps are profiled per workload (the ones that cost most).
+PROFILED = 2
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """One fused kernel against what it replaced, at one shape (microseconds per run, summed over the model).
+
+    Attributes:
+        step: the fusion step, or "" for the whole fused graph against the unfused one.
+        shape: the batch it was profiled on, in words ("batch 8, sequence 32, 38% padding").
+        fused_us: op type → time of the kernels the step wrote (the extra time, for a type on both sides).
+        replaced_us: op type → time of the ops it replaced (likewise).
+        fused_count: op type → how many nodes the step wrote.
+    """
+
+    step: str
+    shape: str
+    fused_us: dict
+    replaced_us: dict
+    fused_count: dict
+
+    @property
+    def fused_total(self) -> float:
+        return sum(self.fused_us.values())
+
+    @property
+    def replaced_total(self) -> float:
+        return max(0.0, sum(self.replaced_us.values()))
+
+    @property
+    def loses(self) -> bool:
+        return self.fused_total > self.replaced_total
+
+    def words(self) -> str:
+        """One line: the fused kernels, the shape, their time against the time of what they replaced."""
+        ops = [f"{op} ×{self.fused_count.get(op, 0)}" if self.fused_count.get(op) else op
+               for op in sorted(self.fused_us, key=self.fused_us.get, reverse=True)] or ["the fused kernels"]
+        gone = [op for op in sorted(self.replaced_us, key=self.replaced_us.get, reverse=True)
+                if self.replaced_us[op] > 0][:NAMED] or ["the ops"]
+        who = f"{self.step}: " if self.step else "the fused graph: "
+        return (f"{who}{_join(ops)}, {self.shape}: {self.fused_total:.0f} µs per run against "
+                f"{self.replaced_total:.0f} µs for the {_join(gone)} {'it' if self.step else 'they'} replaced")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "words": self.words(), "loses": self.loses}
+
+
+def kernel_cost(step: str, change: dict, with_us: dict, without_us: dict, shape: str) -> KernelCost:
+    """The cost of ``step``'s kernels against what they replaced.
+
+    Args:
+        change: op type → change in count when the step is left out (the ablation's ``graph_change``; negative for
+            what the step writes, positive for what it replaced). Empty: every op type that differs in time.
+        with_us, without_us: op type → µs per run (:meth:`~..harness.profile.OpProfile.op_type_totals`) of the
+            graph with the step and without it.
+    """
+    ops = set(change) or (set(with_us) | set(without_us))
+    fused, replaced, count = {}, {}, {}
+    for op in ops:
+        a, b = with_us.get(op, 0.0), without_us.get(op, 0.0)
+        d = change.get(op)
+        if d is None:  # no graph change known: the side that spends more on it
+            d = -1 if a > b else 1
+        if d < 0:
+            fused[op] = max(0.0, a - b)
+            count[op] = -int(d) if change else 0
+        elif d > 0:
+            replaced[op] = b - a
+    return KernelCost(step, shape, {k: round(v, 1) for k, v in fused.items()},
+                      {k: round(v, 1) for k, v in replaced.items()}, count)
+
+
+def shape_words(feeds: dict | None, batch: int, seq: int) -> str:
+    """"batch 8, sequence 32, 38% padding" for a batch of text; "batch 1, sequence 128 (random ids)" otherwise."""
+    if feeds is None:
+        return f"batch {batch}, sequence {seq} (random ids)"
+    mask = feeds["attention_mask"]
+    pad = 1 - float(mask.sum()) / mask.size
+    return (f"batch {mask.shape[0]}, sequence {mask.shape[1]}" + (f", {pad:.0%} padding" if pad >= 0.005 else
+                                                                    ", no padding"))
+
+
+def median_batch(text) -> dict | None:
+    """The batch of a timed text a profile takes: the median one by padded length (None without text)."""
+    if text is None or not text.batches:
+        return None
+    by = sorted(text.batches, key=lambda b: (b["input_ids"].shape[1], b["input_ids"].shape[0]))
+    return by[len(by) // 2]
+
+
+def _profile(path, cfg, feeds, level="all", off=()) -> dict:
+    return profile_ops(path, cfg, level=level, disabled_optimizers=off, feeds=feeds, name="profile").op_type_totals()
+
+
+def losing_kernels(src, export_path, base, ab, text, cfg) -> list[KernelCost]:
+    """Profile what loses on this workload: each step the ablation found costing time (the :data:`PROFILED` worst),
+    or, where none does and the full plan ran slower than the unfused graph, the whole fused graph against it.
+
+    Args:
+        base: the full plan; ab: the :class:`~.ablation.AblationResult`; text: the workload's timed batches (None:
+            ``cfg``'s shape with random ids); cfg: threads and runs (the profile's warm-up and runs).
+    """
+    feeds = median_batch(text)
+    shape = shape_words(feeds, cfg.batch, cfg.seq)
+    pcfg = replace(cfg, warmup=max(2, cfg.warmup), runs=max(5, min(cfg.runs, 20)))
+    hurt = sorted((r for r in ab.rows if r.verdict == "hurts" and r.switched == "off"), key=lambda r: r.saves_pct)
+    full_path = fuse_bert(export_path, plan=base, **src.timeline_args())
+    out = []
+    if hurt:
+        full = _profile(full_path, pcfg, feeds, off=session_optimizers_off(base.disabled))
+        for r in hurt[:PROFILED]:
+            p = base.with_step(r.step, False)
+            path = fuse_bert(export_path, plan=p, **src.timeline_args())
+            out.append(kernel_cost(r.step, r.graph_change, full, _profile(path, pcfg, feeds,
+                                                                       off=session_optimizers_off(p.disabled)), shape))
+    elif ab.full_speed is not None and ab.full_speed < 1 - ab.noise_pct / 100:
+        full = _profile(full_path, pcfg, feeds, off=session_optimizers_off(base.disabled))
+        out.append(kernel_cost("", {}, full, _profile(export_path, pcfg, feeds, level="disable"), shape))
+    return out
+
+
+__all__ = ["KernelCost", "kernel_cost", "shape_words", "median_batch", "losing_kernels", "PROFILED"]
