@@ -48,7 +48,7 @@ class ExportConfig:
         if self.attention not in ATTENTIONS:
             raise ConfigError(f"attention must be one of {ATTENTIONS}, not {self.attention!r}")
         if self.opset is not None and not 7 <= int(self.opset) <= 30:
-            raise ConfigError(f"opset {self.opset} is out of range")
+            raise ConfigError(f"opset must be from 7 to 30, not {self.opset}")
 
     @property
     def resolved_opset(self) -> int:

@@ -60,6 +60,11 @@ class ConfigError(WorkbenchError, ValueError):
     """A setting is out of range or not one of the allowed values."""
 
 
+class ConfigTypeError(WorkbenchError, TypeError):
+    """A setting or argument of the wrong type (``"yes"`` for a flag, a string where a list is asked for):
+    a ``TypeError`` too, as Python's own would be."""
+
+
 class CacheDamagedError(WorkbenchError):
     """A cache entry whose files are not what the workbench wrote (a weights file that does not match its name,
     is missing or is no file) and that cannot be cleared here: never used, named in one line with what to do."""

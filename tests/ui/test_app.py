@@ -6,7 +6,7 @@ import html
 
 import pytest
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, OutputPathError
 from workbench.ui import compat
 from workbench.ui.state import AppState
 
@@ -120,7 +120,9 @@ def test_report_is_written(app, tmp_path):
     out = app.save_report(tmp_path / "r.html")
     text = out.read_text()
     assert "attention" in text and "bert-tiny" in text
-    assert app.save_report(tmp_path / "r.html") is None and "already exists" in app.error
+    with pytest.raises(OutputPathError, match="already exists"):  # refused at the call: never overwritten
+        app.save_report(tmp_path / "r.html")
+    assert out.read_text() == text
 
 
 def test_live_benchmark_feeds_the_plots(app):
@@ -436,7 +438,7 @@ def test_side_panel_mode_puts_the_app_in_jupyterlabs_right_area():
         assert app.panel == "side"
     finally:
         app.close()
-    with pytest.raises(Exception, match="panel must be one of inline, side"):
+    with pytest.raises(Exception, match="panel must be one of 'inline' or 'side'"):
         Workbench("bert-tiny", autorun=False, panel="left")
 
 

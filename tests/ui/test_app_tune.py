@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.errors import ConfigError
+
 
 @pytest.fixture(scope="module")
 def app(tiny_export):
@@ -22,8 +24,9 @@ def test_tune_button_recommends_saves_and_reports(app, tmp_path):
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "x").write_text("mine")
-    app.tune(taken)  # refused at once, in the status line, nothing measured
-    assert "not empty" in (app.error or "") and app.tune_result is None
+    with pytest.raises(ConfigError, match="not empty"):  # refused at the call, nothing measured
+        app.tune(taken)
+    assert app.tune_result is None and app.error is None
     assert not app.profile_panel.w_tune.disabled
     app.tune(tmp_path / "deploy")
     res = app.tune_result

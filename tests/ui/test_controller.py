@@ -203,8 +203,9 @@ def test_a_sweep_from_the_app_fills_its_table(ctl, tmp_path):
     assert s.sweep["running"] is False and len(s.sweep["rows"]) == 2
     assert all(r["p50_ms"] > 0 and r["machine"]["cpu"] for r in s.sweep["rows"])
     assert (tmp_path / "sweep.json").is_file() and s.jobs["sweep"].state == "done"
-    ctl.sweep.run_sweep("models: [bert-tiny", "local")  # not YAML: one line, nothing run
-    assert "not valid YAML" in s.error and "\n" not in s.error
+    with pytest.raises(ConfigError, match="not valid YAML") as e:  # refused at the call, nothing run
+        ctl.sweep.run_sweep("models: [bert-tiny", "local")
+    assert "\n" not in str(e.value) and s.error is None and s.jobs["sweep"].state == "done"
 
 
 def test_auto_shows_the_likely_engine_first_then_compares_in_the_background(tiny_export):

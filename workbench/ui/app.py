@@ -5,7 +5,9 @@ what was computed), one :class:`~workbench.ui.controller.Controller` (every acti
 of the state, all background work through its job runner), and the panels that observe the state
 (model bar, fusion steps, view bar and the two graph panes linked by :mod:`workbench.ui.link`,
 Netron, profile, answers on real text, fleet sweep, report). Its methods are the app's public API
-and hand over to the controller.
+and hand over to the controller. A wrong argument raises at the call, in one line naming it
+(:mod:`workbench.ui.arguments`: a ``ConfigError``, also a ``ValueError``, or a ``ConfigTypeError``, also a
+``TypeError``) and changes nothing; what fails later, in background work, is ``app.error``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ATTENTIONS, ENGINES, EXPORTERS, OPSETS
-from ..errors import ConfigError, ModelSourceError
+from ..errors import ModelSourceError
 from ..models import PRESETS
+from . import arguments as check
 from . import compat
 from .controller import Controller
 from .link import link_panes
@@ -68,16 +71,24 @@ class Workbench:
             turn its badge green or red (default: with ``background``).
         panel: "inline" (the cell's output) or "side" (JupyterLab's right-hand area, with ``sidecar``).
         **state: any other setting of :class:`~workbench.ui.state.AppState` (``seq``, ``runs``, ``view``...).
+
+    Raises:
+        ConfigError, ConfigTypeError: an argument of the wrong type or out of range (a model that cannot be
+            found or exported is ``app.error``: that is found out in the background).
     """
 
     def __init__(self, source: str | os.PathLike = "bert-base", *, exporter: str = "torchscript",
                  opset: int | None = None, attention: str = "eager", engine: str = "auto",
                  autorun: bool = True, background: bool = True, auto_parity: bool | None = None,
                  panel: str = "inline", **state: Any):
-        if panel not in PANELS:
-            raise ConfigError(f"panel must be one of {', '.join(PANELS)}, not {panel!r}")
-        self.state = AppState(source=str(source), exporter=exporter, opset=opset, attention=attention,
+        check.text("source", os.fspath(source) if isinstance(source, os.PathLike) else source)
+        check.choice("panel", panel, PANELS)
+        for name, value in (("autorun", autorun), ("background", background)):
+            check.flag(name, value)
+        check.optional_flag("auto_parity", auto_parity)
+        self.state = AppState(source=os.fspath(source), exporter=exporter, opset=opset, attention=attention,
                               engine=engine, **state)
+        self.state.check_settings()
         self.controller = Controller(self.state, background=background, auto_parity=auto_parity)
         self.panel = "inline"
         self._sidecar = None
@@ -94,7 +105,7 @@ class Workbench:
     @classmethod
     def from_onnx(cls, path: str | os.PathLike, **kw) -> "Workbench":
         """The app for an existing ``.onnx`` file (nothing is exported)."""
-        p = Path(path).expanduser()
+        p = check.path("path", path)
         if not p.is_file():
             raise ModelSourceError(f"{p} is not a file")
         return cls(str(p), **kw)
@@ -187,7 +198,7 @@ class Workbench:
 
     @background.setter
     def background(self, on: bool) -> None:
-        self.controller.background = self.controller.runner.background = bool(on)
+        self.controller.background = self.controller.runner.background = check.flag("background", on)
 
     timeline = property(lambda self: self.controller.timeline)
     export_result = property(lambda self: self.controller.export_result)
@@ -212,7 +223,7 @@ class Workbench:
 
     def wait(self, timeout: float | None = 600) -> "Workbench":
         """Block until the current export / fusion work is done (for scripts and tests)."""
-        self.controller.wait(timeout)
+        self.controller.wait(check.seconds("timeout", timeout, optional=True))
         return self
 
     def stop_warming(self) -> None:
@@ -272,7 +283,7 @@ class Workbench:
         self.controller.parity.check(wait)
 
     def wait_parity(self, timeout: float | None = 600) -> bool:
-        return self.controller.parity.wait(timeout)
+        return self.controller.parity.wait(check.seconds("timeout", timeout, optional=True))
 
     def show_session_layer(self, level: str = "all") -> None:
         self.controller.graph_tools.show_session_layer(level)
@@ -296,7 +307,7 @@ class Workbench:
 
     def wait_benchmark(self, timeout: float | None = 600) -> "Workbench":
         """Block until the running benchmark, profile, ablation, answers check or sweep is done."""
-        self.controller.measuring.wait(timeout)
+        self.controller.measuring.wait(check.seconds("timeout", timeout, optional=True))
         return self
 
     def profile(self, indices: list[int] | None = None) -> None:
@@ -315,19 +326,23 @@ class Workbench:
 
     tune_result = property(lambda self: self.state.tune)
 
-    def use_text(self, sentences: list[str] | str | None = None, **kw) -> None:
-        """Check answers on real sentences (None: the built-in set): per step, and for int8 and fp16."""
-        self.controller.text_answers.use_text(sentences, **kw)
+    def use_text(self, sentences: list[str] | str | None = None, *, precisions: tuple[str, ...] | None = None) -> None:
+        """Check answers on real sentences (a list, text with one per line, None: the built-in set; at least three
+        different ones): per step, and for ``precisions`` (None: int8 and fp16)."""
+        self.controller.text_answers.use_text(sentences, precisions=precisions)
 
-    def run_sweep(self, spec: dict | str, executor: str = "local", **kw) -> None:
-        """Run a fleet sweep (see ``workbench sweep``); its table fills the sweep panel."""
-        self.controller.sweep.run_sweep(spec, executor, **kw)
+    def run_sweep(self, spec: dict | str | os.PathLike, executor: str = "local", *, address: str | None = None,
+                  out: str | os.PathLike | None = None) -> None:
+        """Run a fleet sweep (see ``workbench sweep``: a dict, a YAML file or YAML text); its table fills the
+        sweep panel."""
+        self.controller.sweep.run_sweep(spec, executor, address=address, out=out)
 
     def report_data(self) -> dict:
         return self.controller.report.report_data()
 
-    def save_report(self, path: str | os.PathLike | None = None) -> Path | None:
-        """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
+    def save_report(self, path: str | os.PathLike | None = None) -> Path:
+        """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder); a path that
+        exists or cannot be written raises."""
         return self.controller.report.save_report(path)
 
     # ----------------------------------------------------------------- closing

@@ -8,6 +8,11 @@ object beside it over the same state, each the only writer of its part: ``loadin
 ``graph_tools`` (session layer, Netron), ``measuring`` (benchmark, GPU column, operator profile), ``tuning``,
 ``sweep``, ``text_answers``, ``report`` and ``rules``. Every piece of background work goes through the
 :class:`~workbench.ui.jobs.JobRunner`. It never imports ipywidgets: panels observe the state.
+
+A wrong argument raises at the call (:mod:`workbench.ui.arguments`) and changes nothing. ``state.error`` is the
+last error of work the user asked for: it clears when new work starts (any job of ``_USER_JOBS``), and a refusal
+that only says other work is in the way (:meth:`Controller.refuse`, "a benchmark is already running") clears
+when that work ends.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WorkbenchError
+from ..fusion import BY_NAME
 from ..ort.session import cuda_status
+from . import arguments as check
 from .loading.engine import AutoEngine
 from .graph.tools import GraphTools
 from .jobs import Job, JobRunner
@@ -26,7 +33,7 @@ from .loading.feature import ModelLoading
 from .measuring.feature import Measuring
 from .steps.parity import ParityChecks
 from .report.feature import Reporting
-from .state import AppState, JobStatus, Status
+from .state import VIEWS, AppState, JobStatus, Status
 from .steps.rows import default_step, step_near, step_rows
 from .sweep.feature import Sweep
 from .text.feature import TextAnswers
@@ -63,6 +70,7 @@ class Controller:
         self._chosen: str | None = None  # the step the user looks at, by name
         self._gen = 0  # bumped whenever the snapshots change: parity results for older ones are dropped
         self.closed = False
+        self._refusal: tuple[str, str] | None = None  # (error text, the lane whose work it waits for)
         #: The live rules feature (``app.add_rule``): rules written in a notebook cell, under a time limit.
         self.rules = LiveRules(self)
         #: What else shows the selected snapshot: ONNX Runtime's session layer on top of it, Netron.
@@ -91,10 +99,21 @@ class Controller:
             self.state.error = text
         self.state.status = Status(text, kind)
 
+    def refuse(self, text: str, lane: str) -> None:
+        """Say that an action was refused because work in ``lane`` is in the way; the error clears when a job of
+        that lane ends (the state it describes is gone), unless another error replaced it."""
+        self.say(text, "error")
+        self._refusal = (text, lane)
+
     def _on_job(self, name: str, st: JobStatus) -> None:
-        s = self.state
-        if st.state == "running" and not st.stage and name in _USER_JOBS:
+        s, refusal = self.state, self._refusal
+        in_the_way = bool(refusal) and self.runner.lane_of(name) == refusal[1]  # this job's lane caused the refusal
+        if st.state == "running" and not st.stage and name in _USER_JOBS and not (in_the_way and s.error == refusal[0]):
             s.error = None
+        if in_the_way and not st.running:
+            if s.error == refusal[0]:
+                s.error = None
+            self._refusal = None
         s.jobs = {**s.jobs, name: st}
         if st.state == "error":
             self.say(st.error or f"{name} failed", "error")
@@ -192,8 +211,11 @@ class Controller:
         self._chosen = name
 
     def toggle(self, name: str, on: bool) -> None:
-        """Switch catalog step ``name`` on or off and re-run the timeline (a lookup once warmed)."""
+        """Switch catalog step ``name`` on or off and re-run the timeline (a lookup once warmed).
+        A name not in the catalog, or ``on`` not True or False, raises (nothing changes)."""
         s = self.state
+        check.choice("name", name, list(BY_NAME))
+        check.flag("on", on)
         s.set_step_enabled(name, on)
         if self.timeline is None:
             return
@@ -260,16 +282,21 @@ class Controller:
         return max(0, i - 1), i
 
     def select_step(self, index: int) -> None:
-        """Show the snapshot ``index`` (0 = the export) against the one before it."""
+        """Show the snapshot ``index`` (0 = the export) against the one before it (another index raises)."""
         s = self.state
-        index = int(index)
-        if 0 <= index < len(s.snapshots):
-            self._chosen = step_name(s.snapshots[index].step)
-            if self.scheduler is not None:
-                self.scheduler.warm_first = (self._chosen,)  # read when the next warm-up starts
+        index = check.whole("index", index, 0, len(s.snapshots) - 1, note=self._snapshots_note())
+        self._chosen = step_name(s.snapshots[index].step)
+        if self.scheduler is not None:
+            self.scheduler.warm_first = (self._chosen,)  # read when the next warm-up starts
         with s.hold_trait_notifications():
             s.step, s.selected = index, None
         self.refresh()
+
+    def _snapshots_note(self) -> str:
+        """What the range of a snapshot index is, for a refusal: how many are shown, and whether a load runs."""
+        n = len(self.state.snapshots)
+        loading = "; a load is running: app.wait() first" if self.state.busy("load", "toggle") else ""
+        return f" (0 is the export; {n} snapshot{'' if n == 1 else 's'} shown{loading})"
 
     def select_row(self, name: str) -> None:
         """Select a step by name (a click on its row)."""
@@ -290,8 +317,15 @@ class Controller:
 
     def set_view(self, view: str | None = None, layer: int | None = None, *, constants: bool | None = None,
                  overlay: bool | None = None, expand_all: bool | None = None) -> None:
-        """Change what the panes show: "layer" (one encoder layer) or "model" (layers collapsed), and options."""
+        """Change what the panes show: "layer" (one encoder layer) or "model" (layers collapsed), and options
+        (a view that is neither, a layer the model lacks, an option not True or False: raises)."""
         s = self.state
+        if view is not None:
+            check.choice("view", view, VIEWS)
+        if layer is not None:
+            check.whole("layer", layer, 0, s.layer_max, note=" (the model's encoder layers)")
+        for key, v in (("constants", constants), ("overlay", overlay), ("expand_all", expand_all)):
+            check.optional_flag(key, v)
         with s.hold_trait_notifications():
             if view is not None:
                 s.view = view
@@ -306,8 +340,13 @@ class Controller:
         self.refresh(rows=False)
 
     def click(self, item: str, pane: str = "after") -> None:
-        """What a click on a graph item does: expand or fold a collapsed layer, or select a node."""
+        """What a click on a graph item does: expand or fold a collapsed layer, or select a node. ``item`` must be
+        drawn in ``pane`` ("before" or "after"), or be a layer opened before ("group:layer 1"), else it raises."""
         s = self.state
+        check.choice("pane", pane, ("before", "after"))
+        drawn = list(getattr(s.pair, pane).layout.ids) if s.pair is not None else []
+        check.choice("item", item, drawn + [f"group:{g}" for g in s.expanded],
+                     what=f"the id of a node or group drawn in the {pane} pane" + ("" if drawn else " (none yet)"))
         if item.startswith("group:"):
             s.expanded = sorted(set(s.expanded) ^ {item[len("group:"):]})
         elif pane == "after":

@@ -29,8 +29,9 @@ class Cancelled(Exception):
 class Job:
     """The handle a job's function gets."""
 
-    def __init__(self, runner: "JobRunner", name: str):
+    def __init__(self, runner: "JobRunner", name: str, lane: str = "model"):
         self.name = name
+        self.lane = lane
         self._runner = runner
         self._cancel = new_flag()
         self.t0 = time.perf_counter()
@@ -98,7 +99,7 @@ class JobRunner:
     def start(self, name: str, fn: Callable[[Job], object], *, lane: str = "model",
               low_priority: bool = False) -> Job:
         """Run ``fn(job)`` in ``lane`` (after the lane's earlier jobs); errors become the job's status."""
-        job = Job(self, name)
+        job = Job(self, name, lane)
         self._jobs[name] = job
         if not self.background:  # the caller's thread: one job after another, in the order asked
             self._run(job, fn)
@@ -164,6 +165,11 @@ class JobRunner:
     def running(self, name: str) -> bool:
         """Whether a job of this name is queued or running."""
         return any(t.is_alive() and t.name == f"workbench-{name}" for ts in self._threads.values() for t in ts)
+
+    def lane_of(self, name: str) -> str | None:
+        """The lane of the latest job of this name (None: no job of that name was started)."""
+        job = self._jobs.get(name)
+        return job.lane if job is not None else None
 
     def lane_busy(self, lane: str) -> bool:
         return any(t.is_alive() for t in self._threads.get(lane, ()))

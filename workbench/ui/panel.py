@@ -12,6 +12,7 @@ from copy import deepcopy
 from typing import Any, Callable
 
 from ..concurrency import new_lock
+from ..errors import WorkbenchError
 
 
 def esc(x: Any) -> str:
@@ -149,6 +150,15 @@ class Panel:
                 fn()
 
         self.state.observe(handler, names=names)
+
+    def act(self, action: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        """Hand a click or a widget's change to the controller. What the API raises at the call for a wrong
+        argument (a stale node id, a spec that is not YAML) goes to the status line here: a widget's callback has
+        no cell to raise in."""
+        try:
+            action(*args, **kw)
+        except WorkbenchError as e:
+            self.controller.say(str(e), "error")
 
     @staticmethod
     def silently(widget, name: str, value, flag: list) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import traitlets as T
 
 from ..config import DEFAULT_MODEL, BenchConfig, ExportConfig, FusionPlan
-from ..errors import ConfigError
+from ..errors import ConfigError, ConfigTypeError
 
 VIEWS = ("layer", "model")
 #: Kinds of status line: plain, error, done, working.
@@ -156,8 +156,15 @@ class AppState(T.HasTraits):
             raise ConfigError(f"unknown app setting(s): {', '.join(sorted(unknown))}")
         try:
             super().__init__(**kw)
-        except T.TraitError as e:
-            raise ConfigError(f"bad app setting: {' '.join(str(e).split())[:200]}") from None
+        except T.TraitError as e:  # traitlets' word for a value of the wrong type
+            raise ConfigTypeError(f"bad app setting: {' '.join(str(e).split())[:200]}") from None
+
+    def check_settings(self) -> None:
+        """Raise :class:`~workbench.errors.ConfigError` naming a setting out of range: the export, fusion and
+        benchmark settings are derived here, as every run derives them."""
+        self.export_config()
+        self.fusion_plan()
+        self.bench_config()
 
     @T.validate("view")
     def _check_view(self, proposal):

@@ -44,7 +44,7 @@ class GraphPane(Panel):
 
     def _clicked(self, item: str) -> None:
         if self.state.pair is not None and self.on_click is not None:
-            self.on_click(item)
+            self.act(self.on_click, item)
 
     def resize(self) -> None:
         self.widget.layout.width = f"{self.state.pane_width + 4}px"
@@ -75,8 +75,8 @@ class ViewBar(Panel):
                                               "default: they only hold values, and crowd the view)")
         for w, key in ((self.w_view, "view"), (self.w_layer, "layer"), (self.w_expand, "expand_all"),
                        (self.w_overlay, "overlay"), (self.w_constants, "constants")):
-            w.observe(lambda ch, key=key: None if self._quiet else self.controller.set_view(**{key: ch["new"]}),
-                      "value")
+            w.observe(lambda ch, key=key: None if self._quiet else self.act(self.controller.set_view,
+                                                                            **{key: ch["new"]}), "value")
         self.widget = W.HBox([self.w_view, self.w_layer, self.w_expand, self.w_overlay, self.w_constants],
                              layout=L(flex_flow="row wrap"))
         self.watch(["view", "layer", "expand_all", "overlay", "constants", "layer_max"], self.draw)

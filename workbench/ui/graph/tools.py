@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 
 from .views import step_name
+from ...ort.session import LEVELS
 from ...viz.netron import NetronViewer
+from .. import arguments as check
 
 
 class GraphTools:
@@ -26,8 +28,10 @@ class GraphTools:
         self._netron = None
 
     def show_session_layer(self, level: str = "all") -> None:
-        """Show what ONNX Runtime's session adds on top of the selected snapshot (the second layer)."""
+        """Show what ONNX Runtime's session adds on top of the selected snapshot (the second layer); ``level``
+        is one of :data:`workbench.ort.session.LEVELS` (another raises)."""
         app = self.app
+        check.choice("level", level, LEVELS)
         if app.timeline is None or not app.state.snapshots:
             app.say("load a model first", "error")
             return

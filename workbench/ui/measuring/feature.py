@@ -27,6 +27,7 @@ from ...measure.variants.answers import builtin_answers_text, int8_flags
 from ...measure.variants.gpu_column import DevicePlan, check_on_gpu, device_plan, gpu_key
 from ...ort.gpu import gpu_status
 from ...ort.session import cuda_status
+from .. import arguments as check
 from ..graph.views import step_name
 from ..jobs import Job
 
@@ -53,16 +54,20 @@ class Measuring:
 
     # ----------------------------------------------------------------- shared
     def busy(self) -> bool:
-        """A benchmark, profile, ablation, tune, answers check or sweep is running."""
-        return self.app.runner.lane_busy(MEASURE_LANE) or bool(self._bench is not None and not self._bench.done)
+        """A benchmark, profile, ablation, tune, answers check or sweep is running (queued, or running in the
+        caller's thread of another cell with ``background=False``)."""
+        runner = self.app.runner
+        return (runner.lane_busy(MEASURE_LANE) or bool(self._bench is not None and not self._bench.done)
+                or any(st.running and runner.lane_of(n) == MEASURE_LANE for n, st in self.app.state.jobs.items()))
 
     def ready(self, busy: str = "a measurement is already running: wait for it or stop it first") -> bool:
-        """A model is loaded and nothing else is measuring; otherwise say why in the status line."""
+        """A model is loaded and nothing else is measuring; otherwise say why in the status line (the refusal
+        while another measurement runs clears when it ends)."""
         if not self.app.state.snapshots:
             self.app.say("load a model first", "error")
             return False
         if self.busy():
-            self.app.say(busy, "error")
+            self.app.refuse(busy, MEASURE_LANE)
             return False
         return True
 
@@ -99,6 +104,11 @@ class Measuring:
             out.append((key + tail, key))
         return out
 
+    def variant_names(self, names) -> list[str] | None:
+        """``names`` checked against :meth:`variant_choices` (a wrong one raises; None: the default)."""
+        keys = [k for _, k in self.variant_choices()] if self.app.state.snapshots else None
+        return check.names("names", names, keys, what="variant")
+
     def variants(self, names: list[str] | None = None) -> list:
         """Benchmark variants for the chosen snapshots (default: unfused and fused), and int8 if asked.
 
@@ -106,6 +116,9 @@ class Measuring:
         "all", the plan's switched-off steps kept off: what ``workbench bench`` times), built from the snapshot
         shown; a step in between is timed at level "disable", so its gain is the step's own."""
         app, s = self.app, self.app.state
+        names = self.variant_names(names)
+        if app.export_result is None or not s.snapshots:
+            raise WorkbenchError("no model is loaded yet: app.wait() for the load first")
         snaps = s.snapshots
         ctx = Build(app.export_result.source, provider=s.provider, plan=s.fusion_plan(), snapshot=snaps[-1].model)
         idx = {f"{i}: {step_name(sn.step)}": i for i, sn in enumerate(snaps)}
@@ -151,7 +164,9 @@ class Measuring:
     # ----------------------------------------------------------------- benchmark
     def run_benchmark(self, names: list[str] | None = None) -> None:
         """Time the chosen variants in the worker process; the plots grow while it runs."""
-        if self.ready("a benchmark is already running: stop it first"):
+        names = self.variant_names(names)
+        benchmarking = self._bench is not None and not self._bench.done
+        if self.ready(*(["a benchmark is already running: stop it first"] if benchmarking else [])):
             self.app.runner.start("benchmark", lambda job: self._benchmark(job, names), lane=MEASURE_LANE)
 
     def stop_benchmark(self) -> None:
@@ -231,6 +246,8 @@ class Measuring:
     # ----------------------------------------------------------------- operator profile
     def profile(self, indices: list[int] | None = None) -> None:
         """Profile the operators of the before/after snapshots: op breakdown and latency overlay."""
+        n = len(self.app.state.snapshots)
+        indices = check.indices("indices", indices, n or None, what="snapshot index", note=f" ({n} snapshots shown)")
         if self.ready():
             self.app.runner.start("profile", lambda job: self._profile(job, indices), lane=MEASURE_LANE)
 
@@ -238,7 +255,7 @@ class Measuring:
         app, s = self.app, self.app.state
         b, a = app.pair_indices()
         snaps = s.snapshots
-        chosen = list(indices or sorted({b, a}))
+        chosen = list(indices if indices is not None else sorted({b, a}))
         for k, i in enumerate(chosen):
             sn = snaps[i]
             job.progress(f"profiling the operators of {step_name(sn.step)} ({k + 1} of {len(chosen)}: batch "

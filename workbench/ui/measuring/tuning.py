@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...errors import WorkbenchError
 from ...measure.harness.load import busy_words
 from ...measure.tune import run as tune_run  # its ``tune``: this feature's own method is named so too
 from ...measure.tune.plan import plan_for, verdict
-from ...measure.tune.served import app_workloads
 from ...measure.tune.rows import fig
 from ...measure.tune.save import check_target, save
+from ...measure.tune.served import app_workloads
+from .. import arguments as check
 from ..jobs import Job
 from .feature import MEASURE_LANE
 
@@ -35,8 +35,11 @@ class Tuning:
         """What each fusion buys here, on the workload the app measures: the plan without each fired step, timed
         against the full plan, then the plan that keeps only what helps, checked against the unfused graph and the
         full plan (on the app's text as served, each sentence alone and in padded batches, when the benchmark times
-        the text; else at the benchmark's shape)."""
+        the text; else at the benchmark's shape). ``steps``: those steps of the engine's chain
+        instead; another name raises."""
         app = self.app
+        chain = app.timeline.steps() if app.timeline is not None else None
+        steps = check.names("steps", steps, chain, what="fusion step")
         if not app.measuring.ready():
             return
         s = app.state
@@ -62,17 +65,15 @@ class Tuning:
 
     def tune(self, out: str | Path | None = None) -> None:
         """The fastest variant whose answers hold here, against PyTorch, torch.compile and OpenVINO
-        (``workbench tune``); with ``out``, saved there ready to deploy (a new or empty folder)."""
+        (``workbench tune``); with ``out``, saved there ready to deploy (a new or empty folder: another raises
+        before anything is measured)."""
         app = self.app
+        out = check.path("out", out, optional=True)
+        if out is not None:
+            check_target(out)
         if not app.measuring.ready():
             return
         s = app.state
-        if out is not None:
-            try:
-                check_target(out)
-            except WorkbenchError as e:
-                app.say(str(e), "error")
-                return
 
         def work(job: Job) -> None:
             src = app.export_result.source

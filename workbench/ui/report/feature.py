@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
-from ...errors import WorkbenchError
+from ...errors import OutputPathError
+from ...path_checks import check_output_path
 from ...report.html import write_report
+from .. import arguments as check
 from ..graph.views import step_name
 
 
@@ -56,18 +58,16 @@ class Reporting:
             data["errors"].append(s.error)
         return data
 
-    def save_report(self, path: str | os.PathLike | None = None) -> Path | None:
-        """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder)."""
-
-        dest = Path(path) if path else Path.cwd() / f"workbench-report-{time.strftime('%Y%m%d-%H%M%S')}.html"
+    def save_report(self, path: str | os.PathLike | None = None) -> Path:
+        """Write the HTML report (default: ``workbench-report-<time>.html`` in the current folder) and return
+        its path. A path that is not a new file in a folder this process can write to raises, at the call
+        (:class:`~workbench.errors.OutputPathError`; the workbench never overwrites a file)."""
+        dest = check.path("path", path, optional=True)
+        dest = check_output_path(dest or Path.cwd() / f"workbench-report-{time.strftime('%Y%m%d-%H%M%S')}.html")
         try:
             out = write_report(self.report_data(), dest)
-        except WorkbenchError as e:
-            self.app.say(str(e), "error")
-            return None
         except OSError as e:
-            self.app.say(f"could not write the report to {dest}: {e.strerror or e}", "error")
-            return None
+            raise OutputPathError(f"could not write the report to {dest}: {e.strerror or e}") from None
         self.app.state.report_path = str(out)
         self.app.say(f"report saved to {out}", "ok")
         return out

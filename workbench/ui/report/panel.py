@@ -15,7 +15,7 @@ class ReportPanel(Panel):
         self.button = W.Button(description="Save report", icon="save", layout=W.Layout(width="120px"),
                                tooltip="write the model, every fusion step, the latency results and the answers "
                                        "checked so far to one HTML file in the notebook's folder")
-        self.button.on_click(lambda _: self.controller.report.save_report())
+        self.button.on_click(lambda _: self.act(self.controller.report.save_report))
         self.where = W.HTML()
         self.widget = W.HBox([self.button, self.where], layout=W.Layout(align_items="center"))
         self.watch("report_path", lambda: setattr(self.where, "value",

@@ -9,9 +9,9 @@ refuses in one line what is not a rule instance and a name a built-in step has, 
 
 from __future__ import annotations
 
-from ...errors import FusionError
 from ...fusion import register_rule, unregister_rule
 from ...fusion.scheduler import rule_time_limit, set_rule_time_limit
+from .. import arguments as check
 
 
 class LiveRules:
@@ -40,11 +40,7 @@ class LiveRules:
                 of a built-in step, or no name, anchors or place in a chain.
         """
         app, s = self.app, self.app.state
-        try:
-            register_rule(rule)
-        except FusionError as e:
-            app.say(f"add_rule: {e}", "error")
-            raise
+        register_rule(rule)  # a wrong rule raises here, at the call, and changes nothing
         s.rules = tuple(n for n in s.rules if n != rule.name) + (rule.name,)
         if rule.name in s.disabled:
             s.set_step_enabled(rule.name, True)
@@ -66,11 +62,8 @@ class LiveRules:
             FusionError: no rule of that name was added (a built-in step is switched off instead).
         """
         app, s = self.app, self.app.state
-        try:
-            unregister_rule(name)
-        except FusionError as e:
-            app.say(f"remove_rule: {e}", "error")
-            raise
+        check.text("name", name)
+        unregister_rule(name)  # no rule of that name: raises here, at the call, and changes nothing
         s.rules = tuple(n for n in s.rules if n != name)
         s.disabled = [d for d in s.disabled if d != name]
         if app.looking_at == name:
@@ -85,7 +78,7 @@ class LiveRules:
 
     @rule_time_limit_s.setter
     def rule_time_limit_s(self, seconds: float) -> None:
-        set_rule_time_limit(seconds)
+        set_rule_time_limit(check.seconds("rule_time_limit_s", seconds, positive=True))
         if self.app.loaded and any(getattr(sn, "failed", "") for sn in self.app.state.snapshots):
             self.app.load()  # the failed steps run again under the new limit
 

@@ -58,7 +58,7 @@ class FusionPanel(Panel):
         self.w_step = W.SelectionSlider(options=[("export", 0)], value=0, description="step",
                                         continuous_update=False, layout=L(width="98%"))
         self.w_step.add_class("wb-step-slider")
-        self.w_step.observe(lambda ch: None if self._quiet else self.controller.select_step(ch["new"]), "value")
+        self.w_step.observe(lambda ch: None if self._quiet else self.act(self.controller.select_step, ch["new"]), "value")
         self.w_session = W.Button(description="Session layer", icon="layer-group", layout=L(width="130px"),
                                   tooltip="what ONNX Runtime's own session-time fusion (ORT_ENABLE_ALL) adds on top "
                                           "of the selected snapshot")
@@ -113,7 +113,8 @@ class FusionPanel(Panel):
         cb = W.Checkbox(value=bool(r["on"]), indent=False, description="", tooltip=r["tip"],
                         layout=sh["cb"], style=sh["cb_style"])
         cb.add_class("wb-step-cb")
-        cb.observe(lambda ch, name=name: None if self._quiet else self.controller.toggle(name, ch["new"]), "value")
+        cb.observe(lambda ch, name=name: None if self._quiet else self.act(self.controller.toggle, name, ch["new"]),
+                   "value")
         btn = W.Button(description=r["title"], tooltip=f"{r['title']}: show the graph before and after this step",
                        layout=sh["name"], style=sh["name_style"])
         btn.add_class("wb-row-name")
@@ -133,7 +134,7 @@ class FusionPanel(Panel):
             btn = W.Button(description="export (no fusion)", tooltip="the model as exported: the reference for parity",
                            layout=sh["name"], style=sh["name_style"])
             btn.add_class("wb-row-name")
-            btn.on_click(lambda _: self.controller.select_step(0))
+            btn.on_click(lambda _: self.act(self.controller.select_step, 0))
             info = W.HTML(layout=sh["info"], style=sh["info_style"])
             row = W.HBox([spacer, btn, info], layout=sh["row"])
             row.add_class("wb-row")

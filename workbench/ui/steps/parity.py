@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from ...errors import WorkbenchError
+from .. import arguments as check
 from ..graph.views import step_name
 
 
@@ -32,6 +33,7 @@ class ParityChecks:
         With ``background=False`` (or ``wait=True``) it returns when every badge is filled.
         """
         app = self.app
+        check.optional_flag("wait", wait)
         if app.timeline is None:
             app.say("load a model first", "error")
             return

@@ -54,8 +54,8 @@ class SweepPanel(Panel):
                                 description="address", layout=L(width="320px"))
         self.w_run = W.Button(description="Run sweep", icon="play", layout=L(width="120px"))
         self.w_stop = W.Button(description="Stop", icon="stop", disabled=True, layout=L(width="80px"))
-        self.w_run.on_click(lambda _: self.controller.sweep.run_sweep(self.w_spec.value, self.w_executor.value,
-                                                                address=self.w_address.value.strip() or None))
+        self.w_run.on_click(lambda _: self.act(self.controller.sweep.run_sweep, self.w_spec.value,
+                                               self.w_executor.value, address=self.w_address.value.strip() or None))
         self.w_stop.on_click(lambda _: self.controller.sweep.stop_sweep())
         self.w_table = W.HTML()
         self.widget = W.VBox([

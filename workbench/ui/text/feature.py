@@ -7,10 +7,15 @@ its work runs in the job runner's measure lane (:data:`~workbench.ui.measuring.f
 
 from __future__ import annotations
 
-from ...measure.variants.answers import task_answers
+from ...measure.variants.answers import PRECISIONS, task_answers
+from ...ort.task_parity import MIN_DISTINCT
 from ...text import text_batches
+from .. import arguments as check
 from ..jobs import Job
 from ..measuring.feature import MEASURE_LANE
+
+#: The precisions whose answers ``use_text`` checks unless told otherwise.
+DEFAULT_PRECISIONS = ("int8", "fp16")
 
 
 class TextAnswers:
@@ -24,22 +29,28 @@ class TextAnswers:
     def __init__(self, app):
         self.app = app
 
-    def use_text(self, sentences: list[str] | str | None = None, *, precisions: tuple[str, ...] = ("int8", "fp16")) -> None:
+    def use_text(self, sentences: list[str] | str | None = None, *,
+                 precisions: tuple[str, ...] = DEFAULT_PRECISIONS) -> None:
         """Check answers on real text: the sentences (a list, text with one per line, or None for the
         built-in set) are tokenized with the model's tokenizer; every step's parity then includes its
-        task parity, and int8 / fp16 are checked against the unfused export (``state.answers``)."""
+        task parity, and int8 / fp16 are checked against the unfused export (``state.answers``).
+
+        Sentences that are not strings, an empty one, fewer than three different ones (a similarity ranking of
+        fewer means nothing), or a precision not in :data:`~workbench.measure.variants.answers.PRECISIONS` raise.
+        """
         app = self.app
+        sentences = check.sentences("sentences", sentences, MIN_DISTINCT)
+        picked = check.names("precisions", precisions, PRECISIONS, what="precision", empty_ok=True)
+        precisions = DEFAULT_PRECISIONS if picked is None else tuple(picked)
         if app.timeline is None or app.export_result is None:
             app.say("load a model first", "error")
             return
-        if isinstance(sentences, str):
-            sentences = [line.strip() for line in sentences.splitlines() if line.strip()]
         s = app.state
 
         def work(job: Job) -> None:
             src = app.export_result.source
             job.progress(f"tokenizing with {src.name}'s tokenizer", 0.05)
-            text = text_batches(src, sentences or None)
+            text = text_batches(src, sentences)
             d = text.describe()
             app.text = text
             with s.hold_trait_notifications():

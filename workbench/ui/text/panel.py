@@ -41,7 +41,7 @@ class TextPanel(Panel):
         self.w_check = W.Button(description="Check answers", icon="check", layout=L(width="150px"),
                                 tooltip="tokenize the sentences with the model's tokenizer, then check every fusion "
                                         "step, int8 and fp16 on them: same ranking, same filled-in word, same label?")
-        self.w_check.on_click(lambda _: self.controller.text_answers.use_text(self.w_text.value or None))
+        self.w_check.on_click(lambda _: self.act(self.controller.text_answers.use_text, self.w_text.value or None))
         self.w_on_text = W.Checkbox(value=state.bench_on_text, indent=False,
                                     description="benchmark on these sentences' lengths (p50/p90/p99 over the mix)")
         self.w_on_text.observe(lambda ch: None if self._quiet else self.controller.configure(bench_on_text=ch["new"]),
