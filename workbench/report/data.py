@@ -21,8 +21,11 @@ from ..fusion import run_fusion
 from ..fusion.catalog import BY_NAME
 from ..measure.harness.bench import benchmark
 from ..measure.harness.load import busy_words
+from ..measure.tune.engine_line import entries_of_bench, entries_of_tune, faster_engine
+from ..measure.tune.kernels import fused_loses
 from ..measure.tune.run import tune as run_tune
 from ..measure.variants import build_variants, default_variants
+from ..measure.variants.build import summary_peers
 from ..measure.variants.answers import builtin_answers_text, int8_report
 from ..models import ModelSource, resolve
 from ..ort.answer_policy import holds
@@ -120,6 +123,8 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
             cfg = dataclasses.replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches),
                                       seq=max(text.lengths))
         names, _ = default_variants(src, cfg.provider)  # an ONNX file: no PyTorch
+        # One quick peer where installed (OpenVINO at its default precision), so the summary can name a faster engine.
+        names += [n for n in summary_peers(src, cfg.provider) if n not in names]
         # The fused variant is the graph the fusion table shows: same exporter, opset and plan.
         variants = build_variants(src, names, provider=cfg.provider, attention=export_cfg.attention,
                                      exporter=export_cfg.exporter, opset=export_cfg.opset, plan=plan,
@@ -138,6 +143,11 @@ def _bench_stage(data: dict, src: ModelSource, export_cfg: ExportConfig, plan: F
                          "config": {"provider": cfg.provider, **shape, "threads": cfg.threads, "runs": cfg.runs}}
     except WorkbenchError as e:
         data["errors"].append(f"benchmark: {e}")
+        return
+    try:  # where the fused graph lost to the unfused one, ONNX Runtime's profiler names the kernels behind it
+        data["bench"]["fused_loses"] = fused_loses(src, variants, res, cfg, text)
+    except WorkbenchError as e:
+        data["errors"].append(f"profile of the fused graph: {e}")
 
 
 def plural(count: int, noun: str) -> str:
@@ -172,7 +182,8 @@ def not_applicable(step: dict) -> str:
 def summary(data: dict) -> dict:
     """The few facts a user wants first, from :func:`collect`'s data (or the app's ``report_data``).
 
-    Returns ``{"model", "export", "fusion", "latency", "int8", "recommended", "busy", "errors"}``; a part whose
+    Returns ``{"model", "export", "fusion", "latency", "int8", "recommended", "engine", "fused_loses", "busy",
+    "errors"}``; a part whose
     stage did not run (or failed) is None. ``fusion``: engine, attention nodes, nodes before and after;
     ``latency``: the shape and, for the reference (PyTorch eager, else ONNX Runtime unfused), ``fused`` and
     ``int8`` where timed, the p50 and the speed-up against the reference; ``int8``: whether its
@@ -191,8 +202,29 @@ def summary(data: dict) -> dict:
             "latency": _latency_summary(data),
             "int8": _int8_summary(data),
             "recommended": _recommended(data),
+            "engine": _engine(data),
+            "fused_loses": ((data.get("bench") or {}).get("fused_loses") or {}).get("words", ""),
             "busy": _busy(data),
             "errors": list(data.get("errors") or [])}
+
+
+def _engine(data: dict) -> str:
+    """One line when another engine kept the answers faster than ONNX Runtime's fastest here: from the tune's rows
+    (its latency workload) when it ran, else from the benchmark's variants (with its quick peer); "" otherwise."""
+    model = (data.get("model") or {}).get("name") or "MODEL"
+    tune = data.get("tune") or {}
+    random = bool((data.get("model") or {}).get("random_weights"))
+    if tune.get("variants"):
+        for w in tune.get("workloads") or ["latency"]:
+            line = faster_engine(entries_of_tune(tune["variants"], w), tune.get("machine") or {}, model, w, random)
+            if line:
+                return line
+        return ""
+    bench = data.get("bench") or {}
+    if (bench.get("config") or {}).get("provider", "cpu") != "cpu":
+        return ""
+    return faster_engine(entries_of_bench(bench.get("variants") or [], random), bench.get("machine") or {}, model,
+                         random_weights=random)
 
 
 def _busy(data: dict) -> str:

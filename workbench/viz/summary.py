@@ -61,6 +61,10 @@ def facts(s: dict) -> list[tuple[str, str]]:
             x = lat["speedup"].get(name)
             parts.append(f"{variant_label(name)} {ms(t)}" + (f" ({faster(x)})" if x else ""))
         out.append((f"Latency (p50, {_shape(lat['config'])})", "; ".join(parts)))
+    if s.get("fused_loses"):
+        out.append(("Fusion loses here, profiled", s["fused_loses"]))
+    if s.get("engine"):
+        out.append(("Faster engine here", s["engine"]))
     if s.get("busy"):
         out.append(("warning", s["busy"]))
     if s.get("int8"):

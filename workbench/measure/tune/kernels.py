@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from ...fusion.catalog import session_optimizers_off
 from ..harness.profile import profile_ops
 from ..variants.models import fuse_bert
+from .check import round_ratio
 
 #: At most this many replaced op types are named.
 NAMED = 4
@@ -145,4 +146,28 @@ def losing_kernels(src, export_path, base, ab, text, cfg) -> list[KernelCost]:
     return out
 
 
-__all__ = ["KernelCost", "kernel_cost", "shape_words", "median_batch", "losing_kernels", "PROFILED"]
+#: The fused graph "loses" when it ran this much slower than the unfused one, round by round.
+LOSS = 0.02
+
+
+def fused_loses(src, variants, res, cfg, text) -> dict | None:
+    """Where a benchmark's ``fused`` variant ran more than :data:`LOSS` slower than ``unfused`` (round by round),
+    the profile of both at its median batch (:meth:`KernelCost.to_dict`, with ``speed``: fused against unfused);
+    None where it did not lose or either is missing."""
+    by = {v.name: v for v in variants}
+    names = {s.name for s in res.variants}
+    if not {"fused", "unfused"} <= set(by) & names:
+        return None
+    speed = round_ratio(res["unfused"].samples_ms, res["fused"].samples_ms)
+    if speed is None or speed >= 1 - LOSS:
+        return None
+    feeds = median_batch(text)
+    pcfg = replace(cfg, warmup=max(2, cfg.warmup), runs=max(5, min(cfg.runs, 20)))
+    f, u = by["fused"], by["unfused"]
+    cost = kernel_cost("", {}, _profile(f.model, pcfg, feeds, off=f.disabled_optimizers),
+                       _profile(u.model, pcfg, feeds, level=u.level), shape_words(feeds, cfg.batch, cfg.seq))
+    return {**cost.to_dict(), "speed": round(speed, 4)}
+
+
+__all__ = ["KernelCost", "kernel_cost", "shape_words", "median_batch", "losing_kernels", "fused_loses", "PROFILED",
+           "LOSS"]

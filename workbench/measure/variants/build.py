@@ -106,4 +106,11 @@ def default_variants(model, provider: str = "cpu") -> tuple[list[str], list[dict
     return names, skipped
 
 
-__all__ = ["build_variants", "standard_variants", "default_variants"]
+def summary_peers(model, provider: str = "cpu") -> list[str]:
+    """The quick peers ``workbench report`` times beside its default variants (:attr:`~.recipe.Recipe.summary_peer`)
+    where they are installed and take this model."""
+    src = _source(model)
+    return [r.name for r in RECIPES if r.summary_peer and provider in r.devices and r.available(src, provider)[0]]
+
+
+__all__ = ["build_variants", "standard_variants", "default_variants", "summary_peers"]

@@ -53,7 +53,7 @@ OV = dict(engine="openvino", kind="openvino", runner="workbench.measure.worker.p
 RECIPES = (
     Recipe("openvino-f32", "OpenVINO f32", build=lambda ctx, name: _variant(ctx, name, "f32"), peer=True, **OV),
     Recipe("openvino", "OpenVINO, its default precision", build=_variant,
-           precision="default", peer=True, card=f"Precision: {_DEFAULT}.", **OV),
+           precision="default", peer=True, summary_peer=True, card=f"Precision: {_DEFAULT}.", **OV),
     Recipe("openvino-int8", "OpenVINO static int8 (NNCF)", build=_int8, precision="int8", peer=True,
            needs=("text",), **{**OV, "check": _nncf},
            card="Precision: NNCF static int8 (model type transformer, calibrated on the search part: "

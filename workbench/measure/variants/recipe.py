@@ -77,6 +77,8 @@ class Recipe:
         tune: the devices ``workbench tune`` measures it on (``--provider``); tolerance: its outputs' bound
             against PyTorch fp32 there on the GPU (every recipe tuned on "cuda" has one). fixed_shape: it
             replays one captured shape (CUDA graphs), so a text's mix of lengths is refused.
+        summary_peer: ``workbench report`` times it beside its standard variants where it is installed (one quick
+            peer, so the report can name a faster engine than ONNX Runtime on this CPU).
         card: the model card's precision line. wins: why it won, when
             it wins the tune without being int8. report_key/report: the tune result's key and its build report.
     """
@@ -100,6 +102,7 @@ class Recipe:
     tune: tuple[str, ...] = ("cpu",)
     tolerance: Tolerance | None = None
     fixed_shape: bool = False
+    summary_peer: bool = False
     card: str = "Precision: fp32 throughout."
     wins: str = ""
     report_key: str | None = None

@@ -22,6 +22,7 @@ from ...measure.harness.bench import stream_benchmark
 from ...measure.harness.explain import explain
 from ...measure.harness.profile import profile_ops
 from ...measure.harness.results import Variant
+from ...measure.tune.engine_line import entries_of_bench, faster_engine
 from ...measure.variants import Build, get, is_quantized
 from ...measure.variants.answers import builtin_answers_text, int8_flags
 from ...measure.variants.gpu_column import DevicePlan, check_on_gpu, device_plan, gpu_key
@@ -231,10 +232,14 @@ class Measuring:
         app, s = self.app, self.app.state
         busy = r.machine_load.words() if r.machine_load else ""  # "" when the machine was quiet
         random_weights = bool(getattr(getattr(app.export_result, "source", None), "random_weights", False))
+        src = getattr(app.export_result, "source", None)
+        engine = faster_engine(entries_of_bench(r.variants, random_weights), r.machine,
+                               getattr(src, "name", None) or "MODEL", random_weights=random_weights)
         with s.hold_trait_notifications():
             s.series = {k: tuple(v) for k, v in series.items()}
             s.explanation = (tuple(f"warning: {f}" for f in int8_flags(r.variants, random_weights))
-                             + ((f"warning: {busy}",) if busy else ()) + tuple(explain(r.rates, r.machine)))
+                             + ((f"warning: {busy}",) if busy else ()) + ((engine,) if engine else ())
+                             + tuple(explain(r.rates, r.machine)))
             s.bench_result = r
         keys = [v.name for v in r.variants]
         msg = f"benchmark {'stopped' if r.stopped else 'done'}: " + ", ".join(

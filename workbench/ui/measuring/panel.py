@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...measure.harness.load import busy_warning
-from ...measure.tune.rows import answers_note
+from ...measure.tune.engine_line import entries_of_tune, faster_engine
+from ...measure.tune.rows import answers_note, plan_lines, same_as_mark
 from ...measure.variants.labels import on_gpu, variant_label, workload_figure
 from ...viz import latency as vl
 from ...viz.summary import task_parity_words as words
@@ -310,13 +311,17 @@ def tune_html(res) -> str:
         f"{esc(workload_figure(w, rec.figure))} (batch {rec.batch})</div>"
         f"<div>{esc(rec.why)}</div>" for w, rec in res.recommended.items())
     rows = "".join(
-        f"<tr><td>{esc(variant_label(r.name))}</td><td>{_f(r.p50_ms)}</td>"
+        f"<tr><td>{esc(variant_label(r.name) + same_as_mark(r))}</td><td>{_f(r.p50_ms)}</td>"
         f"<td>{_f(r.sentences_per_s)}</td><td>{r.batch or ''}</td>"
         f"<td>{'reference' if r.parity is None else esc(words(r.task_parity))}</td>"
         f"<td>{'-' if res.random_weights and r.parity is not None else 'yes' if r.holds else 'no'}</td></tr>"
         for r in res.variants)
     note = answers_note(res)  # random weights: no verdict, one sentence why
-    skipped = "".join(f"<div>{esc(k.name)} skipped: {esc(k.why)}</div>" for k in res.skipped)
+    engines = [faster_engine(entries_of_tune(res.variants, w), res.machine, res.source, w, res.random_weights)
+               for w in res.recommended]
+    plans = "".join(f"<div style='font-size:11px'>{esc(line)}</div>" for line in [*filter(None, engines[:1]),
+                                                                                   *plan_lines(res)])
+    skipped = plans + "".join(f"<div>{esc(k.name)} skipped: {esc(k.why)}</div>" for k in res.skipped)
     saved = res.saved
     where = f"<div>saved to {esc(saved['dir'])}</div>" if saved else ""
     return (f"{heads}<table><tr><th>variant</th><th>p50 ms</th><th>sentences/s</th><th>batch</th><th>answers</th>"
