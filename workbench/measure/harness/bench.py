@@ -56,7 +56,8 @@ class BenchHandle:
         self.session_providers: dict[str, list[str]] = {}
         self.machine: dict = {}
         self.floor: dict = {}
-        self.profile: msgs.Profile | None = None
+        self.profile: msgs.Profile | None = None  # the last variant's (a profile job of one variant: its only)
+        self.profiles: dict[str, msgs.Profile] = {}
         self.peak_rss_mb: float | None = None  # the worker's, all variants together
         self.serve_batches: dict[str, dict] = {}  # throughput jobs: each variant's batch size and search
         self.stage: msgs.Status | None = None
@@ -158,7 +159,7 @@ class BenchHandle:
         self.stage = m
 
     def _got_profile(self, m: msgs.Profile) -> None:
-        self.profile = m
+        self.profile = self.profiles[m.variant] = m
 
     def _got_done(self, m: msgs.Done) -> None:
         self.stopped = bool(m.stopped)

@@ -142,16 +142,25 @@ def profile_ops(model, cfg=None, *, provider: str = "cpu", level: str = "all", f
     Raises:
         BenchmarkError: bad shape, a failing model, or the worker died.
     """
+    v = Variant(name, model, provider=provider, level=level, fp16=fp16, disabled_optimizers=disabled_optimizers)
+    return profile_many([v], cfg, timeout=timeout, feeds=feeds)[name]
+
+
+def profile_many(variants: list[Variant], cfg=None, *, timeout: float | None = 600,
+                 feeds: dict | None = None) -> dict[str, OpProfile]:
+    """Profile several ONNX Runtime variants one after the other in one worker process (one start for all):
+    ``{name: OpProfile}``; arguments as :func:`profile_ops`."""
     cfg = cfg or BenchConfig()
-    described, cleanup = prepare_variants([Variant(name, model, provider=provider, level=level, fp16=fp16,
-                                           disabled_optimizers=disabled_optimizers)])
+    described, cleanup = prepare_variants(variants)
     handle = BenchHandle(ProfileJob(described, asdict(cfg), feeds=feeds), cfg, described, cleanup=cleanup)
     with handle:
         handle.result(timeout)
-    m = handle.profile
-    if m is None:
-        return OpProfile(name, provider, [], None, 0, [])
-    return OpProfile(name, provider, m.records, m.run_ms, int(m.runs), list(m.session_providers))
+    out = {}
+    for v in variants:
+        m = handle.profiles.get(v.name)
+        out[v.name] = (OpProfile(v.name, v.provider, [], None, 0, []) if m is None else
+                       OpProfile(v.name, v.provider, m.records, m.run_ms, int(m.runs), list(m.session_providers)))
+    return out
 
 
 def compare_profiles(before: OpProfile, after: OpProfile):
@@ -168,4 +177,4 @@ def compare_profiles(before: OpProfile, after: OpProfile):
     return pd.DataFrame(rows, columns=["op_type", "before_us", "after_us", "delta_us"]).sort_values("delta_us")
 
 
-__all__ = ["profile_ops", "OpProfile", "compare_profiles"]
+__all__ = ["profile_ops", "profile_many", "OpProfile", "compare_profiles"]

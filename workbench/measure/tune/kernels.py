@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ...fusion.catalog import session_optimizers_off
-from ..harness.profile import profile_ops
+from ..harness.profile import profile_many
+from ..harness.results import Variant
 from ..variants.models import fuse_bert
 from .check import round_ratio
 
@@ -115,13 +116,14 @@ def median_batch(text) -> dict | None:
     return by[len(by) // 2]
 
 
-def _profile(path, cfg, feeds, level="all", off=()) -> dict:
-    return profile_ops(path, cfg, level=level, disabled_optimizers=off, feeds=feeds, name="profile").op_type_totals()
+def _variant(name: str, path, level: str = "all", off=()) -> Variant:
+    return Variant(name, path, level=level, disabled_optimizers=off)
 
 
 def losing_kernels(src, export_path, base, ab, text, cfg) -> list[KernelCost]:
     """Profile what loses on this workload: each step the ablation found costing time (the :data:`PROFILED` worst),
-    or, where none does and the full plan ran slower than the unfused graph, the whole fused graph against it.
+    or, where none does and the full plan ran slower than the unfused graph, the whole fused graph against it; all
+    in one worker start.
 
     Args:
         base: the full plan; ab: the :class:`~.ablation.AblationResult`; text: the workload's timed batches (None:
@@ -131,19 +133,22 @@ def losing_kernels(src, export_path, base, ab, text, cfg) -> list[KernelCost]:
     shape = shape_words(feeds, cfg.batch, cfg.seq)
     pcfg = replace(cfg, warmup=max(2, cfg.warmup), runs=max(5, min(cfg.runs, 20)))
     hurt = sorted((r for r in ab.rows if r.verdict == "hurts" and r.switched == "off"), key=lambda r: r.saves_pct)
-    full_path = fuse_bert(export_path, plan=base, **src.timeline_args())
-    out = []
-    if hurt:
-        full = _profile(full_path, pcfg, feeds, off=session_optimizers_off(base.disabled))
-        for r in hurt[:PROFILED]:
-            p = base.with_step(r.step, False)
-            path = fuse_bert(export_path, plan=p, **src.timeline_args())
-            out.append(kernel_cost(r.step, r.graph_change, full, _profile(path, pcfg, feeds,
-                                                                       off=session_optimizers_off(p.disabled)), shape))
-    elif ab.full_speed is not None and ab.full_speed < 1 - ab.noise_pct / 100:
-        full = _profile(full_path, pcfg, feeds, off=session_optimizers_off(base.disabled))
-        out.append(kernel_cost("", {}, full, _profile(export_path, pcfg, feeds, level="disable"), shape))
-    return out
+    loses = ab.full_speed is not None and ab.full_speed < 1 - ab.noise_pct / 100
+    if not hurt and not loses:
+        return []
+    full = _variant("full", fuse_bert(export_path, plan=base, **src.timeline_args()),
+                    off=session_optimizers_off(base.disabled))
+    others = []
+    for r in hurt[:PROFILED]:
+        p = base.with_step(r.step, False)
+        others.append(_variant(r.step, fuse_bert(export_path, plan=p, **src.timeline_args()),
+                               off=session_optimizers_off(p.disabled)))
+    if not hurt:
+        others.append(_variant("unfused", export_path, level="disable"))
+    got = {k: v.op_type_totals() for k, v in profile_many([full, *others], pcfg, feeds=feeds).items()}
+    if not hurt:
+        return [kernel_cost("", {}, got["full"], got["unfused"], shape)]
+    return [kernel_cost(r.step, r.graph_change, got["full"], got[r.step], shape) for r in hurt[:PROFILED]]
 
 
 #: The fused graph "loses" when it ran this much slower than the unfused one, round by round.
@@ -156,16 +161,15 @@ def fused_loses(src, variants, res, cfg, text) -> dict | None:
     None where it did not lose or either is missing."""
     by = {v.name: v for v in variants}
     names = {s.name for s in res.variants}
-    if not {"fused", "unfused"} <= set(by) & names:
+    if cfg.provider != "cpu" or not {"fused", "unfused"} <= set(by) & names:
         return None
     speed = round_ratio(res["unfused"].samples_ms, res["fused"].samples_ms)
     if speed is None or speed >= 1 - LOSS:
         return None
     feeds = median_batch(text)
     pcfg = replace(cfg, warmup=max(2, cfg.warmup), runs=max(5, min(cfg.runs, 20)))
-    f, u = by["fused"], by["unfused"]
-    cost = kernel_cost("", {}, _profile(f.model, pcfg, feeds, off=f.disabled_optimizers),
-                       _profile(u.model, pcfg, feeds, level=u.level), shape_words(feeds, cfg.batch, cfg.seq))
+    got = {k: v.op_type_totals() for k, v in profile_many([by["fused"], by["unfused"]], pcfg, feeds=feeds).items()}
+    cost = kernel_cost("", {}, got["fused"], got["unfused"], shape_words(feeds, cfg.batch, cfg.seq))
     return {**cost.to_dict(), "speed": round(speed, 4)}
 
 

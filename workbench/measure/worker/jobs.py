@@ -57,13 +57,21 @@ def floor_report(runners: list, threads: int, batch: int, seq: int) -> dict:
 
 
 def profile_job(ch, job: msgs.ProfileJob, workdir: Path) -> None:
-    """Run one variant with ONNX Runtime's profiler on and send parsed records."""
+    """Run each variant of the job in turn with ONNX Runtime's profiler on and send its parsed records (one
+    ``Profile`` message per variant: several graphs profiled in one worker start)."""
+    set_threads(int(job.cfg["threads"]))
+    for k, v in enumerate(job.variants):
+        sub = workdir / f"profile-{k}"
+        sub.mkdir()
+        _profile_one(ch, job, dict(v), sub)
+
+
+def _profile_one(ch, job: msgs.ProfileJob, v: dict, workdir: Path) -> None:
     cfg = job.cfg
     threads, batch, seq = int(cfg["threads"]), int(cfg["batch"]), int(cfg["seq"])
     if job.feeds:  # a batch of real text: its own shape
         batch, seq = (int(x) for x in job.feeds["input_ids"].shape)
-    set_threads(threads)
-    v = dict(job.variants[0], dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
+    v = dict(v, dynamic_block_base=int(cfg.get("dynamic_block_base") or 0))
     v["profile_prefix"] = str(workdir / "ort_profile")
     v["optimized_model_path"] = str(workdir / "optimized.onnx")
     ch.status("building", v["name"], 0, 1)
