@@ -8,11 +8,11 @@ from __future__ import annotations
 import importlib
 
 from ...errors import ConfigError, RuntimeUnavailableError
-from . import ctranslate2, cuda, onnxruntime, openvino, pytorch
+from . import ctranslate2, cuda, onnxruntime, openvino, ort_openvino, pytorch
 from .recipe import Recipe
 
 RECIPES: tuple[Recipe, ...] = (pytorch.RECIPES + onnxruntime.RECIPES + cuda.RECIPES + openvino.RECIPES
-                               + ctranslate2.RECIPES)
+                               + ort_openvino.RECIPES + ctranslate2.RECIPES)
 #: How a device is named in a refusal.
 DEVICE_WORDS = {"cpu": "CPU", "cuda": "GPU"}
 BY_NAME = {r.name: r for r in RECIPES}
