@@ -40,6 +40,11 @@ def short(provider: str) -> str:
     return SHORT.get(provider, provider.removesuffix("ExecutionProvider"))
 
 
+def counts_words(counts: dict[str, int] | None) -> str:
+    """"OpenVINO 150, CPU 12": the nodes each provider runs (:meth:`Assignment.counts`, or its JSON's ``counts``)."""
+    return ", ".join(f"{p} {k}" for p, k in (counts or {}).items())
+
+
 def qualified(op_type: str, domain: str) -> str:
     """``com.microsoft.Attention``; ``ai.onnx.MatMul`` for the default domain."""
     return f"{domain or 'ai.onnx'}.{op_type}"
@@ -123,8 +128,7 @@ class Assignment:
     def words(self) -> str:
         """One line: "162 nodes: OpenVINO 150, CPU 12; the session removed 125 of the file's 287 before assigning
         providers (76 Constant, 19 Identity, 14 Unsqueeze, ...)"."""
-        counts = ", ".join(f"{p} {k}" for p, k in self.counts().items())
-        line = f"{len(self.nodes)} nodes: {counts}"
+        line = f"{len(self.nodes)} nodes: {counts_words(self.counts())}"
         if self.removed:
             ops = Counter(n.op_type for n in self.removed).most_common(4)
             shown = ", ".join(f"{k} {op}" for op, k in ops[:3]) + (", ..." if len(ops) > 3 else "")
@@ -214,5 +218,5 @@ def node_providers(model, provider: str = "cpu", **kw) -> dict[str, str]:
     return record_assignment(model, provider, **kw).providers()
 
 
-__all__ = ["Node", "AssignedNode", "Fallback", "Assignment", "SHORT", "CHOICES", "short", "qualified",
+__all__ = ["Node", "AssignedNode", "Fallback", "Assignment", "SHORT", "CHOICES", "short", "qualified", "counts_words",
            "assignment_of", "record_assignment", "node_providers"]
