@@ -38,8 +38,9 @@ def test_the_cpu_provider_runs_every_node_of_the_export_and_the_counts_match_the
     assert a.asked == "CPU" and a.counts() == {"CPU": len(nodes) - len(consts)} and not a.fallbacks()
     assert a.providers() == {n.name: "CPU" for n in nodes if n.op_type != "Constant"}
     assert sorted(n.name for n in a.removed) == sorted(consts) and a.added == ()
-    assert a.words() == (f"{len(nodes) - len(consts)} nodes: CPU {len(nodes) - len(consts)}; the session removed "
-                         f"{len(consts)} of the file's {len(nodes)} before assigning providers ({len(consts)} Constant)")
+    kept = len(nodes) - len(consts)
+    assert a.words() == (f"{kept} nodes: CPU {kept}; the session removed {len(consts)} of the file's {len(nodes)} "
+                         f"before assigning providers ({len(consts)} Constant)")
     # At level "all" the basic level folds more before the assignment; its later fusions (BiasGelu, ...) run on
     # the provider their parts got, so every recorded name is still a node of the file.
     full = record_assignment(export, "cpu", level="all")

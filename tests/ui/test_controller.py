@@ -94,6 +94,18 @@ def test_parity_pass_fills_every_row(ctl):
     ctl.parity.check()
     assert all(r["parity"] is True for r in ctl.state.rows if r["index"] is not None)
     assert "every step within" in ctl.state.status.text
+    # ... and the nodes each execution provider runs (ONNX Runtime's own record), each a node of the snapshot;
+    # the fused Attention on the CPU provider (asked for here, on an AMD CPU; OpenVINO's fall-back on an Intel one).
+    ran = [r for r in ctl.state.rows if r["index"] is not None]
+    for r in ran:
+        sn = ctl.state.snapshots[r["index"]]
+        names = {n.name for n in sn.skeleton.graph.node}
+        counts = sn.assignment.counts()
+        assert r["providers"] == ", ".join(f"{p} {k}" for p, k in counts.items())
+        assert set(sn.assignment.providers()) <= names
+        assert r["providers_tip"].startswith(f"asked for the {sn.assignment.asked} provider, level all: ")
+    att = ctl.state.snapshots[next(r["index"] for r in ran if r["name"] == "attention")].assignment
+    assert [(n.domain, n.provider) for n in att.nodes if n.op_type == "Attention"] == [("com.microsoft", "CPU")] * 2
 
 
 def test_measuring_refuses_without_a_model_and_errors_are_one_line():
