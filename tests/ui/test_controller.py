@@ -108,6 +108,22 @@ def test_parity_pass_fills_every_row(ctl):
     assert [(n.domain, n.provider) for n in att.nodes if n.op_type == "Attention"] == [("com.microsoft", "CPU")] * 2
 
 
+def test_the_latency_panel_offers_the_openvino_provider_and_says_why_it_cannot_run_here(ctl):
+    """Beside the snapshots, ONNX Runtime with OpenVINO's execution provider (on the export and on the fused
+    snapshot): timed where its plugin offers this CPU, else left out with its one line (an AMD CPU here)."""
+    from workbench.ort.openvino_ep import status
+
+    keys = [k for _, k in ctl.measuring.variant_choices()]
+    assert keys[len(ctl.state.snapshots):] == ["ort-openvino", "ort-openvino-fused"]
+    vs = ctl.measuring.variants([keys[0], "ort-openvino-fused"])
+    ok, why = status()
+    if ok:
+        assert [v.name for v in vs] == ["unfused", "ort-openvino-fused"] and vs[1].options == {"ep": "openvino"}
+    else:
+        assert [v.name for v in vs] == ["unfused"] and ctl.measuring.skipped == [{"name": "ort-openvino-fused",
+                                                                                  "why": why}]
+
+
 def test_measuring_refuses_without_a_model_and_errors_are_one_line():
     from workbench.ui.controller import Controller
 

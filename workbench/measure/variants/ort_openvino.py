@@ -55,12 +55,13 @@ EP = dict(engine="onnxruntime", kind="onnx", runner="workbench.measure.worker.ru
           wins=_WINS)
 RECIPES = (
     Recipe(NAME, "ONNX Runtime + OpenVINO EP, its default precision", build=_unfused(None), precision="default",
-           peer=True, card=f"Precision: {_DEFAULT}.", **EP),
+           peer=True, app=True, card=f"Precision: {_DEFAULT}.", **EP),
     Recipe(f"{NAME}-f32", "ONNX Runtime + OpenVINO EP f32", build=_unfused("f32"), peer=True,
            card="Precision: fp32 throughout, through ONNX Runtime's OpenVINO execution provider.", **EP),
     Recipe(f"{NAME}-fused", "ONNX Runtime + OpenVINO EP on the fused model", build=_fused(None), needs=("fused",),
-           precision="default", tune=(), card=f"Precision: {_DEFAULT}; the fused ops OpenVINO has no kernel for "
-                                                "run on ONNX Runtime's CPU provider in fp32.", **EP),
+           precision="default", tune=(), app=True,
+           card=f"Precision: {_DEFAULT}; the fused ops OpenVINO does not take run on ONNX Runtime's CPU provider in "
+                "fp32.", **EP),
     Recipe(f"{NAME}-fused-f32", "ONNX Runtime + OpenVINO EP f32 on the fused model", build=_fused("f32"),
            needs=("fused",), tune=(), **EP),
 )

@@ -59,6 +59,11 @@ def peers() -> tuple[str, ...]:
     return tuple(r.name for r in RECIPES if r.peer)
 
 
+def in_app() -> tuple[str, ...]:
+    """The recipes the app's latency panel offers beside the snapshots (``Recipe.app``)."""
+    return tuple(r.name for r in RECIPES if r.app)
+
+
 def kinds() -> tuple[str, ...]:
     """The worker's runner kinds (``Variant.kind``)."""
     return tuple(dict.fromkeys(r.kind for r in RECIPES))
@@ -125,6 +130,6 @@ def available(names, model=None, provider: str = "cpu") -> tuple[list[str], list
     return ok, skipped
 
 
-__all__ = ["RECIPES", "BY_NAME", "STANDARD", "recipe", "get", "names", "order", "label", "is_quantized", "peers",
+__all__ = ["RECIPES", "BY_NAME", "STANDARD", "recipe", "get", "names", "order", "label", "is_quantized", "peers", "in_app",
            "kinds", "runner_for", "for_precision", "fleet_precisions", "refuse_devices", "check_fixed_shape",
            "available"]
