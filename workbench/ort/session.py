@@ -261,16 +261,16 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if provider == "cuda" or ep:
-            raise RuntimeUnavailableError(f"the {'CUDA' if provider == 'cuda' else ep} execution provider failed "
-                                          f"to start: {msg}") from e
+            which = "CUDA" if provider == "cuda" else EPS[ep].removesuffix("ExecutionProvider")
+            raise RuntimeUnavailableError(f"the {which} execution provider failed to start: {msg}") from e
         raise
     if keep is not None:
         sess._workbench_initializers = (keep, initializers)  # ORT reads these arrays for the session's life
     got = sess.get_providers()
     if provider == "cuda" and got[0] != "CUDAExecutionProvider":
         raise RuntimeUnavailableError(f"GPU asked for, but {cuda_missing_reason()} (session providers: {got})")
-    if ep and EPS[ep] not in got:
-        raise RuntimeUnavailableError(f"{ep} asked for, but the session runs on {', '.join(got)}")
+    if ep and EPS[ep] not in got:  # ONNX Runtime retries a failed session on the CPU provider alone
+        raise RuntimeUnavailableError(f"{EPS[ep]} asked for, but the session runs on {', '.join(got)}")
     return sess
 
 
