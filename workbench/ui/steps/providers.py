@@ -5,7 +5,7 @@ record of which provider got each node: :func:`workbench.fusion.session_layer.pr
 that says the most here: OpenVINO's execution provider where its plugin offers this CPU (a fused graph's
 contrib ops then fall back to the CPU provider, named in the row's hover), else the app's provider (the CPU's
 or the GPU's). The result stays on the snapshot (``sn.assignment``), so a toggle's snapshot seen before costs
-nothing; one the provider cannot open is left without a count (its one line in the hover is the reason).
+nothing; one the provider cannot open is left without a count (and not tried again for that provider).
 """
 
 from __future__ import annotations
