@@ -20,7 +20,7 @@ SENTENCES = ["The cat sat on the mat.", "A cat was sitting on a rug.", "How do I
 FAST = BenchConfig(runs=3, warmup=1, threads=1)
 STEP_COLUMNS = ["step", "nodes", "fused here", "seconds", "parity", "why not fused"]
 VARIANT_COLUMNS = ["variant", "p50 ms", "p90 ms", "p99 ms", "runs", "floor", "x floor", "x MatMuls alone",
-                   "max abs diff", "cosine"]
+                   "max abs diff", "cosine", "nodes per provider"]
 
 
 def wb(*args):
@@ -158,6 +158,11 @@ def test_without_text_the_report_is_unchanged(plain_data):
     assert data["bench"]["config"]["batch"] == 1 and data["bench"]["config"]["sequence"] == 128
     html = render(data)
     assert _header(html, "step") == STEP_COLUMNS and _header(html, "variant") == VARIANT_COLUMNS
+    # Which provider ran each ONNX Runtime session's nodes (ONNX Runtime's own record): all of them the CPU's here.
+    by = {v["name"]: v for v in data["bench"]["variants"]}
+    cells = {name: row["nodes per provider"] for name, row in _rows(html, "variant").items()}
+    assert cells["PyTorch eager"] == "" and cells["fused (all steps)"] == f"CPU {by['fused']['assignment']['nodes']}"
+    assert by["fused"]["assignment"]["counts"] == {"CPU": by["fused"]["assignment"]["nodes"]}
     assert "answers on the text" not in html and "Task parity" not in html
     # int8 is never shown unchecked: its answers on the built-in sentences (issue 29), in a note.
     assert data["bench"]["int8_answers"]["int8"]["sentences"] == 39 and "int8 (dynamic)'s answers on the built-in" in html

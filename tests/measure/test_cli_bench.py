@@ -59,7 +59,8 @@ BENCH_KEYS = {"machine", "floor_ms", "matmul_bound_ms", "rates", "floor", "confi
               "answers_text", "int8_flags", "machine_load", "random_weights"}
 VARIANT_KEYS = {"name", "provider", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms", "throughput_per_s", "runs",
                 "parity", "floor_ratio", "session_providers", "kind", "level", "fp16", "disabled_optimizers",
-                "task_parity", "floor_ms", "floor_precision", "matmul_bound_ms", "bound_ratio", "task_parity_parts"}
+                "task_parity", "floor_ms", "floor_precision", "matmul_bound_ms", "bound_ratio", "task_parity_parts",
+                "assignment"}
 FLOOR_KEYS = {"floor_ms", "flops", "gflops", "rate_measured", "rate_quiet", "matmul_bound_ms", "stream_gflops", "rates",
               "variants"}
 

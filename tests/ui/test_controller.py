@@ -94,6 +94,34 @@ def test_parity_pass_fills_every_row(ctl):
     ctl.parity.check()
     assert all(r["parity"] is True for r in ctl.state.rows if r["index"] is not None)
     assert "every step within" in ctl.state.status.text
+    # ... and the nodes each execution provider runs (ONNX Runtime's own record), each a node of the snapshot;
+    # the fused Attention on the CPU provider (asked for here, on an AMD CPU; OpenVINO's fall-back on an Intel one).
+    ran = [r for r in ctl.state.rows if r["index"] is not None]
+    for r in ran:
+        sn = ctl.state.snapshots[r["index"]]
+        names = {n.name for n in sn.skeleton.graph.node}
+        counts = sn.assignment.counts()
+        assert r["providers"] == ", ".join(f"{p} {k}" for p, k in counts.items())
+        assert set(sn.assignment.providers()) <= names
+        assert r["providers_tip"].startswith(f"asked for the {sn.assignment.asked} provider, level all: ")
+    att = ctl.state.snapshots[next(r["index"] for r in ran if r["name"] == "attention")].assignment
+    assert [(n.domain, n.provider) for n in att.nodes if n.op_type == "Attention"] == [("com.microsoft", "CPU")] * 2
+
+
+def test_the_latency_panel_offers_the_openvino_provider_and_says_why_it_cannot_run_here(ctl):
+    """Beside the snapshots, ONNX Runtime with OpenVINO's execution provider (on the export and on the fused
+    snapshot): timed where its plugin offers this CPU, else left out with its one line (an AMD CPU here)."""
+    from workbench.ort.openvino_ep import status
+
+    keys = [k for _, k in ctl.measuring.variant_choices()]
+    assert keys[len(ctl.state.snapshots):] == ["ort-openvino", "ort-openvino-fused"]
+    vs = ctl.measuring.variants([keys[0], "ort-openvino-fused"])
+    ok, why = status()
+    if ok:
+        assert [v.name for v in vs] == ["unfused", "ort-openvino-fused"] and vs[1].options == {"ep": "openvino"}
+    else:
+        assert [v.name for v in vs] == ["unfused"] and ctl.measuring.skipped == [{"name": "ort-openvino-fused",
+                                                                                  "why": why}]
 
 
 def test_measuring_refuses_without_a_model_and_errors_are_one_line():

@@ -174,6 +174,9 @@ def _print(res, cfg, text, answers, flags, random_weights=False) -> None:
               + (f"  {words(v.task_parity)}" if v.task_parity else ""))
     for line in flags:
         print(f"  warning: {line}")
+    for v in res.variants:  # nodes that ran on another execution provider than the one asked for
+        for f in v.assignment.fallbacks() if v.assignment else ():
+            print(f"  {v.name}: {f.words()}")
     kinds = [TaskParity.of(v.task_parity).kind for v in res.variants if is_quantized(v.name) and v.task_parity]
     if random_weights and kinds:  # no warning that int8 "changes the answers": what the check would mean
         print(f"  note: int8's answers above: {random_weights_words(kinds[0])}")

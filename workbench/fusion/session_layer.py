@@ -1,7 +1,9 @@
-"""ONNX Runtime's own session-time fusion on top of a fusion snapshot: the "second layer".
+"""ONNX Runtime's own session on top of a fusion snapshot: what it adds (the "second layer"), and which
+execution provider runs each node.
 
 A session at ``ORT_ENABLE_ALL`` runs graph transformers of its own (some of them the same fusions the
-timeline's engines did); this shows what they add to a snapshot, honouring the steps a plan switched off.
+timeline's engines did); :func:`session_layer` shows what they add to a snapshot, honouring the steps a plan
+switched off. :func:`providers_of` says which provider runs each of its nodes (ONNX Runtime's own record).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import onnx
 from ..errors import FusionError
 from ..graph.diff import diff_models
 from ..graph.summary import fused_counts, histogram
+from ..ort.assignment import Assignment, record_assignment
 from ..ort.session import create_session
 from .catalog import session_optimizers_off
-from .snapshot import Snapshot
+from .snapshot import Snapshot, session_source
 from .snapshot_weights import WeightStore
 
 
@@ -51,4 +54,24 @@ def session_layer(snap: Snapshot, disabled=(), level: str = "all") -> dict:
             "diff": d, "added_ops": added, "kept_off": list(kept_off), "model": optimized}
 
 
-__all__ = ["session_layer"]
+def providers_of(snap: Snapshot, provider: str = "cpu", disabled=(), level: str = "all") -> Assignment:
+    """Which execution provider runs each node of ``snap`` in a session on ``provider`` ("cpu", "openvino",
+    "cuda", "tensorrt": :func:`workbench.ort.assignment.record_assignment`) at ``level``, the session's own
+    transformers for the steps in ``disabled`` kept off; kept on ``snap.assignment`` too.
+
+    ``.providers()`` of the result is the graph view's badge per node: the snapshot's node name → provider
+    (resolve names to the view's node ids as the latency overlay does, ``table.resolve``).
+
+    Raises:
+        RuntimeUnavailableError: the provider cannot run here, in one line.
+    """
+    if provider == "tensorrt":  # TensorRT builds from the whole model, not from a skeleton and its arrays
+        data, arrays = snap.model.SerializeToString(), None
+    else:
+        data, arrays = session_source(snap)
+    snap.assignment = record_assignment(data, provider, level=level, initializers=arrays,
+                                        disabled_optimizers=session_optimizers_off(disabled))
+    return snap.assignment
+
+
+__all__ = ["session_layer", "providers_of"]

@@ -63,6 +63,9 @@ class Snapshot:
     fingerprint: str = field(default="", repr=False)
     #: The answer-level check on text (``ort.task_parity``), filled by ``Timeline.check_parity`` after ``use_text``.
     task_parity: dict | None = None
+    #: Which execution provider runs each node in a session of it (:class:`workbench.ort.assignment.Assignment`),
+    #: filled by :func:`workbench.fusion.session_layer.providers_of`.
+    assignment: object | None = field(default=None, repr=False, compare=False)
     #: True when this snapshot was read back from the on-disk store (``timeline_store.py``), not computed.
     persisted: bool = field(default=False, repr=False)
     #: Why the step was not run at all (none of its anchor ops is in the graph: the engine's skip test), or "".

@@ -118,8 +118,10 @@ def tensorrt_status() -> tuple[bool, str]:
     return False, f"{why}; ONNX Runtime fell back to the CPU"
 
 
-def tensorrt_session(model, provider_options: dict | None = None, *, level: str = "all"):
-    """A session on the TensorRT execution provider (CUDA for the nodes TensorRT leaves), checked to have it."""
+def tensorrt_session(model, provider_options: dict | None = None, *, level: str = "all",
+                     record_assignment: bool = False):
+    """A session on the TensorRT execution provider (CUDA for the nodes TensorRT leaves), checked to have it;
+    ``record_assignment``: keep which provider got each node (:mod:`.assignment`)."""
     import onnxruntime as ort
 
     ok, why = tensorrt_status()
@@ -127,7 +129,8 @@ def tensorrt_session(model, provider_options: dict | None = None, *, level: str 
         raise RuntimeUnavailableError(f"TensorRT asked for, but {why}")
     providers = [(TRT, dict(provider_options or {})), CUDA, "CPUExecutionProvider"]
     try:
-        sess = ort.InferenceSession(str(model), session_options(level), providers=providers)
+        sess = ort.InferenceSession(model if isinstance(model, bytes) else str(model),
+                                    session_options(level, record_assignment=record_assignment), providers=providers)
     except Exception as e:
         raise RuntimeUnavailableError(f"the TensorRT execution provider failed to start: {first_line(e)}") from e
     guard_providers(sess, TRT)
@@ -200,9 +203,9 @@ class BoundSession:
             opts["enable_cuda_graph"] = "1"
         self.provider, self.cuda_graph = provider, cuda_graph
         if provider == "tensorrt":
-            self.sess = tensorrt_session(model, opts, level=level)
+            self.sess = tensorrt_session(model, opts, level=level, record_assignment=True)
         else:
-            self.sess = create_session(model, provider, level=level, cuda_options=opts)
+            self.sess = create_session(model, provider, level=level, cuda_options=opts, record_assignment=True)
             guard_providers(self.sess, PROVIDERS[provider])
         self.device = "cpu" if provider == "cpu" else "cuda"
         self.shape: GraphShape | None = None

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from ..errors import RuntimeUnavailableError, first_line
 from .cuda_build import cuda_build
+from .openvino_ep import EP as OPENVINO_EP
+from .openvino_ep import add_openvino
 
 LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -27,6 +29,10 @@ LEVELS = {
     "all": "ORT_ENABLE_ALL",
 }
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+#: Execution providers a CPU session can add in front of ONNX Runtime's own CPU provider (``create_session(ep=)``).
+EPS = {"openvino": OPENVINO_EP}
+#: The session config entry that makes ONNX Runtime keep which provider got each node (1.31 and later).
+RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 
 
 @contextlib.contextmanager
@@ -159,7 +165,9 @@ def cuda_missing_reason() -> str:
 
 def session_options(level: str = "all", threads: int | None = None, *, spinning: bool = False,
                     optimized_model_path: str | os.PathLike | None = None, profile_prefix: str | None = None,
-                    dynamic_block_base: int = 0):
+                    dynamic_block_base: int = 0, record_assignment: bool = False):
+    """Session options with the level and threads explicit, spinning off unless asked; ``record_assignment``:
+    keep which provider got each node (:mod:`.assignment` reads it)."""
     import onnxruntime as ort
 
     if level not in LEVELS:
@@ -176,6 +184,8 @@ def session_options(level: str = "all", threads: int | None = None, *, spinning:
     so.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
     if dynamic_block_base:
         so.add_session_config_entry("session.dynamic_block_base", str(int(dynamic_block_base)))
+    if record_assignment:
+        so.add_session_config_entry(RECORD_ASSIGNMENT, "1")
     if optimized_model_path:
         # The optimized model is written whole in its own folder: its large initializers in one data file
         # beside it, whatever folder the source read its external data from.
@@ -189,11 +199,29 @@ def session_options(level: str = "all", threads: int | None = None, *, spinning:
     return so
 
 
+def _providers(provider: str, cuda_options: dict | None, ep: str | None, ep_settings: dict | None, so) -> list:
+    """The providers list for ``InferenceSession`` (empty when ``ep`` puts its device on ``so`` instead)."""
+    if ep is not None:
+        if ep not in EPS:
+            raise ValueError(f"ep must be one of {sorted(EPS)}")
+        if provider != "cpu":
+            raise ValueError(f"the {ep} execution provider runs on the CPU here, not on {provider!r}")
+        add_openvino(so, ep_settings)  # ONNX Runtime's CPU provider takes the nodes it leaves
+        return []
+    if provider == "cuda":
+        ok, why = cuda_status()
+        if not ok:
+            raise RuntimeUnavailableError(f"GPU asked for, but {why}")
+        return [("CUDAExecutionProvider", dict(cuda_options or {})), "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
 def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, level: str = "all",
                    threads: int | None = None, spinning: bool = False,
                    optimized_model_path: str | os.PathLike | None = None,
                    profile_prefix: str | None = None, cuda_options: dict | None = None,
-                   disabled_optimizers=(), dynamic_block_base: int = 0, initializers: dict | None = None):
+                   disabled_optimizers=(), dynamic_block_base: int = 0, initializers: dict | None = None,
+                   ep: str | None = None, ep_settings: dict | None = None, record_assignment: bool = False):
     """Open an InferenceSession and verify it runs on the asked provider.
 
     ``initializers`` (name → numpy array) give the values of the model's initializers that hold no data
@@ -204,8 +232,13 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
     (see :func:`workbench.fusion.catalog.session_optimizers_off`), so fusions
     switched off in a plan are not redone by the session.
 
+    ``ep`` (a key of :data:`EPS`, "openvino") puts that execution provider's CPU device in front of ONNX
+    Runtime's CPU provider, with ``ep_settings`` its own properties (OpenVINO's ``INFERENCE_PRECISION_HINT``,
+    ``INFERENCE_NUM_THREADS``, ...); ``threads`` stays the CPU provider's. ``record_assignment``: keep which
+    provider got each node (:func:`workbench.ort.assignment.assignment_of`).
+
     Raises:
-        RuntimeUnavailableError: CUDA asked for but unavailable, or the
+        RuntimeUnavailableError: CUDA or ``ep`` asked for but unavailable, or the
             session silently fell back to CPU.
     """
     import onnxruntime as ort
@@ -213,14 +246,9 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
     if provider not in PROVIDERS:
         raise ValueError(f"provider must be one of {sorted(PROVIDERS)}")
     so = session_options(level, threads, spinning=spinning, optimized_model_path=optimized_model_path,
-                         profile_prefix=profile_prefix, dynamic_block_base=dynamic_block_base)
-    if provider == "cuda":
-        ok, why = cuda_status()
-        if not ok:
-            raise RuntimeUnavailableError(f"GPU asked for, but {why}")
-        providers = [("CUDAExecutionProvider", dict(cuda_options or {})), "CPUExecutionProvider"]
-    else:
-        providers = ["CPUExecutionProvider"]
+                         profile_prefix=profile_prefix, dynamic_block_base=dynamic_block_base,
+                         record_assignment=record_assignment)
+    providers = _providers(provider, cuda_options, ep, ep_settings, so)
     src = model if isinstance(model, bytes) else str(model)
     keep = None
     if initializers:
@@ -229,17 +257,20 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
         so.add_external_initializers(names, keep)
     try:
         kw = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
-        sess = ort.InferenceSession(src, so, providers=providers, **kw)
+        sess = ort.InferenceSession(src, so, providers=providers or None, **kw)
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if provider == "cuda":
-            raise RuntimeUnavailableError(f"the CUDA execution provider failed to start: {msg}") from e
+        if provider == "cuda" or ep:
+            which = "CUDA" if provider == "cuda" else EPS[ep].removesuffix("ExecutionProvider")
+            raise RuntimeUnavailableError(f"the {which} execution provider failed to start: {msg}") from e
         raise
     if keep is not None:
         sess._workbench_initializers = (keep, initializers)  # ORT reads these arrays for the session's life
     got = sess.get_providers()
     if provider == "cuda" and got[0] != "CUDAExecutionProvider":
         raise RuntimeUnavailableError(f"GPU asked for, but {cuda_missing_reason()} (session providers: {got})")
+    if ep and EPS[ep] not in got:  # ONNX Runtime retries a failed session on the CPU provider alone
+        raise RuntimeUnavailableError(f"{EPS[ep]} asked for, but the session runs on {', '.join(got)}")
     return sess
 
 

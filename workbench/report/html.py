@@ -20,6 +20,7 @@ from ..measure.variants import is_quantized
 from ..measure.variants.labels import variant_label
 from ..measure.variants.labels import workload_figure as fig
 from ..ort.answer_policy import TaskParity, random_weights_words
+from ..ort.assignment import counts_words
 from ..ort.machine import machine_line
 from ..viz.summary import CSS as SUMMARY_CSS
 from ..viz.summary import ENGINE_TITLES, export_words, ms, sci, summary_box, task_parity_words
@@ -245,7 +246,8 @@ def _latency_section(data: dict) -> str:
                "p99 ms": v.get("p99_ms"), "runs": v.get("runs"), "floor": v.get("floor_precision"),
                "x floor": v.get("floor_ratio"), "x MatMuls alone": v.get("bound_ratio"),
                "max abs diff": sci(par["max_abs_diff"]) if par.get("max_abs_diff") is not None else "",
-               "cosine": f"{par['cosine']:.6f}" if par.get("cosine") is not None else ""}
+               "cosine": f"{par['cosine']:.6f}" if par.get("cosine") is not None else "",
+               "nodes per provider": counts_words((v.get("assignment") or {}).get("counts"))}
         if task_col:
             row[task_col] = _task_cell(v.get("task_parity"), "reference" if not par else "",
                                        judged=not (data.get("model") or {}).get("random_weights"))
@@ -255,6 +257,8 @@ def _latency_section(data: dict) -> str:
         ref = next((variant_label(v["name"]) for v in variants if not v.get("parity")), "the first variant")
         s.append(_text_note(data, variants, ref))
     s += _int8_notes(bench, bool((data.get("model") or {}).get("random_weights")))
+    s += [f"<p class='note'>{_e(variant_label(v['name']))}: {_e(f['words'])}</p>"
+          for v in variants for f in (v.get("assignment") or {}).get("fallbacks") or ()]
     if busy_words(bench.get("machine_load")):
         s.append(f"<p class='warn'>{_e(busy_words(bench['machine_load']))}</p>")
     if bench.get("floor_ms"):

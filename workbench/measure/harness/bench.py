@@ -54,6 +54,7 @@ class BenchHandle:
         self.parity: dict[str, msgs.Parity] = {}  # each variant's against the reference
         self.text_summary: dict | None = job.text_summary if isinstance(job, msgs.BenchJob) else None
         self.session_providers: dict[str, list[str]] = {}
+        self.assignments: dict = {}  # each ONNX Runtime variant's provider per node (ort.assignment.Assignment)
         self.machine: dict = {}
         self.floor: dict = {}
         self.profile: msgs.Profile | None = None  # the last variant's (a profile job of one variant: its only)
@@ -142,6 +143,7 @@ class BenchHandle:
     def _got_ready(self, m: msgs.Ready) -> None:
         self.machine = m.machine
         self.session_providers = {v["name"]: v["session_providers"] for v in m.variants}
+        self.assignments = {v["name"]: v.get("assignment") for v in m.variants}
 
     def _got_parity(self, m: msgs.Parity) -> None:
         self.parity[m.variant] = m
@@ -236,6 +238,7 @@ class BenchHandle:
                         self._distrust(s.floor_precision, kind)
                 s.floor_ratio = s.p50_ms / s.floor_ms if s.p50_ms and s.floor_ms else None
                 s.bound_ratio = s.p50_ms / s.matmul_bound_ms if s.p50_ms and s.matmul_bound_ms else None
+            s.assignment = self.assignments.get(s.name)
             par = self.parity.get(s.name)
             if par is not None:
                 s.task_parity, s.task_parity_parts = par.task_parity, par.task_parity_parts

@@ -4,6 +4,7 @@ turns variants into what the worker is sent."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import BenchmarkError, ConfigError, RuntimeUnavailableError
+from ...ort.assignment import Assignment
 from ...ort.session import LEVELS, cuda_status
 from ..worker.floor import plausible_bound
 from ..worker.kinds import kinds
@@ -38,7 +40,9 @@ class Variant:
             fusions switched off in the plan stay off at level "all".
         options: engine settings: ``{"compile": True}`` (torch: ``torch.compile``, inductor),
             ``{"precision": "f32"}`` (openvino: its inference precision hint; absent: its default),
-            ``{"ir": path}`` (openvino: run this OpenVINO IR; ``model`` stays the ONNX file it came from).
+            ``{"ir": path}`` (openvino: run this OpenVINO IR; ``model`` stays the ONNX file it came from),
+            ``{"ep": "openvino", "precision": "f32"}`` (onnx: ONNX Runtime with OpenVINO's execution provider in
+            front of its CPU one; no precision: OpenVINO's default on this CPU).
         spinning: run as the engine ships (ONNX Runtime's threads spin, OpenVINO without a pinned
             stream count); only for a variant timed alone in time slices of its own (:mod:`.slices`).
     """
@@ -125,6 +129,8 @@ class VariantStats:
     bound_ratio: float | None = None
     #: The answers per part of the text (``{"search": ..., "check": ...}``) when the text was split.
     task_parity_parts: dict | None = None
+    #: Which provider ran each node of its ONNX Runtime session (None for other engines, or an older onnxruntime).
+    assignment: Assignment | None = None
 
     @classmethod
     def from_samples(cls, v: dict, samples: list[float], batch: int, floor: float | None,
@@ -143,7 +149,9 @@ class VariantStats:
                    list(v.get("disabled_optimizers") or ()))
 
     def to_dict(self, samples: bool = True) -> dict:
-        d = asdict(self)
+        d = asdict(dataclasses.replace(self, assignment=None))
+        # The counts per provider and the fall-backs, not every node.
+        d["assignment"] = self.assignment.to_dict() if self.assignment else None
         if not samples:
             d.pop("samples_ms")
         return d

@@ -18,9 +18,9 @@ from __future__ import annotations
 from .build import build_variants, default_variants, standard_variants
 from .recipe import ENGINES, FP16, FP32_GPU, NEEDS, TORCH_SKIPPED, Build, Recipe, Tolerance
 from .registry import (BY_NAME, RECIPES, STANDARD, available, check_fixed_shape, fleet_precisions, for_precision, get,
-                       is_quantized, kinds, label, names, order, peers, recipe, refuse_devices, runner_for)
+                       in_app, is_quantized, kinds, label, names, order, peers, recipe, refuse_devices, runner_for)
 
 __all__ = ["RECIPES", "BY_NAME", "STANDARD", "Recipe", "Build", "Tolerance", "FP32_GPU", "FP16", "ENGINES", "NEEDS",
-           "TORCH_SKIPPED", "recipe", "get", "names", "order", "label", "is_quantized", "peers", "kinds", "runner_for",
-           "for_precision", "fleet_precisions", "refuse_devices", "check_fixed_shape", "available", "build_variants",
-           "standard_variants", "default_variants"]
+           "TORCH_SKIPPED", "recipe", "get", "names", "order", "label", "is_quantized", "peers", "in_app", "kinds",
+           "runner_for", "for_precision", "fleet_precisions", "refuse_devices", "check_fixed_shape", "available",
+           "build_variants", "standard_variants", "default_variants"]

@@ -81,6 +81,7 @@ class Recipe:
             peer, so the report can name a faster engine than ONNX Runtime on this CPU).
         card: the model card's precision line. wins: why it won, when
             it wins the tune without being int8. report_key/report: the tune result's key and its build report.
+        app: offered in the app's latency panel beside the snapshots (built from the app's fused snapshot).
     """
 
     name: str
@@ -107,6 +108,7 @@ class Recipe:
     wins: str = ""
     report_key: str | None = None
     report: Callable[[object], dict | None] | None = None
+    app: bool = False
 
     def __post_init__(self):
         if self.engine not in ENGINES:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import importlib
 
 from ...errors import ConfigError, RuntimeUnavailableError
-from . import ctranslate2, cuda, onnxruntime, openvino, pytorch
+from . import ctranslate2, cuda, onnxruntime, openvino, ort_openvino, pytorch
 from .recipe import Recipe
 
 RECIPES: tuple[Recipe, ...] = (pytorch.RECIPES + onnxruntime.RECIPES + cuda.RECIPES + openvino.RECIPES
-                               + ctranslate2.RECIPES)
+                               + ort_openvino.RECIPES + ctranslate2.RECIPES)
 #: How a device is named in a refusal.
 DEVICE_WORDS = {"cpu": "CPU", "cuda": "GPU"}
 BY_NAME = {r.name: r for r in RECIPES}
@@ -57,6 +57,11 @@ def is_quantized(name: str) -> bool:
 def peers() -> tuple[str, ...]:
     """What a user would pick instead of ONNX Runtime, as its users ship it."""
     return tuple(r.name for r in RECIPES if r.peer)
+
+
+def in_app() -> tuple[str, ...]:
+    """The recipes the app's latency panel offers beside the snapshots (``Recipe.app``)."""
+    return tuple(r.name for r in RECIPES if r.app)
 
 
 def kinds() -> tuple[str, ...]:
@@ -125,6 +130,6 @@ def available(names, model=None, provider: str = "cpu") -> tuple[list[str], list
     return ok, skipped
 
 
-__all__ = ["RECIPES", "BY_NAME", "STANDARD", "recipe", "get", "names", "order", "label", "is_quantized", "peers",
+__all__ = ["RECIPES", "BY_NAME", "STANDARD", "recipe", "get", "names", "order", "label", "is_quantized", "peers", "in_app",
            "kinds", "runner_for", "for_precision", "fleet_precisions", "refuse_devices", "check_fixed_shape",
            "available"]

@@ -128,4 +128,5 @@ def build_runners(ch: Channel, job: msgs.BenchJob | msgs.ThroughputJob, workdir:
 def send_ready(ch: Channel, runners: list, threads: int) -> None:
     machine = describe_machine(threads, check_cuda=any(r.provider == "cuda" for r in runners))
     ch.send(msgs.Ready(machine, worker_info(), [{"name": r.name, "provider": r.provider,
-                                                 "session_providers": r.providers} for r in runners]))
+                                                 "session_providers": r.providers,
+                                                 "assignment": getattr(r, "assignment", None)} for r in runners]))

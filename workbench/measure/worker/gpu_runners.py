@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import BenchmarkError, RuntimeUnavailableError
+from ...ort.assignment import assignment_of
 from ...ort.gpu import BoundSession, tensorrt_status
 from ...ort.inputs import spec_from_onnx
 
@@ -34,6 +35,7 @@ class BoundRunner:
         self.spec = spec_from_onnx(onnx.load(str(path), load_external_data=False))
         self.bound = self.open(v, Path(workdir))
         self.providers = self.bound.sess.get_providers()
+        self.assignment = assignment_of(self.bound.sess, path, self.providers[0], v.get("level", "all"))
         self.input_names = [i.name for i in self.bound.sess.get_inputs()]
 
     def open(self, v: dict, workdir: Path) -> BoundSession:

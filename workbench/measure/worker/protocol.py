@@ -122,7 +122,8 @@ class Status(Message):
 
 @dataclass(frozen=True)
 class Ready(Message):
-    """Every runner built: the machine, the worker's own settings, each variant's session providers."""
+    """Every runner built: the machine, the worker's own settings, each variant's session providers and, for an
+    ONNX Runtime session, which provider runs each node (a :class:`~workbench.ort.assignment.Assignment` or None)."""
 
     kind: ClassVar[str] = "ready"
     machine: dict

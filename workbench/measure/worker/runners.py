@@ -15,10 +15,11 @@ import onnx
 from ...errors import BenchmarkError, RuntimeUnavailableError, WorkbenchError, first_line
 from ...export import keyword_wrapper
 from ...models import resolve
+from ...ort.assignment import assignment_of
 from ...ort.inputs import InputSpec, spec_from_onnx
 from ...ort.session import create_session
 from .kinds import runner_for
-from .peer_runners import compile_torch
+from .peer_runners import compile_torch, ov_config
 from .precision import is_fp16, to_fp16
 
 _OOM_MARKERS = ("failed to allocate memory", "bad_alloc", "out of memory", "cannot allocate memory",
@@ -68,8 +69,13 @@ class OrtRunner:
             kw["dynamic_block_base"] = int(v["dynamic_block_base"])
         if v.get("spinning"):
             kw["spinning"] = True  # as ONNX Runtime ships (measured alone, in time slices of its own)
+        opts = v.get("options") or {}
+        if opts.get("ep"):  # another execution provider in front of the CPU one, with its own threads
+            kw.update(ep=opts["ep"], ep_settings=ov_config(threads, opts.get("precision"),
+                                                           shipped=bool(v.get("spinning"))))
+        level = v.get("level", "all")
         try:
-            self.sess = create_session(path, self.provider, level=v.get("level", "all"), threads=threads, **kw)
+            self.sess = create_session(path, self.provider, level=level, threads=threads, record_assignment=True, **kw)
         except (ValueError, OSError) as e:
             raise BenchmarkError(f"{self.name}: {first_line(e)}") from e
         except Exception as e:
@@ -77,6 +83,8 @@ class OrtRunner:
                 raise
             raise BenchmarkError(f"{self.name}: ONNX Runtime cannot open the model: {first_line(e)}") from e
         self.providers = self.sess.get_providers()
+        #: Which provider runs each node (:class:`~workbench.ort.assignment.Assignment`; None on an older onnxruntime).
+        self.assignment = assignment_of(self.sess, path, self.providers[0], level)
         self.input_names = [i.name for i in self.sess.get_inputs()]
         self.output_name = self.sess.get_outputs()[0].name
         self.binding = None

@@ -23,7 +23,7 @@ from ...measure.harness.explain import explain
 from ...measure.harness.profile import profile_ops
 from ...measure.harness.results import Variant
 from ...measure.tune.engine_line import entries_of_bench, faster_engine
-from ...measure.variants import Build, get, is_quantized
+from ...measure.variants import Build, available, get, in_app, is_quantized
 from ...measure.variants.answers import builtin_answers_text, int8_flags
 from ...measure.variants.gpu_column import DevicePlan, check_on_gpu, device_plan, gpu_key
 from ...ort.gpu import gpu_status
@@ -52,6 +52,8 @@ class Measuring:
         self._bench = None  # the benchmark worker's handle while one runs
         self._last_series = 0.0
         self._gpu_status = None  # probed once, on first use
+        #: The app's recipes asked for that cannot run here, with why (``[{"name", "why"}]``, said under the plots).
+        self.skipped: list[dict] = []
 
     # ----------------------------------------------------------------- shared
     def busy(self) -> bool:
@@ -95,7 +97,8 @@ class Measuring:
 
     # ----------------------------------------------------------------- what is timed
     def variant_choices(self) -> list[tuple[str, str]]:
-        """(label, key) per snapshot for the benchmark's variant list; the two ends say what they are."""
+        """(label, key) per snapshot for the benchmark's variant list (the two ends say what they are), then the
+        recipes the app offers beside them (``Recipe.app``: ONNX Runtime with OpenVINO's execution provider)."""
         snaps = self.app.state.snapshots
         out = []
         for i, sn in enumerate(snaps):
@@ -103,7 +106,7 @@ class Measuring:
             tail = " (ONNX Runtime, no optimizations)" if i == 0 else \
                 " (fused, all steps)" if i == len(snaps) - 1 else ""
             out.append((key + tail, key))
-        return out
+        return out + ([(get(n).label, n) for n in in_app()] if snaps else [])
 
     def variant_names(self, names) -> list[str] | None:
         """``names`` checked against :meth:`variant_choices` (a wrong one raises; None: the default)."""
@@ -111,7 +114,8 @@ class Measuring:
         return check.names("names", names, keys, what="variant")
 
     def variants(self, names: list[str] | None = None) -> list:
-        """Benchmark variants for the chosen snapshots (default: unfused and fused), and int8 if asked.
+        """Benchmark variants for the chosen snapshots (default: unfused and fused), the app's recipes chosen
+        (those that cannot run here left out, :attr:`skipped`), and int8 if asked.
 
         The export and the last snapshot are the recipes' "unfused" and "fused" (the fused one at session level
         "all", the plan's switched-off steps kept off: what ``workbench bench`` times), built from the snapshot
@@ -136,6 +140,9 @@ class Measuring:
                 out.append(get("fused").make(ctx))
             else:  # ORT's own session fusions off, so a gain comes from the step itself.
                 out.append(Variant(name, snaps[i].model.SerializeToString(), provider=s.provider, level="disable"))
+        asked = [n for n in (names if names is not None else s.variants) if n in in_app()]
+        ok, self.skipped = available(asked, app.export_result.source, s.provider)  # said in one line each
+        out += [get(n).make(ctx) for n in ok]
         if s.int8:
             app.say("quantizing the last snapshot to int8", "busy")
             out.append(get("int8").make(ctx))
@@ -239,7 +246,8 @@ class Measuring:
             s.series = {k: tuple(v) for k, v in series.items()}
             s.explanation = (tuple(f"warning: {f}" for f in int8_flags(r.variants, random_weights))
                              + ((f"warning: {busy}",) if busy else ()) + ((engine,) if engine else ())
-                             + tuple(explain(r.rates, r.machine)))
+                             + tuple(explain(r.rates, r.machine))
+                             + tuple(f"{k['name']} skipped: {k['why']}" for k in self.skipped))
             s.bench_result = r
         keys = [v.name for v in r.variants]
         msg = f"benchmark {'stopped' if r.stopped else 'done'}: " + ", ".join(

@@ -256,7 +256,8 @@ class ProfilePanel(Panel):
         keys = [k for _, k in choices]
         if not keys:
             return
-        chosen = tuple(k for k in self.state.variants if k in keys) or tuple(dict.fromkeys([keys[0], keys[-1]]))
+        snaps = keys[:len(self.state.snapshots)] or keys  # the snapshots first, then the app's recipes
+        chosen = tuple(k for k in self.state.variants if k in keys) or tuple(dict.fromkeys([snaps[0], snaps[-1]]))
         self._quiet.append(True)
         try:
             # Options and selection in one message: sent apart, the browser re-applies the old selection to

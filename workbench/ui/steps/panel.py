@@ -196,7 +196,7 @@ class FusionPanel(Panel):
 
     @staticmethod
     def _cells(r: dict, answers: bool) -> str:
-        """A row's cells as HTML: nodes, what it fused, parity, answers, and why it fell short."""
+        """A row's cells as HTML: nodes, what it fused, parity, answers, nodes per provider, why it fell short."""
         why = r["why"] or r.get("na_why", "")
         short = why if len(why) <= 170 else why[:169] + "…"
         ran = r["index"] is not None
@@ -207,9 +207,11 @@ class FusionPanel(Panel):
                                        ("differs" if r["parity"] is False else "…"), r["parity_tip"])
         ans = (f"<span class='wb-ans' title='{esc(r.get('answers_tip', ''))}'>"
                f"{esc(r.get('answers', ''))}</span>" if answers and ran else "")
+        prov = (f"<span class='wb-prov' title='{esc(r['providers_tip'])}'>{esc(r['providers'])}</span>"
+                if r.get("providers") and ran else "")
         return (f"<div class='wb-cells'><span class='wb-n'>{r['nodes'] if ran else 'off'}</span>"
                 f"<span class='wb-h' title='{esc(r['here'])}'>{esc(r['here'])}</span>"
-                f"<span class='wb-p'>{par}</span>{ans}</div>{why_html}")
+                f"<span class='wb-p'>{par}</span>{ans}{prov}</div>{why_html}")
 
     def _fold(self, open_: bool) -> None:
         """Show or hide the steps that cannot apply (what the one line folds)."""

@@ -13,6 +13,7 @@ import time
 from ...errors import WorkbenchError
 from .. import arguments as check
 from ..graph.views import step_name
+from .providers import ProviderCounts
 
 
 class ParityChecks:
@@ -26,6 +27,8 @@ class ParityChecks:
 
     def __init__(self, app):
         self.app = app
+        #: Which provider runs each snapshot's nodes, filled after its parity (the rows' count per provider).
+        self.providers = ProviderCounts(app)
 
     def check(self, wait: bool | None = None) -> None:
         """Check every snapshot against the unfused export; badges turn green or red as results arrive.
@@ -80,6 +83,8 @@ class ParityChecks:
             for i in range(2, len(snaps)):
                 if not done(snaps[i]) and same_as_before(i) and done(snaps[i - 1]):
                     snaps[i].parity, snaps[i].task_parity = snaps[i - 1].parity, snaps[i - 1].task_parity
+                if snaps[i].assignment is None and same_as_before(i):
+                    snaps[i].assignment = snaps[i - 1].assignment
 
         todo = [i for i in self.order() if not same_as_before(i)]
         todo += [i for i in range(1, len(snaps)) if i not in todo]  # whatever propagation cannot fill
@@ -90,15 +95,16 @@ class ParityChecks:
             if app.generation != gen or app.closed or (job is not None and job.cancelled):
                 return False  # a toggle or reload: start over on the new snapshots
             sn = snaps[i]
-            if done(sn):
-                continue
-            if report:
-                app.say(f"parity: checking {step_name(sn.step)} ({i} of {len(snaps) - 1})", "busy")
-            if tl.snapshots and i < len(tl.snapshots) and tl.snapshots[i] is sn:
-                tl.check_parity(i)
-            else:
-                sn.check_parity(reference=tl.reference())
-            if app.generation == gen:
+            changed = not done(sn)
+            if changed:
+                if report:
+                    app.say(f"parity: checking {step_name(sn.step)} ({i} of {len(snaps) - 1})", "busy")
+                if tl.snapshots and i < len(tl.snapshots) and tl.snapshots[i] is sn:
+                    tl.check_parity(i)
+                else:
+                    sn.check_parity(reference=tl.reference())
+            changed = self.providers.fill(sn) or changed
+            if changed and app.generation == gen:
                 app.update_rows()
         propagate()
         if app.generation != gen:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...fusion import BY_NAME
 from ...ort.answer_policy import TaskParity
+from ...ort.assignment import counts_words
 from ...report.data import not_applicable
 from ...viz.summary import ENGINE_TITLES  # what each engine is called on screen (one table, also the report's)
 from ..graph.views import step_name
@@ -73,6 +74,15 @@ def answers_text(tp) -> tuple[str, str]:
     return ("", "") if t is None else (t.words(), t.details())
 
 
+def providers_text(sn) -> tuple[str, str]:
+    """A snapshot's count per execution provider ("OpenVINO 40, CPU 4"), and for the hover the provider asked
+    for, what the session removed first and each fall-back in one line; ("", "") before it is known."""
+    a = getattr(sn, "assignment", None) if sn is not None else None
+    if a is None:
+        return "", ""
+    return counts_words(a.counts()), f"asked for the {a.asked} provider, level {a.level}: " + "\n".join(a.lines())
+
+
 def fell_short(snapshots, step, i: int, layers: int) -> bool:
     """Whether a fusion step left work undone: fewer of its op than encoder layers, and no other
     step (or the export itself) made up for it."""
@@ -91,7 +101,8 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
     Each row: ``name``, ``title``, ``kind`` ("fusion" or "cleanup"), ``on``, ``index`` (its
     snapshot, or None when the step is off), ``nodes``, ``here`` ("+12 Attention"),
     ``parity`` (None: not checked yet, True, False), ``parity_tip``, ``answers`` / ``answers_tip``
-    (task parity on real text, when checked), ``why`` (the diagnostic, when the step fused fewer
+    (task parity on real text, when checked), ``providers`` / ``providers_tip`` (the nodes each execution
+    provider runs, :func:`providers_text`), ``why`` (the diagnostic, when the step fused fewer
     than it could, or why it failed), ``failed`` (why the step failed, or ""), ``tip`` and ``applies`` / ``na_why``: False and the reason when the step cannot apply
     to this model (:func:`workbench.report.data.not_applicable`: the engine's skip test found none of its anchors),
     which the panel folds under one line. Steps the engine does not run are left out, and so are switched-off
@@ -122,6 +133,7 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         here = ", ".join(f"+{n} {op}" for op, n in sorted(shown.items(), key=lambda kv: -kv[1]))
         ok, tip = parity_of(sn)
         answers, answers_tip = answers_text(getattr(sn, "task_parity", None))
+        providers, providers_tip = providers_text(sn)
         why = ""
         failed = getattr(sn, "failed", "") if sn is not None else ""
         if failed:
@@ -132,6 +144,7 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         rows.append({"name": name, "title": step.title or name, "kind": step.kind, "on": on,
                      "index": i, "nodes": sn.nodes if sn else None, "here": here, "parity": ok,
                      "parity_tip": tip, "answers": answers, "answers_tip": answers_tip, "why": why,
+                     "providers": providers, "providers_tip": providers_tip,
                      "tip": step_tip(step), "applies": not na, "na_why": na, "failed": failed})
     return rows
 
@@ -161,4 +174,4 @@ def step_near(snapshots, order: list[str], name: str | None) -> int:
     return default_step(snapshots)
 
 
-__all__ = ["engine_summary", "step_rows", "default_step", "step_near", "answers_text"]
+__all__ = ["engine_summary", "step_rows", "default_step", "step_near", "answers_text", "providers_text"]
