@@ -121,3 +121,17 @@ def test_a_losing_step_is_named_in_its_kernels_words():
     words = k.words()
     assert words.startswith("skip_layer_norm: SkipLayerNormalization ×4, batch 8, sequence ")
     assert "padding" in words and "µs per run against" in words and "LayerNormalization" in words
+
+
+def test_ablate_on_the_openvino_execution_provider_runs_where_it_can_and_says_why_not_elsewhere():
+    """Issue 43 item 3: fusion per provider. On an Intel CPU with the plugin, every plan runs on OpenVINO's
+    provider; elsewhere (this AMD CPU: the plugin offers no device) one line says why, before any work."""
+    p = _cli("ablate", "bert-tiny", "--ep", "openvino", "--steps", "bias_gelu", "--seq", "16", "--runs", "3",
+             "--warmup", "1", "--threads", "1", "--json")
+    if p.returncode == 2:
+        (line,) = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert "OpenVINO execution provider" in line and "Traceback" not in p.stderr
+        return
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["plans"]["shape"]["workload"]["ep"] == "openvino" and doc["workload"]["ep"] == "openvino"

@@ -34,6 +34,9 @@ def register(sub) -> None:
     p.add_argument("--throughput-batch", type=common.whole(1, 4096), default=None, metavar="B",
                    help="with --text: the throughput workload's batch size (default: the throughput search's pick "
                         "for the full plan)")
+    p.add_argument("--ep", choices=("openvino",), default=None,
+                   help="measure on ONNX Runtime's OpenVINO execution provider (the onnxruntime-ep-openvino plugin) "
+                        "instead of its CPU provider: which fusions help on one provider and hurt on another")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -69,6 +72,10 @@ def run(args) -> int:
     for s in steps or ():
         get_step(s)
     loads = _workloads(args)
+    if args.ep:
+        from ..measure.tune.served import ep_options
+
+        ep_options(args.ep)  # a provider that cannot run here: one line before the export
     args.batch, args.seq = args.batch or 1, args.seq or 128
     cfg = common.bench_config(args)
     src = resolve(args.model)
@@ -77,7 +84,7 @@ def run(args) -> int:
         exp = export(src, ExportConfig(exporter=args.exporter, attention=args.attention))
         for i, w in enumerate(loads):
             results.append(plan_for(src, exp.path, plan, cfg, workload=w, exporter=args.exporter,
-                                    attention=args.attention, steps=steps,
+                                    attention=args.attention, steps=steps, ep=args.ep,
                                     progress=lambda s, f, i=i: bar(f"{w.kind}: {s}", (i + f) / len(loads))))
     if args.json:
         print_json({**results[0].ablation, "check": results[0].check.to_dict(),

@@ -36,7 +36,7 @@ from ..harness.load import busy_warning
 from ..harness.results import Variant
 from ..variants.models import fuse_bert
 from .check import round_ratio
-from .served import Workload, timed_config
+from .served import Workload, ep_options, timed_config
 
 Progress = Callable[[str, float], None]
 FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"
@@ -119,6 +119,8 @@ class AblationResult:
         """The result as a markdown table with the machine and the tuned plan."""
         c = self.config
         on = (self.workload or {}).get("words") or f"batch {c.get('batch')}, sequence {c.get('seq')}"
+        if (self.workload or {}).get("ep"):
+            on += f", on ONNX Runtime's {self.workload['ep']} execution provider"
         lines = [f"Measured {measured + ' ' if measured else ''}on: {machine_line(self.machine)}", "",
                  f"{self.model}, engine {self.engine}, timed on {on}, "
                  f"{c.get('threads')} threads, {c.get('runs')} runs per plan, interleaved, spinning off"
@@ -218,7 +220,7 @@ def _change(full: dict, other: dict) -> dict:
 
 def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: FusionPlan | None = None,
                     exporter: str = "torchscript", attention: str = "eager", opset: int | None = None,
-                    steps: list[str] | None = None, workload: Workload | None = None,
+                    steps: list[str] | None = None, workload: Workload | None = None, ep: str | None = None,
                     progress: Progress | None = None, timeout: float | None = 3600) -> AblationResult:
     """Time the full fusion plan against the plan without each fusion step, interleaved, on one workload.
 
@@ -230,6 +232,8 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
             or a shape); default: ``cfg``'s shape with seeded random ids. A text workload's runs cycle through its
             batches, every plan on the same batch in a round, so the round-by-round ratios compare like with like.
         plan: the full plan (default: engine "auto", every default step on).
+        ep: another execution provider every plan runs on (:data:`.served.EPS`: "openvino", ONNX Runtime's
+            OpenVINO provider); default ``cfg.provider``'s own. What a fusion buys differs per provider.
         exporter, attention, opset: how the model is exported.
         steps: the steps to leave out one at a time (default: every fusion
             step that emitted something in the full plan); a step of the
@@ -252,7 +256,9 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     base = FusionPlan(engine=engine, disabled=plan.disabled, opted_in=plan.opted_in)
     full = fuse_bert(exp.path, plan=base, **args)
     keep_off = session_optimizers_off(base.disabled)
-    variants = [Variant(n, full, provider=cfg.provider, disabled_optimizers=keep_off) for n in (FULL, AGAIN)]
+    opts = ep_options(ep)  # None: the provider's own; else the execution provider every plan runs on
+    variants = [Variant(n, full, provider=cfg.provider, disabled_optimizers=keep_off, options=opts)
+                for n in (FULL, AGAIN)]
     full_ops, change = _op_counts(full), {}
     for i, step in enumerate(todo):
         on = step in switch_on
@@ -263,9 +269,9 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
         change[step] = _change(ops, full_ops) if on else _change(full_ops, ops)
         if on:
             emitted[step] = next((sn.fused_here for sn in tl.set_plan(p) if sn.step == step), {})
-        variants.append(Variant(f"{'with' if on else 'without'} {step}", path, provider=cfg.provider,
+        variants.append(Variant(f"{'with' if on else 'without'} {step}", path, provider=cfg.provider, options=opts,
                                 disabled_optimizers=session_optimizers_off(p.disabled)))
-    variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable"))
+    variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable", options=opts))
     progress("measuring", 0.75)
     w = workload or Workload.shape(cfg.batch, cfg.seq)
     timed, cfg = timed_config(src, w, cfg)
@@ -274,7 +280,7 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     progress("done", 1.0)
     return AblationResult(src.name, engine, rows, res[FULL].p50_ms, band, res[UNFUSED].p50_ms, res.floor_ms,
                           res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"),
-                          res.machine_load.to_dict() if res.machine_load else None, w.to_dict(),
+                          res.machine_load.to_dict() if res.machine_load else None, {**w.to_dict(), "ep": ep},
                           _round_by_round(res[UNFUSED], res[FULL]))
 
 

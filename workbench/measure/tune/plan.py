@@ -31,7 +31,7 @@ from ..variants.split import one_at_a_time
 from .ablation import AblationResult, fusion_ablation
 from .check import FULL, TUNED, UNFUSED, PlanCheck, decide, round_ratio
 from .kernels import losing_kernels
-from .served import Workload, timed_config
+from .served import Workload, ep_options, timed_config
 from .workload import pad_id_of, serve_job
 
 PLAN_VERSION = 2
@@ -98,9 +98,10 @@ class WorkloadPlan:
         return [k["words"] for k in self.kernels]
 
 
-def _fused_variant(name: str, export_path: Path, plan: FusionPlan, src, provider: str) -> Variant:
+def _fused_variant(name: str, export_path: Path, plan: FusionPlan, src, provider: str, opts=None) -> Variant:
     path = fuse_bert(export_path, plan=plan, **src.timeline_args())
-    return Variant(name, path, provider=provider, disabled_optimizers=session_optimizers_off(plan.disabled))
+    return Variant(name, path, provider=provider, disabled_optimizers=session_optimizers_off(plan.disabled),
+                   options=opts)
 
 
 def search_batch(src, export_path: Path, plan: FusionPlan, cfg: BenchConfig, w: Workload,
@@ -114,15 +115,16 @@ def search_batch(src, export_path: Path, plan: FusionPlan, cfg: BenchConfig, w: 
     return int(out[FULL]["batch"])
 
 
-def _check(src, export_path, base, tuned, ab, cfg, w: Workload, timeout) -> PlanCheck:
+def _check(src, export_path, base, tuned, ab, cfg, w: Workload, timeout, ep=None) -> PlanCheck:
     """Decide which graph ships: from the ablation's own full-vs-unfused runs when the plan is the full plan,
     else from one more interleaved run of the three on the same workload."""
     words = plan_words(base, tuned)
     if tuned == base:
         return decide({FULL: ab.full_speed}, ab.noise_pct, "in the ablation", w.words())
-    vs = [_fused_variant(TUNED, export_path, tuned, src, cfg.provider),
-          _fused_variant(FULL, export_path, base, src, cfg.provider),
-          Variant(UNFUSED, export_path, provider=cfg.provider, level="disable")]
+    opts = ep_options(ep)
+    vs = [_fused_variant(TUNED, export_path, tuned, src, cfg.provider, opts),
+          _fused_variant(FULL, export_path, base, src, cfg.provider, opts),
+          Variant(UNFUSED, export_path, provider=cfg.provider, level="disable", options=opts)]
     timed, c = timed_config(src, w, cfg)
     res = benchmark(vs, c, text=timed, floor=False, timeout=timeout)
     speed = {g: round_ratio(res[UNFUSED].samples_ms, res[g].samples_ms) for g in (TUNED, FULL)}
@@ -131,24 +133,28 @@ def _check(src, export_path, base, tuned, ab, cfg, w: Workload, timeout) -> Plan
 
 def plan_for(src, export_path: Path, plan: FusionPlan | None = None, cfg: BenchConfig | None = None, *,
              workload: Workload | None = None, exporter: str = "torchscript", attention: str = "eager",
-             opset: int | None = None, steps=None, progress=None, timeout: float | None = 3600) -> WorkloadPlan:
-    """This machine's plan for ``workload`` (default: ``cfg``'s shape), measured and checked (see the module doc)."""
+             opset: int | None = None, steps=None, progress=None, timeout: float | None = 3600,
+             ep: str | None = None) -> WorkloadPlan:
+    """This machine's plan for ``workload`` (default: ``cfg``'s shape), measured and checked (see the module doc);
+    ``ep``: on that execution provider (:data:`.served.EPS`) instead of ``cfg.provider``'s own."""
     say = progress or (lambda stage, f: None)
     cfg, plan = cfg or BenchConfig(), plan or FusionPlan()
     w = workload or Workload.shape(cfg.batch, cfg.seq)
     if w.kind == "throughput" and not w.batch:
         say("throughput batch-size search", 0.02)
         w = w.with_batch(search_batch(src, export_path, plan, cfg, w, timeout))
+    ep_options(ep)  # refused in one line before any work where that provider cannot run here
     ab = fusion_ablation(src, cfg, plan=plan, exporter=exporter, attention=attention, opset=opset, workload=w,
-                         steps=steps,
+                         steps=steps, ep=ep,
                          progress=lambda s, f: say(s, 0.05 + 0.8 * f), timeout=timeout)
     base = FusionPlan(engine=ab.engine or plan.engine, disabled=plan.disabled, opted_in=plan.opted_in)
     say("checking the plan against the unfused graph and the full plan", 0.88)
-    check = _check(src, export_path, base, ab.tuned_plan, ab, cfg, w, timeout)
-    say("profiling what loses", 0.94)
-    kernels = losing_kernels(src, export_path, base, ab, timed_config(src, w, cfg)[0], cfg)
+    check = _check(src, export_path, base, ab.tuned_plan, ab, cfg, w, timeout, ep)
+    say("profiling what loses", 0.94)  # ONNX Runtime's CPU kernels (another provider's profile has no per-op times)
+    kernels = [] if ep else losing_kernels(src, export_path, base, ab, timed_config(src, w, cfg)[0], cfg)
     say("done", 1.0)
-    return WorkloadPlan(w.to_dict(), ab.tuned_plan, base, check, ab.to_dict(), [k.to_dict() for k in kernels])
+    return WorkloadPlan({**w.to_dict(), "ep": ep}, ab.tuned_plan, base, check, ab.to_dict(),
+                        [k.to_dict() for k in kernels])
 
 
 def verdict(p: WorkloadPlan) -> str:
@@ -164,14 +170,14 @@ def verdict(p: WorkloadPlan) -> str:
 
 def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: int = 12, progress=None,
                  exporter: str = "torchscript", attention: str = "eager", workload: Workload | None = None,
-                 provider: str = "cpu") -> WorkloadPlan:
-    """:func:`plan_for` with a short ablation, cached per export, plan, processor, threads and workload."""
+                 provider: str = "cpu", ep: str | None = None) -> WorkloadPlan:
+    """:func:`plan_for` with a short ablation, cached per export, plan, processor, threads, provider and workload."""
     plan = plan or FusionPlan()
     cfg = BenchConfig(provider=provider, threads=threads, runs=runs, warmup=2)
     w = workload or Workload.shape(cfg.batch, cfg.seq)
     cpu = describe_machine(threads, check_cuda=False).get("cpu")
     key = hashlib.sha256(json.dumps([file_identity(Path(export_path)), plan.engine, sorted(plan.disabled),
-                                     sorted(plan.opted_in), cpu, threads, provider, w.key(),
+                                     sorted(plan.opted_in), cpu, threads, provider, ep, w.key(),
                                      PLAN_VERSION]).encode()).hexdigest()[:24]
     path = cache_root() / "plans" / f"{key}.json"
     try:
@@ -179,7 +185,7 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
     except (OSError, ValueError, KeyError, TypeError):
         pass
     res = plan_for(src, export_path, plan, cfg, workload=w, exporter=exporter, attention=attention,
-                   progress=progress)
+                   progress=progress, ep=ep)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(res.to_dict(), default=str))

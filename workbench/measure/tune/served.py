@@ -20,8 +20,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
-from ...errors import ConfigError
+from ...errors import ConfigError, RuntimeUnavailableError
+from ...ort.openvino_ep import status as ep_status
 from ...text import DEFAULT_BATCH, TextBatches, text_batches
+from ..variants.ort_openvino import options as ort_openvino_options
 from ..variants.split import one_at_a_time
 from ..worker.serve import pad_batch
 from .workload import pad_id_of
@@ -97,6 +99,23 @@ def app_workloads(text: TextBatches | None, cfg) -> list[Workload]:
     return [Workload.of_text(k, text.sentences, "the app's text") for k in ("latency", "throughput")]
 
 
+#: Execution providers a plan may be measured on besides the benchmark's own ("cpu", "cuda").
+EPS = ("openvino",)
+
+
+def ep_options(ep: str | None) -> dict | None:
+    """The variant options that put a plan on execution provider ``ep`` (None: the provider's own), refused in one
+    line where it cannot run here (the OpenVINO provider's plugin missing, or offering no device for this CPU)."""
+    if ep is None:
+        return None
+    if ep not in EPS:
+        raise ConfigError(f"execution provider must be one of {', '.join(EPS)}, not {ep!r}")
+    ok, why = ep_status()
+    if not ok:
+        raise RuntimeUnavailableError(why)
+    return ort_openvino_options()
+
+
 def _spread(items: list, n: int) -> list:
     """At most ``n`` of ``items`` (already sorted), evenly spaced, the first and the last kept."""
     if len(items) <= n:
@@ -154,4 +173,4 @@ def runs_for(text: TextBatches | None, runs: int) -> int:
     return max(1, -(-max(runs, n) // n)) * n
 
 
-__all__ = ["Workload", "KINDS", "app_workloads", "timed_text", "timed_config", "runs_for", "LATENCY_SENTENCES", "THROUGHPUT_BATCHES"]
+__all__ = ["Workload", "KINDS", "EPS", "ep_options", "app_workloads", "timed_text", "timed_config", "runs_for", "LATENCY_SENTENCES", "THROUGHPUT_BATCHES"]
