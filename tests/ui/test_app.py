@@ -397,7 +397,16 @@ def test_what_each_fusion_buys(app, tmp_path):
     assert list(app.profile_panel.fig_ablation.data[0].x) == pytest.approx([r.saves_pct for r in res.rows])
     assert "bias_gelu" in app.profile_panel.w_ablation.value and f"±{res.noise_pct:.1f}%" in app.profile_panel.w_ablation.value
     assert res.config["seq"] == 16 and res.config["runs"] == 4
-    assert "What each fusion buys here" in app.save_report(tmp_path / "r.html").read_text()
+    # Issue 42: the plan is checked against the unfused graph and the full plan on the workload it was measured
+    # on (here the benchmark's shape: no text timed), and each step's row says what it buys there.
+    (plan,) = app.state.plans.values()
+    assert plan.workload["words"].startswith("batch 1, sequence 16") and plan.check.ships in ("tuned", "full plan",
+                                                                                               "unfused")
+    assert f"checked: {plan.words()}"[:60] in app.profile_panel.w_ablation.value.replace("&#x27;", "'")
+    row = next(r for r in app.state.rows if r["name"] == "bias_gelu")
+    assert row["buys"].startswith("shape ") and row["buys"].endswith("%") and "shape (batch 1" in row["buys_tip"]
+    html = app.save_report(tmp_path / "r.html").read_text()
+    assert "What each fusion buys here" in html and "checked: " in html
 
 
 

@@ -266,11 +266,11 @@ class Controller:
     def update_rows(self) -> None:
         """Recompute the fusion panel's rows from the snapshots and the clicks in flight."""
         s = self.state
-        s.rows = tuple(step_rows(self.timeline, s.snapshots, s.engine, self._pending))
+        s.rows = tuple(step_rows(self.timeline, s.snapshots, s.engine, self._pending, s.plans))
 
     def step_rows(self) -> list[dict]:
         """The fusion panel's rows as plain data (see :func:`workbench.ui.steps.rows.step_rows`)."""
-        return step_rows(self.timeline, self.state.snapshots, self.state.engine, self._pending)
+        return step_rows(self.timeline, self.state.snapshots, self.state.engine, self._pending, self.state.plans)
 
     def default_step(self) -> int:
         return default_step(self.state.snapshots)

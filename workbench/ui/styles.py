@@ -38,7 +38,7 @@ button.wb-row-name:hover{text-decoration:underline}
 .wb-head{font-size:11px;color:#666;display:flex;gap:6px;padding:0 4px}
 .wb-graphs{display:flex;flex-flow:row wrap;gap:8px}
 .wb-ans{width:120px;color:#444;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-.wb-prov{color:#555;font-size:11px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.wb-prov,.wb-buys{color:#555;font-size:11px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .wb-sweep table td{font-size:11px}
 </style>
 """

@@ -57,6 +57,7 @@ class Tuning:
             s.plans = plans
             first = next(iter(plans.values()))
             s.ablation = first.ablation_result()
+            app.update_rows()  # each step's row: what it buys on each workload, why it loses (profiled)
             busy = busy_words(first.ablation.get("machine_load"))  # "" when the machine was quiet
             app.say("each fusion measured; " + "; ".join(f"{k}: {verdict(p)}" for k, p in plans.items())
                     + (f"; {busy}" if busy else ""), "ok")

@@ -196,7 +196,8 @@ class FusionPanel(Panel):
 
     @staticmethod
     def _cells(r: dict, answers: bool) -> str:
-        """A row's cells as HTML: nodes, what it fused, parity, answers, nodes per provider, why it fell short."""
+        """A row's cells as HTML: nodes, what it fused, parity, answers, nodes per provider, what it buys on each
+        workload measured (the profile's words in its hover), why it fell short."""
         why = r["why"] or r.get("na_why", "")
         short = why if len(why) <= 170 else why[:169] + "…"
         ran = r["index"] is not None
@@ -209,6 +210,8 @@ class FusionPanel(Panel):
                f"{esc(r.get('answers', ''))}</span>" if answers and ran else "")
         prov = (f"<span class='wb-prov' title='{esc(r['providers_tip'])}'>{esc(r['providers'])}</span>"
                 if r.get("providers") and ran else "")
+        prov += (f"<span class='wb-buys' title='{esc(r['buys_tip'])}'>{esc(r['buys'])}</span>"
+                 if r.get("buys") and ran else "")
         return (f"<div class='wb-cells'><span class='wb-n'>{r['nodes'] if ran else 'off'}</span>"
                 f"<span class='wb-h' title='{esc(r['here'])}'>{esc(r['here'])}</span>"
                 f"<span class='wb-p'>{par}</span>{ans}{prov}</div>{why_html}")

@@ -83,6 +83,21 @@ def providers_text(sn) -> tuple[str, str]:
     return counts_words(a.counts()), f"asked for the {a.asked} provider, level {a.level}: " + "\n".join(a.lines())
 
 
+def buys_text(plans: dict | None, name: str) -> tuple[str, str]:
+    """What the step buys on each workload "what each fusion buys" measured ("latency +3.1%, throughput −2.0%",
+    the verdict's sign), and for the hover each workload's verdict and, where it loses, the profile's words;
+    ("", "") before it was measured."""
+    short, tip = [], []
+    for kind, p in (plans or {}).items():
+        row = next((r for r in p.ablation.get("rows") or () if r["step"] == name), None)
+        if row is None:
+            continue
+        short.append(f"{kind} {row['saves_pct']:+.1f}%")
+        tip.append(f"{kind} ({p.workload.get('words', '')}): {row['verdict']}, {row['saves_pct']:+.1f}%")
+        tip += [k["words"] for k in p.kernels if k.get("step") == name]
+    return ", ".join(short), "\n".join(tip)
+
+
 def fell_short(snapshots, step, i: int, layers: int) -> bool:
     """Whether a fusion step left work undone: fewer of its op than encoder layers, and no other
     step (or the export itself) made up for it."""
@@ -95,14 +110,17 @@ def fell_short(snapshots, step, i: int, layers: int) -> bool:
     return here < layers and before < layers and final < layers
 
 
-def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None = None) -> list[dict]:
+def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None = None,
+              plans: dict | None = None) -> list[dict]:
     """The fusion panel's rows, one per step of the engine in use.
 
     Each row: ``name``, ``title``, ``kind`` ("fusion" or "cleanup"), ``on``, ``index`` (its
     snapshot, or None when the step is off), ``nodes``, ``here`` ("+12 Attention"),
     ``parity`` (None: not checked yet, True, False), ``parity_tip``, ``answers`` / ``answers_tip``
     (task parity on real text, when checked), ``providers`` / ``providers_tip`` (the nodes each execution
-    provider runs, :func:`providers_text`), ``why`` (the diagnostic, when the step fused fewer
+    provider runs, :func:`providers_text`), ``buys`` / ``buys_tip`` (what the step buys on each workload
+    ``plans`` measured, and why it loses in the kernels' words: :func:`buys_text`), ``why`` (the diagnostic, when the
+    step fused fewer
     than it could, or why it failed), ``failed`` (why the step failed, or ""), ``tip`` and ``applies`` / ``na_why``: False and the reason when the step cannot apply
     to this model (:func:`workbench.report.data.not_applicable`: the engine's skip test found none of its anchors),
     which the panel folds under one line. Steps the engine does not run are left out, and so are switched-off
@@ -134,6 +152,7 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         ok, tip = parity_of(sn)
         answers, answers_tip = answers_text(getattr(sn, "task_parity", None))
         providers, providers_tip = providers_text(sn)
+        buys, buys_tip = buys_text(plans, name)
         why = ""
         failed = getattr(sn, "failed", "") if sn is not None else ""
         if failed:
@@ -144,7 +163,7 @@ def step_rows(timeline, snapshots, engine: str, pending: dict[str, bool] | None 
         rows.append({"name": name, "title": step.title or name, "kind": step.kind, "on": on,
                      "index": i, "nodes": sn.nodes if sn else None, "here": here, "parity": ok,
                      "parity_tip": tip, "answers": answers, "answers_tip": answers_tip, "why": why,
-                     "providers": providers, "providers_tip": providers_tip,
+                     "providers": providers, "providers_tip": providers_tip, "buys": buys, "buys_tip": buys_tip,
                      "tip": step_tip(step), "applies": not na, "na_why": na, "failed": failed})
     return rows
 
