@@ -204,3 +204,12 @@ def test_real_bert_tiny_export_runs_each_kernel_with_parity(tiny_export, exporte
     # switched back off, the packed kernel is back
     tl.toggle(rule, False)
     assert _ops(tl.final.model).get(("com.microsoft", "Attention")) == 2
+
+
+def test_with_both_alternatives_on_the_first_in_the_chain_takes_every_layer():
+    plan = FusionPlan(engine="onnxscript").with_step("attention_as_mha", True).with_step("attention_as_standard", True)
+    tl = Timeline(_graph(layers=2), plan, num_heads=N, hidden_size=H, num_layers=2, persist=False)
+    tl.run()
+    std = next(s for s in tl.snapshots if s.step == "attention_as_standard")
+    assert std.skipped.startswith("nothing to run as the standard Attention")
+    assert _ops(tl.final.model)[("com.microsoft", "MultiHeadAttention")] == 2
