@@ -81,8 +81,8 @@ def alternatives(engine: str) -> dict[str, tuple[str, ...]]:
     ``{"attention": ("attention_as_mha", "attention_as_standard")}`` for both chains today, read from each
     row's ``alternative_to``, in chain order. An alternative is off by default and works on its step's output
     (that step on, the alternative opted in: ``FusionPlan.with_step(alt, True)``); a plan tries its step alone
-    and with each alternative on, and keeps the fastest whose answers hold (with two on, the first in chain order takes every layer and
-    the other finds nothing left). Steps without alternatives are absent.
+    and with each alternative on, and keeps the fastest whose answers hold (with two on, the first in chain
+    order takes every layer and the other finds nothing left). Steps without alternatives are absent.
 
     Raises:
         FusionError: ``engine`` is no chain.
