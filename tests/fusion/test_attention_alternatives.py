@@ -46,7 +46,8 @@ def _graph(mask="end", *, attrs=None, concat_weights=False, past=False, extra_op
         inits.append(numpy_helper.from_array(rng.standard_normal(3 * H).astype(np.float32) * 0.2, f"b{i}"))
         if concat_weights:  # onnxscript's attention step packs the three projections with a Concat
             parts = [f"w{i}_{p}" for p in "qkv"]
-            inits += [numpy_helper.from_array(np.ascontiguousarray(w[:, j * H:(j + 1) * H]), parts[j]) for j in range(3)]
+            inits += [numpy_helper.from_array(np.ascontiguousarray(w[:, j * H:(j + 1) * H]), parts[j])
+                      for j in range(3)]
             nodes.append(h.make_node("Concat", parts, [f"w{i}"], axis=1))
         else:
             inits.append(numpy_helper.from_array(w, f"w{i}"))

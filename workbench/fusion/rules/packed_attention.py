@@ -62,7 +62,8 @@ def _hidden(node, weights) -> int | None:
     if d is not None and len(d) == 2 and isinstance(d[1], int) and d[1] % 3 == 0:
         return d[1] // 3
     src = weights.producer()
-    if src is not None and src.op_type == "Concat" and len(src.inputs) == 3 and src.attributes.get_int("axis", 0) in (1, -1):
+    concat = src is not None and src.op_type == "Concat" and len(src.inputs) == 3
+    if concat and src.attributes.get_int("axis", 0) in (1, -1):
         first = dims(src.inputs[0])  # onnxscript's packing of the three projections
         return first[1] if first is not None and len(first) == 2 and isinstance(first[1], int) else None
     w = const(weights)
@@ -72,9 +73,14 @@ def _hidden(node, weights) -> int | None:
 def mask_kind(mask, x) -> tuple[str, str]:
     """What ``mask_index`` holds (:data:`END`, :data:`RAW`, :data:`FULL`), or "" and why it cannot say.
 
-    Read from its shape when known, else from its producer: ``EmbedLayerNormalization``'s second output and
-    a ``ReduceSum`` over the keys without kept dims are ``[B]`` key end positions.
+    Read from its producer (``EmbedLayerNormalization``'s second output and a ``ReduceSum`` over the keys
+    without kept dims are ``[B]`` key end positions), else from its shape.
     """
+    src = mask.producer()
+    if src is not None and src.op_type == "EmbedLayerNormalization" and mask.index() == 1:
+        return END, ""
+    if src is not None and src.op_type == "ReduceSum" and not src.attributes.get_int("keepdims", 1):
+        return END, ""
     d = dims(mask)
     if d is not None:
         if len(d) == 1:
@@ -86,11 +92,6 @@ def mask_kind(mask, x) -> tuple[str, str]:
         if len(d) in (2, 3):
             return (RAW if len(d) == 2 else FULL), ""
         return "", f"its mask index {mask.name} is {len(d)}-D; only 1-D [batch], 2-D and 3-D masks are mapped"
-    src = mask.producer()
-    if src is not None and src.op_type == "EmbedLayerNormalization" and mask.index() == 1:
-        return END, ""
-    if src is not None and src.op_type == "ReduceSum" and not src.attributes.get_int("keepdims", 1):
-        return END, ""
     where = node_label(src) if src is not None else "a graph input"
     return "", f"the shape of its mask index {mask.name} (from {where}) is unknown"
 
@@ -102,8 +103,9 @@ def read_packed(node, kinds: dict | None = None) -> tuple[PackedAttention | None
     mask; a later layer's input often has no shape left to compare the mask's length with).
     """
     label = node_label(node)
-    if any(_input(node, i) is not None for i in (4, 6)) or _used(node.outputs[1] if len(node.outputs) > 1 else None):
-        return None, f"{label} reads or writes a KV cache (past/present); the alternative kernels are mapped without one"
+    present = node.outputs[1] if len(node.outputs) > 1 else None
+    if any(_input(node, i) is not None for i in (4, 6)) or _used(present):
+        return None, f"{label} reads or writes a KV cache (past/present); the alternatives are mapped without one"
     for attr, what in (("unidirectional", "causal (unidirectional=1)"), ("do_rotary", "rotary (do_rotary=1)")):
         if node.attributes.get_int(attr, 0):
             return None, f"{label} is {what} attention; the alternatives map bidirectional encoder attention only"
