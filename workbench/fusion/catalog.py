@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..errors import FusionError
-from .registry import rows, rows_by_name
+from .registry import CHAINS, chain, rows, rows_by_name
 from .steps import Step
 
 
@@ -73,6 +73,29 @@ def runs_under(plan, name: str) -> bool:
     """Whether step ``name`` runs under ``plan`` (a ``FusionPlan``, which alone says what is off and opted in):
     off when disabled; a step off by default only when opted in."""
     return plan.enabled(name, BY_NAME[name].default_on)
+
+
+def alternatives(engine: str) -> dict[str, tuple[str, ...]]:
+    """Which steps of ``engine``'s chain run another step's fused op on another kernel: step → its alternatives.
+
+    ``{"attention": ("attention_as_mha", "attention_as_standard")}`` for both chains today, read from each
+    row's ``alternative_to``, in chain order. An alternative is off by default and works on its step's output
+    (that step on, the alternative opted in: ``FusionPlan.with_step(alt, True)``); a plan tries its step alone
+    and with each alternative on, and keeps the fastest whose answers hold (with two on, the first in chain
+    order takes every layer and the other finds nothing left). Steps without alternatives are absent.
+
+    Raises:
+        FusionError: ``engine`` is no chain.
+    """
+    if engine not in CHAINS:
+        raise FusionError(f"no chain named {engine!r}; chains are: {', '.join(CHAINS)}")
+    names = chain(engine)
+    out: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        base = BY_NAME[name].alternative_to
+        if base and base in names:
+            out[base] = out.get(base, ()) + (name,)
+    return out
 
 
 def session_optimizers_off(disabled) -> tuple[str, ...]:

@@ -103,6 +103,8 @@ class Rule:
     kind: str = "fusion"
     default_on: bool = True
     in_bert: bool = True
+    #: The step whose op this rule runs on another kernel instead (see ``steps.Step.alternative_to``).
+    alternative_to: str = ""
     #: Chain → the step this rule follows in it ("ort", "onnxscript").
     after: dict[str, str] = {}
     #: Op types where matching starts; a graph without any of them is not visited at all.
@@ -173,7 +175,7 @@ class Rule:
         return Step(self.name, self.title or self.name, self.matches or self.title or self.name, self.rewrites,
                     self.emits, tuple(self.prerequisites), self.effect or "", kind=self.kind,
                     default_on=self.default_on, in_bert=self.in_bert, session=tuple(self.session),
-                    engines=("workbench",))
+                    engines=("workbench",), alternative_to=self.alternative_to)
 
     def version(self) -> str:
         """A hash of this rule's code and settings: what a cached snapshot of it is keyed by."""

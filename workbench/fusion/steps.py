@@ -36,6 +36,12 @@ class Step:
         engines: the chains whose engine runs it ("ort", "onnxscript"), read
             from the chains; ("workbench",) for a workbench rule
             (``fusion/rules``), which runs inside the chains it names.
+        alternative_to: the step whose fused op this step runs on another
+            kernel, for the same answers ("attention": its packed Attention
+            as MultiHeadAttention or ONNX's standard Attention); "" for none.
+            Such a step is off by default and needs that step on: an
+            ablation tries each alternative on top of it and keeps the
+            fastest (``catalog.alternatives``).
     """
 
     name: str
@@ -50,12 +56,13 @@ class Step:
     in_bert: bool = True
     session: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
+    alternative_to: str = ""
 
     def to_dict(self) -> dict:
         return {"name": self.name, "title": self.title, "matches": self.matches, "pattern": self.pattern,
                 "emits": self.emits, "prerequisites": list(self.prerequisites), "effect": self.effect,
                 "engines": list(self.engines), "kind": self.kind, "default_on": self.default_on,
-                "in_bert": self.in_bert, "session": list(self.session)}
+                "in_bert": self.in_bert, "session": list(self.session), "alternative_to": self.alternative_to}
 
 
 #: The rows of the engines' own steps (ONNX Runtime's optimizer, onnxscript's rule groups).

@@ -8,6 +8,8 @@ catalog row, the chains it joins and after which step, its anchors, ``match`` an
 from __future__ import annotations
 
 from .activations import SiluRule
+from .attention_as_mha import AttentionAsMhaRule
+from .attention_as_standard import AttentionAsStandardRule
 from .encoder_attention import EncoderAttentionRule, SoftmaxAttentionRule
 from .norms import RmsNormRule, SkipNormRule
 from .rotary import RotaryRule
@@ -25,10 +27,11 @@ from .tanh_gelu import TanhGeluRule
 def builtin() -> tuple:
     """A fresh instance of every built-in rule, in registration order."""
     return (StandardAttentionRule(), SdpaAttentionFusion(), RmsNormRule(), SkipNormRule(), RotaryRule(),
-            EncoderAttentionRule(), SoftmaxAttentionRule(), TanhGeluRule(), SiluRule())
+            EncoderAttentionRule(), SoftmaxAttentionRule(), TanhGeluRule(), SiluRule(), AttentionAsMhaRule(),
+            AttentionAsStandardRule())
 
 
 __all__ = ["builtin", "SdpaAttentionFusion", "sdpa_attention_rules", "fuse_sdpa_attention", "StandardAttentionFusion",
            "StandardAttention3DFusion", "StandardAttentionRule", "standard_attention_rules", "fuse_standard_attention",
            "SiluRule", "EncoderAttentionRule", "SoftmaxAttentionRule", "RmsNormRule", "SkipNormRule", "RotaryRule",
-           "TanhGeluRule"]
+           "TanhGeluRule", "AttentionAsMhaRule", "AttentionAsStandardRule"]
