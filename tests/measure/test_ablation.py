@@ -35,8 +35,17 @@ def test_ablation_rows_graph_changes_and_tuned_plan():
                                                                                          r.p50_with_ms) if x])
     assert computed is not None and computed > 0  # the rate was measured, so the floor is computed
     assert res.floor_ms == (computed if computed <= fastest else None)
-    hurt = {r.step for r in res.rows if r.verdict == "hurts"}
+    # The attention kernels ONNX Runtime has besides the packed one are tried too, switched on (issue 42 item 4).
+    alts = {r.step: r for r in res.rows if r.alternative_to}
+    assert set(alts) == {"attention_as_mha", "attention_as_standard"}
+    assert all(r.switched == "on" and r.alternative_to == "attention" and r.parity_max_abs_diff < 1e-4
+               for r in alts.values())
+    kept = {r.alternative_to for r in alts.values() if r.verdict == "helps"}
+    hurt = {r.step for r in res.rows if r.verdict == "hurts" and r.switched == "off"} - kept
     assert set(res.tuned_plan.disabled) == hurt and res.tuned_plan.engine == "ort"
+    helped = [r for r in alts.values() if r.verdict == "helps"]
+    best = max(helped, key=lambda r: r.saves_pct).step if helped else None  # only the fastest kernel is kept
+    assert {a for a in alts if res.tuned_plan.enabled(a, False)} == ({best} if best else set())
     doc = json.loads(json.dumps(res.to_dict(), default=str))
     assert [r["step"] for r in doc["rows"]] == steps and "measuring" in stages
     assert list(res.to_frame()["step"]) == steps

@@ -25,11 +25,12 @@ import onnx
 
 from ...config import BenchConfig, ExportConfig, FusionPlan
 from ...export import export
-from ...fusion.catalog import BY_NAME, session_optimizers_off
+from ...fusion.catalog import BY_NAME, alternatives, session_optimizers_off
 from ...fusion.engines import engine_steps
 from ...fusion.timeline import run_fusion
 from ...graph.summary import histogram
 from ...models import ModelSource, resolve
+from ...ort.answer_policy import holds
 from ...ort.machine import machine_line
 from ..harness.bench import benchmark
 from ..harness.load import busy_warning
@@ -40,6 +41,8 @@ from .served import Workload, ep_options, timed_config
 
 Progress = Callable[[str, float], None]
 FULL, AGAIN, UNFUSED = "full plan", "full plan (again)", "unfused"
+#: The most an alternative kernel's outputs may move from the full plan's (fp32 rounding is ~1e-6).
+ALT_MAX_ABS_DIFF = 1e-3
 
 
 @dataclass
@@ -65,6 +68,10 @@ class AblationRow:
             full plan is the "with" side), "on" when it switches on a step
             the plan leaves off (the full plan is the "without" side).
         p50_with_ms: p50 of the plan with this step.
+        alternative_to: for a step that runs another step's fused op on another kernel (``catalog.alternatives``:
+            the packed Attention as MultiHeadAttention or ONNX's standard Attention), that step; it is timed
+            switched on, and the tuned plan keeps the fastest kernel whose outputs and answers hold.
+        answers: the answer check against the full plan on the workload's text (None without text).
     """
 
     step: str
@@ -77,6 +84,8 @@ class AblationRow:
     parity_max_abs_diff: float | None = None
     switched: str = "off"
     p50_with_ms: float | None = None
+    alternative_to: str = ""
+    answers: dict | None = None
 
 
 @dataclass
@@ -107,12 +116,18 @@ class AblationResult:
     @property
     def tuned_plan(self) -> FusionPlan:
         """The plan with every step that measured harmful switched off, and every helpful one left off switched on."""
-        hurt = {r.step for r in self.rows if r.verdict == "hurts" and r.switched == "off"}
+        best: dict[str, AblationRow] = {}  # per step with alternative kernels: the fastest that helps
+        for r in self.rows:
+            if r.alternative_to and r.verdict == "helps":
+                if r.alternative_to not in best or r.saves_pct > best[r.alternative_to].saves_pct:
+                    best[r.alternative_to] = r
+        # A step whose alternative kernel helps stays on (the alternative works on its output).
+        hurt = {r.step for r in self.rows if r.verdict == "hurts" and r.switched == "off" and r.step not in best}
         plan = FusionPlan(engine=self.engine or self.plan.engine, disabled=frozenset(self.plan.disabled | hurt),
                           opted_in=self.plan.opted_in)
-        for r in self.rows:
-            if r.switched == "on" and r.verdict == "helps":
-                plan = plan.with_step(r.step, True)
+        for r in [*(r for r in self.rows if r.switched == "on" and r.verdict == "helps" and not r.alternative_to),
+                  *best.values()]:
+            plan = plan.with_step(r.step, True)
         return plan
 
     def to_markdown(self, measured: str = "") -> str:
@@ -136,7 +151,8 @@ class AblationResult:
             fused = ", ".join(f"{k} {v}" for k, v in sorted(r.fused_here.items()))
             change = ", ".join(f"{k} {v:+d}" for k, v in r.graph_change.items())
             name = (r.step if r.switched == "off" else
-                    f"{r.step} (off in the plan; timed switched on, {r.p50_with_ms:.2f} ms)")
+                    f"{r.step} (another kernel for {r.alternative_to}; timed switched on, {r.p50_with_ms:.2f} ms)"
+                    if r.alternative_to else f"{r.step} (off in the plan; timed switched on, {r.p50_with_ms:.2f} ms)")
             lines.append(f"| {name} | {fused} | {change or 'unchanged'} | {r.p50_without_ms:.2f} | "
                          f"{r.saves_ms:+.2f} ms ({r.saves_pct:+.1f}%) | {r.verdict} |")
         t = self.tuned_plan
@@ -293,7 +309,11 @@ def _steps(tl, engine: str, steps: list[str] | None) -> tuple[list[str], set, di
     todo = [s for s in (steps or fired) if s in BY_NAME]
     # A step of this engine's chain that the plan leaves off is timed switched on instead.
     ran = {s.step for s in tl.snapshots[1:]}
-    chain = {es.name for es in engine_steps(engine)} if engine in ("ort", "onnxscript") else set()
+    known = engine in ("ort", "onnxscript")
+    chain = {es.name for es in engine_steps(engine)} if known else set()
+    if steps is None and known:  # every other kernel the chain has for a step that fired, tried switched on
+        alts = alternatives(engine)
+        todo += [a for base in list(todo) for a in alts.get(base, ()) if a not in ran and a not in todo]
     return todo, {s for s in todo if s not in ran and s in chain}, emitted
 
 
@@ -309,8 +329,11 @@ def _rows(res, todo: list, switch_on: set, emitted: dict, change: dict) -> tuple
         without, with_ = (full_p50, v.p50_ms) if on else (v.p50_ms, full_p50)
         pct = (_round_by_round(res[FULL], v) if on else _round_by_round(v, res[FULL])) * 100.0 - 100.0
         verdict = "helps" if pct > band else "hurts" if pct < -band else "within noise"
+        diff, alt = (v.parity or {}).get("max_abs_diff"), BY_NAME[step].alternative_to or ""
+        if alt and verdict == "helps" and not (diff is not None and diff <= ALT_MAX_ABS_DIFF and holds(v.task_parity)):
+            verdict = "changes outputs"  # a faster kernel whose outputs or answers moved is not kept
         rows.append(AblationRow(step, dict(emitted.get(step, {})), change[step], without, full_p50 * pct / 100.0, pct,
-                                verdict, (v.parity or {}).get("max_abs_diff"), "on" if on else "off", with_))
+                                verdict, diff, "on" if on else "off", with_, alt, v.task_parity))
     return rows, band
 
 
