@@ -170,9 +170,12 @@ def test_layer_view_collapses_what_is_outside_into_a_few_labelled_markers(tiny_e
     for k in outside:
         assert lay.labels[k] and lay.hover[k] and lay.ids[k] in lay.members
         if lay.kinds[k] == "in":
-            assert lay.y[k] == 0  # inputs on the top row
+            assert lay.rank[k] < min(lay.rank[v] for u, v in lay.edges if u == k)
             n = len(lay.members[lay.ids[k]])
             assert f"stands for {n} node" in lay.hover[k]
+    # inputs are ranked next to their first reader, not pinned to the first row: the mask sits by its Add
+    mask_k = lay.ids.index("in:mask")
+    assert lay.rank[mask_k] > 0 and lay.rank[mask_k] == min(lay.rank[v] for u, v in lay.edges if u == mask_k) - 1
     # every outside node that feeds layer 0 directly is stood for by a marker
     inside = set(own)
     feeders = {tab.producer[t] for i in own for t in tab.by_id[i].inputs if tab.producer.get(t) not in (None, *inside)}

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .ordering import order
+
 
 #: Horizontal gap between two boxes of one rank, and room kept for an edge passing between them (pixels).
 GAP = 10.0
@@ -122,40 +124,22 @@ def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: lis
             source[d] = chain[0]
     up: list[list[int]] = [[] for _ in range(m)]
     down: list[list[int]] = [[] for _ in range(m)]
-    for chain in chains:
-        for a, b in zip(chain, chain[1:]):
-            lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
-            down[lo].append(hi)
-            up[hi].append(lo)
+    for a, b in sorted({(a, b) for chain in chains for a, b in zip(chain, chain[1:])}):
+        lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
+        down[lo].append(hi)
+        up[hi].append(lo)
     x = _place_x(rows, left, right, up, down, n, width, source)
-    if clusters is not None:
+    if any(c is not None for c in cl):
         _clear_boxes(x, rows, rank, cl, left, right, n)
     return x, rank, rows, chains, left, right
 
 
 def _extend(n: int, edges: Sequence[tuple[int, int]],
             ranks: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
-    """igraph's Sugiyama layout on ``ranks``: the rank of every item and dummy vertex (one per rank an edge
-    skips), each edge's chain of vertices, and each rank's vertices in igraph's order."""
-    import igraph  # lazy: importing it pulls in its plotly drawing module, which the compute layers never need
-
-    g = igraph.Graph(n=n, edges=list(edges), directed=True)
-    lay = g.layout_sugiyama(layers=ranks, hgap=1, vgap=1, maxiter=100)
-    pos = [c[0] for c in lay.coords[:n]]
-    rank = list(ranks)
-    chains: list[list[int]] = []
-    for (u, v), pts in zip(edges, lay.edge_routing):
-        pts = sorted((tuple(p) for p in pts), key=lambda p: p[1], reverse=rank[u] > rank[v])
-        chain = [u]
-        for px, py in pts:
-            pos.append(px)
-            rank.append(int(round(py)))
-            chain.append(len(pos) - 1)
-        chains.append(chain + [v])
-    rows: list[list[int]] = [[] for _ in range(max(rank) + 1)]
-    for k in sorted(range(len(pos)), key=lambda k: pos[k]):
-        rows[rank[k]].append(k)
-    return rank, chains, rows
+    """The rank of every item and dummy vertex (one per rank an edge skips), each edge's chain of vertices,
+    and each rank's vertices in the order with the fewest crossings (:func:`~workbench.graph.ordering.order`)."""
+    o = order(n, edges, ranks)
+    return o.rank, o.chains, o.rows
 
 
 def _ranks(n: int, edges: Sequence[tuple[int, int]], top: set[int],

@@ -145,7 +145,7 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
     labels = [f"{it[1]} ({len(v.members[it[0]])})" if it[2] == "group" else it[1] for it in v.items]
     sizes = [item_size(it[2], label) for it, label in zip(v.items, labels)]
     fit = len(sizes) <= FIT_LIMIT
-    d = layered(sizes, edges, top=[k for k, it in enumerate(v.items) if it[2] == "in"],
+    d = layered(sizes, edges,
                 clusters=[v.group_of.get(it[0]) if it[2] == "node" else None for it in v.items],
                 width=width - 10 if fit else None, height=MAX_ASPECT * width - 40 if fit else None)
     boxes = [] if layer is not None else _boxes(v, d.x, d.y, sizes)
