@@ -1,8 +1,8 @@
 """Layered drawing of a directed graph with boxes of given sizes, in pixels, on igraph's Sugiyama layout.
 
 igraph (``python-igraph``: wheels on every platform, no system binary) breaks cycles (Eades' feedback arc
-set) and sorts the graph for the longest-path ranks, orders each rank to reduce crossings (its barycentre
-sweeps) and puts a dummy vertex where an edge skips a rank. What igraph leaves out, done here: the x of each
+set) and sorts the graph for the longest-path ranks; :mod:`workbench.graph.ordering` orders each rank with
+igraph's Sugiyama layout (barycentre sweeps) and puts dummy vertices where edges skip ranks. What igraph leaves out, done here: the x of each
 item from its box (a box is as wide as its full label, so no label is cut and no two boxes overlap), ranks
 split where they are wider than the picture, expanded clusters (an opened group) ranked as one unit and given
 a column of their own, the y of each rank from its tallest box, and each edge's route: down from its

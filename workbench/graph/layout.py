@@ -9,8 +9,8 @@ The drawing lives in :mod:`workbench.viz.graph`.
 Coordinates are pixels of the picture at full size: each item's box holds its
 symbol and its full label (:func:`item_size`), and igraph's Sugiyama layout
 (:mod:`workbench.graph.layered`) ranks, orders and places the boxes and routes
-each edge through the gaps between them. Items that read only initializers sit
-just above their first reader; a layer view's input markers on the top row.
+each edge through the gaps between them. Items that read only initializers, and a
+layer view's input markers, sit just above their first reader (not pinned to the top row).
 """
 
 from __future__ import annotations
