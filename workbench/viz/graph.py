@@ -227,8 +227,8 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         yrange: the (top, bottom) ranks to show, to give two panes one vertical scale
             (default: this layout's own depth).
         title: figure title (default: the layout's).
-        providers: node id → the execution provider that runs it ("CPU", "OpenVINO", "CUDA"); each node is
-            outlined in its provider's colour, named in its hover and in a legend line (None: neither).
+        providers: node id → its execution provider ("CPU", "OpenVINO"): ``nodes["outline"]`` (a colour per item,
+            "" for none), a hover line and ``legend`` (``[provider, colour]``) are added (None: nothing).
 
     Returns:
         ``width``, ``height``, ``title``, ``margin`` (l, r, t, b), ``xrange``, ``yrange`` (top, bottom;
@@ -236,8 +236,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         ``label`` ("" where it would not fit), ``labelpos`` ("r" right of the node, "t" above, "b" below),
         ``hover``), ``edges`` (flat item indices ``[u0, v0, u1, v1, ...]``), ``routes`` (per edge, its bend points
         between its ends, flat ``[x0, y0, x1, y1, ...]``, drawn in order), ``highlight`` and
-        ``selected`` (item indices, sorted), ``boxes`` (``[x0, y0, x1, y1, group]``). With ``providers``
-        also ``nodes["outline"]`` (a colour per item, "" for none) and ``legend`` (``[provider, colour]``).
+        ``selected`` (item indices, sorted), ``boxes`` (``[x0, y0, x1, y1, group]``).
     """
     highlight, selected = set(highlight), set(selected)
     colours, hover = _colours_and_hover(layout, latency)
@@ -256,7 +255,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
     edges: list[int] = []
     for u, v in layout.edges:
         edges += [u, v]
-    scene = dict(
+    return _with_providers(dict(
         width=w, height=h, title=title if title is not None else layout.title, margin=dict(_MARGIN),
         xrange=[float(xr[0]), float(xr[1])], yrange=[float(yr[0]), float(yr[1])],
         nodes=dict(id=list(layout.ids), op=list(layout.ops), x=[round(float(v), 4) for v in layout.x],
@@ -266,12 +265,17 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         highlight=sorted({index[i] for i in highlight if i in index}),
         selected=sorted({index[i] for i in selected if i in index}),
         boxes=[[b.x0, b.y0, b.x1, b.y1, b.group] for b in layout.boxes],
-    )
-    if providers is not None:
-        over = provider_overlay(layout.ids, layout.kinds, layout.members, providers)
-        scene["nodes"]["outline"] = over.outline
-        scene["nodes"]["hover"] = [h + extra for h, extra in zip(hover, over.hover)]
-        scene["legend"] = [list(item) for item in over.legend]
+    ), layout, providers)
+
+
+def _with_providers(scene: dict, layout: Layout, providers: Mapping[str, str] | None) -> dict:
+    """``scene`` with the provider overlay (each item's outline colour, a hover line, the legend), if any."""
+    if providers is None:
+        return scene
+    over = provider_overlay(layout.ids, layout.kinds, layout.members, providers)
+    scene["nodes"]["outline"] = over.outline
+    scene["nodes"]["hover"] = [h + extra for h, extra in zip(scene["nodes"]["hover"], over.hover)]
+    scene["legend"] = [list(item) for item in over.legend]
     return scene
 
 
