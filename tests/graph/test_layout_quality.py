@@ -6,6 +6,8 @@ layered, direction DOWN, defaults; run with node 20): CI may lack node, so they 
 
 from __future__ import annotations
 
+import importlib.util
+
 import onnx
 import pytest
 
@@ -19,9 +21,10 @@ from workbench.viz.legibility import legibility, min_label_px
 APP_WIDTH, REPORT_WIDTH = 520, 420
 #: ELK layered's crossings on bert-tiny's layer 0 as exported (50 items, 61 edges), elkjs 0.12.1.
 ELK_TINY_LAYER0 = 3
-#: Ours today on that view: igraph's order over seeded renumberings, sifted and transposed, at 520 px.
-#: ELK's 3 is not reached yet (see benchmarks/results/layout_quality.md); this holds what is.
-OURS_TINY_LAYER0 = 6
+#: The heuristic alone (igraph's order over seeded renumberings, sifted and transposed), where HiGHS is not
+#: installed; with it (a dependency) the exact order reaches ELK's count.
+HEURISTIC_TINY_LAYER0 = 6
+HAVE_HIGHS = importlib.util.find_spec("highspy") is not None
 #: ELK's crossings on bert-tiny's whole-model view with its groups collapsed (ours reaches it).
 ELK_TINY_WHOLE = 0
 
@@ -42,7 +45,7 @@ def test_tiny_layer0_is_whole_and_within_the_view(tiny_table, width):
     sc, q = _figures(lay, width)
     assert (len(lay), len(lay.edges)) == (50, 61)
     assert q.through == 0 and q.cut == 0 and q.outside == 0 and q.overlaps == 0, q
-    assert q.crossings <= OURS_TINY_LAYER0, q
+    assert q.crossings <= (ELK_TINY_LAYER0 if HAVE_HIGHS else HEURISTIC_TINY_LAYER0), q
     assert q.aspect <= 1.5, q
     assert min_label_px(sc) >= 9
     mask = lay.ids.index("in:mask")  # the mask sits by its Add, not pinned to the first row

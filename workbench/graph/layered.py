@@ -79,19 +79,23 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     budget = width
     # A split rank's new ranks carry lanes for the edges that skip them, and an expanded cluster's box pushes
     # other items aside: while the picture is wider than ``width``, split the ranks again for less.
-    best, best_fit = None, -1.0
+    best, best_fit, best_ranks = None, -1.0, base
     for _ in range(5):
         ranks = _bounded(base, sizes, edges, budget, set(top)) if width else base
-        tried = _attempt(sizes, edges, ranks, clusters, width)
+        tried = _attempt(sizes, edges, ranks, clusters, width, exact=False)
         x, rank, rows, _, left, right = tried
         wide = max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
         # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
         fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(rows)))
         if fit > best_fit:
-            best, best_fit = tried, fit
+            best, best_fit, best_ranks = tried, fit, ranks
         if not width or wide <= width + 1 or budget < width / 3:
             break
         budget -= max(wide - width, GAP)
+    if not any(c is not None for c in clusters or ()):  # an opened group reorders its ranks: no exact order
+        exact = _attempt(sizes, edges, best_ranks, clusters, width, exact=True)  # the exact order, placed again
+        if not width or _wide(exact) <= max(width + 1, _wide(best)):
+            best = exact
     x, rank, rows, chains, left, right = best
     up = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
     down = [max([sizes[k].down for k in row if k < n], default=LANE) for row in rows]
@@ -101,12 +105,17 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     return _draw(x, rank, rows, (up, down), chains, left, right, n, gap)
 
 
+def _wide(tried) -> float:
+    x, _, _, _, left, right = tried
+    return max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
+
+
 def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
-             clusters: Sequence[str | None] | None, width: float | None):
+             clusters: Sequence[str | None] | None, width: float | None, exact: bool):
     """igraph's order on ``ranks``, then x of every vertex; also each vertex's rank, the ranks' vertices, each
     edge's chain of vertices, and each vertex's room to the left and right of its anchor."""
     n = len(sizes)
-    rank, chains, rows = _extend(n, edges, ranks)
+    rank, chains, rows = _extend(n, edges, ranks, exact)
     m = len(rank)
     left = [s.left for s in sizes] + [LANE] * (m - n)
     right = [s.right for s in sizes] + [LANE] * (m - n)
@@ -134,11 +143,11 @@ def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: lis
     return x, rank, rows, chains, left, right
 
 
-def _extend(n: int, edges: Sequence[tuple[int, int]],
-            ranks: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
+def _extend(n: int, edges: Sequence[tuple[int, int]], ranks: list[int],
+            exact: bool) -> tuple[list[int], list[list[int]], list[list[int]]]:
     """The rank of every item and dummy vertex (one per rank an edge skips), each edge's chain of vertices,
     and each rank's vertices in the order with the fewest crossings (:func:`~workbench.graph.ordering.order`)."""
-    o = order(n, edges, ranks)
+    o = order(n, edges, ranks, exact=exact)
     return o.rank, o.chains, o.rows
 
 
@@ -174,7 +183,7 @@ def _layering(n: int, edges: list[tuple[int, int]], top: set[int], tall: list[in
     import igraph  # lazy, as above
 
     g = igraph.Graph(n=n, edges=edges, directed=True)
-    cut = set(g.feedback_arc_set(algo="eades")) if not g.is_dag() else set()
+    cut = set(g.feedback_arc_set(method="eades")) if not g.is_dag() else set()
     dag = [e for i, e in enumerate(edges) if i not in cut]
     preds: list[list[int]] = [[] for _ in range(n)]
     succ: list[list[int]] = [[] for _ in range(n)]

@@ -3,9 +3,11 @@
 igraph's Sugiyama layout orders each rank by barycentre sweeps and puts a dummy vertex where an edge skips a
 rank; its result depends on the order the vertices are numbered in. As OGDF's and Graphviz's layered layouts
 do (their ``runs``), it is run on a few seeded renumberings and the order with the fewest crossings kept.
-What igraph leaves out, done here: each order is improved by exchanging neighbours in a rank while that
-removes crossings (the ``transpose`` step of Graphviz's dot), and crossings are counted exactly (pairs of
-edge segments between two ranks whose ends are in opposite order).
+What igraph leaves out, done here: each order is improved by moving single vertices (sifting, and the
+``transpose`` step of Graphviz's dot), crossings are counted exactly (pairs of edge segments between two
+ranks whose ends are in opposite order, once per edge along a shared segment), and where crossings are left
+on a small view the exact minimum is found by HiGHS (:mod:`workbench.graph.exact`). Two kinds of dummy
+vertices are tried: one per edge and rank, and one trunk per source and rank that all its long edges share.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
+from .exact import exact_rows
+
 #: Renumberings tried, alternately with and without trunks (the first two in the items' own order); the best
 #: is kept. Each costs a few ms on a layer.
 RUNS = 16
+#: Renumberings tried for a trial of the ranks' widths.
+TRIAL_RUNS = 4
 #: Fewer renumberings for larger views: at most this many divided by the edges' total length in ranks.
 BIG = 4000
 #: Most rounds of :func:`_improve` over every rank.
@@ -35,14 +41,17 @@ class Order:
     crossings: int
 
 
-def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], runs: int = RUNS) -> Order:
-    """The order with the fewest crossings for items ranked ``ranks``."""
+def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact: bool = True) -> Order:
+    """The order with the fewest crossings for items ranked ``ranks``: the heuristic's, then (with ``exact``,
+    where crossings are left and the view is small) the exact one (:func:`~workbench.graph.exact.exact_rows`).
+    Without ``exact`` (a trial of how wide some ranks come out) the heuristic makes fewer tries."""
+    runs = RUNS if exact else TRIAL_RUNS
     rnd = random.Random(0)
     best: Order | None = None
     runs = max(2, min(runs, BIG // max(1, len(edges) + sum(ranks[v] - ranks[u] for u, v in edges))))
     for t in range(runs):
         rank, chains = dummies(n, edges, ranks, trunks=t % 2 == 0)
-        links = sorted({(a, b) for chain in chains for a, b in zip(chain, chain[1:])})
+        links = _links(chains)
         perm = list(range(len(rank))) if t < 2 else rnd.sample(range(len(rank)), len(rank))
         found = Order(rank, chains, _igraph_rows(rank, links, perm), 0)
         _improve(found)
@@ -52,7 +61,23 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], runs: 
         if best.crossings == 0:
             break
     assert best is not None
+    for trunks in (False, True):  # the exact order, where the view is small enough, for either kind of dummy
+        if best.crossings == 0 or not exact:
+            break
+        rank, chains = dummies(n, edges, ranks, trunks=trunks)
+        rows = best.rows if chains == best.chains else _igraph_rows(rank, _links(chains), list(range(len(rank))))
+        weights: dict[tuple[int, int], int] = {}
+        for a, b in (link for chain in chains for link in zip(chain, chain[1:])):
+            lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
+            weights[lo, hi] = weights.get((lo, hi), 0) + 1
+        found = exact_rows(rank, [(a, b, w) for (a, b), w in weights.items()], rows)
+        if found is not None and found[1] < best.crossings:
+            best = Order(rank, chains, found[0], found[1])
     return best
+
+
+def _links(chains: list[list[int]]) -> list[tuple[int, int]]:
+    return sorted({(a, b) for chain in chains for a, b in zip(chain, chain[1:])})
 
 
 def dummies(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int],
