@@ -112,21 +112,15 @@ def _wide(tried) -> float:
 
 def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
              clusters: Sequence[str | None] | None, width: float | None, exact: bool):
-    """igraph's order on ``ranks``, then x of every vertex; also each vertex's rank, the ranks' vertices, each
-    edge's chain of vertices, and each vertex's room to the left and right of its anchor."""
+    """The order of ``ranks`` (:func:`~workbench.graph.ordering.order`), then x of every vertex; also each vertex's
+    rank, the ranks' vertices, each edge's chain of vertices, and each vertex's room left and right of its anchor."""
     n = len(sizes)
-    rank, chains, rows = _extend(n, edges, ranks, exact)
+    o = order(n, edges, ranks, exact=exact, clusters=clusters)
+    rank, chains, rows = o.rank, o.chains, o.rows
     m = len(rank)
+    cl = o.clusters or [None] * m
     left = [s.left for s in sizes] + [LANE] * (m - n)
     right = [s.right for s in sizes] + [LANE] * (m - n)
-    cl: list[str | None] = [None] * m
-    if clusters is not None:
-        cl[:n] = clusters
-        for chain in chains:  # an edge between two members of a cluster runs inside its box
-            if cl[chain[0]] is not None and cl[chain[0]] == cl[chain[-1]]:
-                for d in chain[1:-1]:
-                    cl[d] = cl[chain[0]]
-        rows = [_contiguous(row, cl) for row in rows]
     source = list(range(n)) + [0] * (m - n)  # edges from one source that skip a rank share one lane through it
     for chain in chains:
         for d in chain[1:-1]:
@@ -141,14 +135,6 @@ def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: lis
     if any(c is not None for c in cl):
         _clear_boxes(x, rows, rank, cl, left, right, n)
     return x, rank, rows, chains, left, right
-
-
-def _extend(n: int, edges: Sequence[tuple[int, int]], ranks: list[int],
-            exact: bool) -> tuple[list[int], list[list[int]], list[list[int]]]:
-    """The rank of every item and dummy vertex (one per rank an edge skips), each edge's chain of vertices,
-    and each rank's vertices in the order with the fewest crossings (:func:`~workbench.graph.ordering.order`)."""
-    o = order(n, edges, ranks, exact=exact)
-    return o.rank, o.chains, o.rows
 
 
 def _ranks(n: int, edges: Sequence[tuple[int, int]], top: set[int],
@@ -258,21 +244,11 @@ def _draw(x: list[float], rank: list[int], rows: list[list[int]], extent: tuple[
                                           max(x[k] + right[k] for k in range(n)), ys[-1] + down[-1]))
 
 
-def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
-    """``row`` reordered so each cluster's vertices are side by side, at the mean place of its members."""
-    where: dict[str, list[int]] = {}
-    for j, k in enumerate(row):
-        if cl[k] is not None:
-            where.setdefault(cl[k], []).append(j)
-    centre = {c: sum(js) / len(js) for c, js in where.items()}
-    return [k for _, k in sorted(((centre[cl[k]] if cl[k] is not None else j, j), k) for j, k in enumerate(row))]
-
-
 def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
                  left: list[float], right: list[float], n: int) -> None:
     """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
     its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
-    of it, to the nearer side where there is room (an edge passing by may cross the box between members)."""
+    of it, to the side the rank's order puts it on (edges passing by run outside the box)."""
     placed: list[tuple[float, float, int, int, str]] = []  # x0, x1, first and last rank, cluster
     for c in dict.fromkeys(k for k in cl if k is not None):
         span: dict[int, list[int]] = {}
@@ -291,17 +267,27 @@ def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Seq
             shift = max(x0 - ext[r][0], min(0.0, x0 + wide - ext[r][1]))
             for k in ks:
                 x[k] += shift
-    for r, row in enumerate(rows):
-        walls = sorted((a, b, c) for a, b, r0, r1, c in placed if r0 <= r <= r1)
+    walls = {c: (a, b) for a, b, _, _, c in placed}
+    for row in rows:  # the rest of each rank outside the columns, in the rank's order (the order keeps each
+        floor, ceiling = [float("-inf")] * len(row), [float("inf")] * len(row)  # cluster side by side)
+        for j, k in enumerate(row):
+            if cl[k] is not None:
+                a, b = walls[cl[k]]
+                for i in range(j):
+                    ceiling[i] = min(ceiling[i], a - GAP) if cl[row[i]] != cl[k] else ceiling[i]
+                for i in range(j + 1, len(row)):
+                    floor[i] = max(floor[i], b + GAP) if cl[row[i]] != cl[k] else floor[i]
         edge = float("-inf")
-        for k in sorted(row, key=lambda k: x[k]):
-            xk = max(x[k], edge + GAP + left[k])
-            for a, b, c in walls:
-                if c != cl[k] and k < n and xk - left[k] < b + GAP and xk + right[k] > a - GAP:
-                    before = a - GAP - right[k]
-                    xk = before if xk < (a + b) / 2 and before - left[k] >= edge + GAP else b + GAP + left[k]
-            x[k] = xk
-            edge = xk + right[k]
+        for j, k in enumerate(row):  # left to right: past the walls and the boxes before
+            if cl[k] is None:
+                x[k] = max(x[k], floor[j] + left[k], edge + GAP + left[k])
+            edge = x[k] + right[k]
+        edge = float("inf")
+        for j in range(len(row) - 1, -1, -1):  # right to left: before the walls and the boxes after
+            k = row[j]
+            if cl[k] is None:
+                x[k] = min(x[k], ceiling[j] - right[k], edge - GAP - right[k])
+            edge = x[k] - left[k]
 
 
 def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],

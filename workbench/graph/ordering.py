@@ -39,12 +39,17 @@ class Order:
     chains: list[list[int]]
     rows: list[list[int]]
     crossings: int
+    #: Each vertex's cluster (an opened group; a dummy takes it when its edge joins two of its members), or None.
+    clusters: list[str | None] | None = None
 
 
-def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact: bool = True) -> Order:
+def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact: bool = True,
+          clusters: Sequence[str | None] | None = None) -> Order:
     """The order with the fewest crossings for items ranked ``ranks``: the heuristic's, then (with ``exact``,
     where crossings are left and the view is small) the exact one (:func:`~workbench.graph.exact.exact_rows`).
-    Without ``exact`` (a trial of how wide some ranks come out) the heuristic makes fewer tries."""
+    Without ``exact`` (a trial of how wide some ranks come out) the heuristic makes fewer tries. Each of
+    ``clusters`` (a name per item, or None) stays side by side in every rank (its box holds nothing else)."""
+    boxed = clusters is not None and any(c is not None for c in clusters)
     runs = RUNS if exact else TRIAL_RUNS
     rnd = random.Random(0)
     best: Order | None = None
@@ -53,7 +58,9 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
         rank, chains = dummies(n, edges, ranks, trunks=t % 2 == 0)
         links = _links(chains)
         perm = list(range(len(rank))) if t < 2 else rnd.sample(range(len(rank)), len(rank))
-        found = Order(rank, chains, _igraph_rows(rank, links, perm), 0)
+        found = Order(rank, chains, _igraph_rows(rank, links, perm), 0, _clusters(n, chains, clusters, len(rank)))
+        if found.clusters is not None:
+            found.rows = [_contiguous(row, found.clusters) for row in found.rows]
         _improve(found)
         found.crossings = count(found)
         if best is None or found.crossings < best.crossings:
@@ -62,7 +69,7 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
             break
     assert best is not None
     for trunks in (False, True):  # the exact order, where the view is small enough, for either kind of dummy
-        if best.crossings == 0 or not exact:
+        if best.crossings == 0 or not exact or boxed:
             break
         rank, chains = dummies(n, edges, ranks, trunks=trunks)
         rows = best.rows if chains == best.chains else _igraph_rows(rank, _links(chains), list(range(len(rank))))
@@ -74,6 +81,32 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
         if found is not None and found[1] < best.crossings:
             best = Order(rank, chains, found[0], found[1])
     return best
+
+
+def _clusters(n: int, chains: list[list[int]], clusters: Sequence[str | None] | None,
+              m: int) -> list[str | None] | None:
+    """Each vertex's cluster: the items' own, and a dummy's where its edge joins two members of one cluster."""
+    if clusters is None or all(c is None for c in clusters):
+        return None
+    cl: list[str | None] = list(clusters) + [None] * (m - n)
+    inside: dict[int, set[str | None]] = {}  # a trunk's dummy is inside only if every edge along it is
+    for chain in chains:
+        c = clusters[chain[0]] if clusters[chain[0]] == clusters[chain[-1]] else None
+        for d in chain[1:-1]:
+            inside.setdefault(d, set()).add(c)
+    for d, cs in inside.items():
+        cl[d] = cs.pop() if len(cs) == 1 else None
+    return cl
+
+
+def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
+    """``row`` reordered so each cluster's vertices are side by side, at the mean place of its members."""
+    where: dict[str, list[int]] = {}
+    for j, k in enumerate(row):
+        if cl[k] is not None:
+            where.setdefault(cl[k], []).append(j)
+    centre = {c: sum(js) / len(js) for c, js in where.items()}
+    return [k for _, k in sorted(((centre[cl[k]] if cl[k] is not None else j, j), k) for j, k in enumerate(row))]
 
 
 def _links(chains: list[list[int]]) -> list[tuple[int, int]]:
@@ -150,18 +183,29 @@ def _improve(o: Order) -> None:
                 for k in rest:
                     here.append(here[-1] - cost[v, k] + cost[k, v])
                 at = row.index(v)
-                j = min(range(len(here)), key=lambda i: (here[i], i != at))
+                places = _places(rest, v, o.clusters) if o.clusters is not None else range(len(here))
+                j = min(places, key=lambda i: (here[i], i != at))
                 if j != at:
                     row[:] = rest[:j] + [v] + rest[j:]
                     moved = True
             for i in range(len(row) - 1):
                 a, b = row[i], row[i + 1]
-                if cost[b, a] < cost[a, b]:
+                if cost[b, a] < cost[a, b] and (o.clusters is None or o.clusters[a] == o.clusters[b]):
                     row[i], row[i + 1] = b, a
                     moved = True
             where.update({k: i for i, k in enumerate(row)})
         if not moved:
             break
+
+
+def _places(rest: list[int], v: int, cl: Sequence[str | None]) -> list[int]:
+    """Where ``v`` may go in ``rest`` keeping every cluster side by side: among its own cluster's members, or
+    (outside every cluster) anywhere but between two members of one."""
+    if cl[v] is not None:
+        own = [i for i, k in enumerate(rest) if cl[k] == cl[v]]
+        return list(range(own[0], own[-1] + 2)) if own else list(range(len(rest) + 1))
+    return [j for j in range(len(rest) + 1)
+            if not (0 < j < len(rest) and cl[rest[j - 1]] is not None and cl[rest[j - 1]] == cl[rest[j]])]
 
 
 def count(o: Order) -> int:
