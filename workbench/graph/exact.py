@@ -11,6 +11,7 @@ same on every machine. Without ``highspy``, or for a view too large, the heurist
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Sequence
 
 #: Views with more pairs of edge segments that could cross than this are left to the heuristic.
 MAX_PAIRS = 500
@@ -20,11 +21,12 @@ MAX_NODES = 500
 MAX_SECONDS = 1.0
 
 
-def exact_rows(rank: list[int], links: list[tuple[int, int, int]],
-               rows: list[list[int]]) -> tuple[list[list[int]], int] | None:
+def exact_rows(rank: list[int], links: list[tuple[int, int, int]], rows: list[list[int]],
+               clusters: Sequence[str | None] | None = None) -> tuple[list[list[int]], int] | None:
     """The crossing-minimal rows for vertices ranked ``rank`` joined by ``links`` (upper vertex, lower vertex,
-    how many edges run along it), starting from ``rows``; with their crossings. None when the view is too
-    large, HiGHS is not installed, or it found nothing better than ``rows``."""
+    how many edges run along it), starting from ``rows``, each of ``clusters`` (a name per vertex, or None)
+    kept side by side in every rank; with their crossings. None when the view is too large or HiGHS is not
+    installed."""
     pairs = [(s, t) for r_links in _by_gap(rank, links).values() for s, t in combinations(r_links, 2)
              if s[0] != t[0] and s[1] != t[1]]
     if not pairs or len(pairs) > MAX_PAIRS:
@@ -46,6 +48,15 @@ def exact_rows(rank: list[int], links: list[tuple[int, int, int]],
     for row in rows:
         for a, b, c in combinations(sorted(row), 3):
             cons.append(({var[a, b]: 1.0, var[b, c]: 1.0, var[a, c]: -1.0}, 0.0, 1.0))
+    for row in rows if clusters is not None else ():  # nothing between two members of one cluster
+        for c in {clusters[k] for k in row} - {None}:
+            members = [k for k in row if clusters[k] == c]
+            for e in (k for k in row if clusters[k] != c):
+                for m1, m2 in zip(members, members[1:]):  # e on the same side of every member
+                    (i, si, ci), (j, sj, cj) = left(e, m1), left(e, m2)
+                    coef = {i: si}
+                    coef[j] = coef.get(j, 0.0) - sj
+                    cons.append((coef, cj - ci, cj - ci))
     cost = [0.0] * len(var)
     start = [float(where[a] < where[b]) for a, b in var]
     for (a, b, w1), (c, d, w2) in pairs:

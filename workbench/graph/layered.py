@@ -92,10 +92,9 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
         if not width or wide <= width + 1 or budget < width / 3:
             break
         budget -= max(wide - width, GAP)
-    if not any(c is not None for c in clusters or ()):  # an opened group reorders its ranks: no exact order
-        exact = _attempt(sizes, edges, best_ranks, clusters, width, exact=True)  # the exact order, placed again
-        if not width or _wide(exact) <= max(width + 1, _wide(best)):
-            best = exact
+    exact = _attempt(sizes, edges, best_ranks, clusters, width, exact=True)  # the exact order, placed again
+    if not width or _wide(exact) <= max(width + 1, _wide(best)):
+        best = exact
     x, rank, rows, chains, left, right = best
     up = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
     down = [max([sizes[k].down for k in row if k < n], default=LANE) for row in rows]

@@ -69,17 +69,19 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
             break
     assert best is not None
     for trunks in (False, True):  # the exact order, where the view is small enough, for either kind of dummy
-        if best.crossings == 0 or not exact or boxed:
+        if best.crossings == 0 or not exact:
             break
         rank, chains = dummies(n, edges, ranks, trunks=trunks)
+        cl = _clusters(n, chains, clusters, len(rank))
         rows = best.rows if chains == best.chains else _igraph_rows(rank, _links(chains), list(range(len(rank))))
+        rows = [_contiguous(row, cl) for row in rows] if cl is not None else rows
         weights: dict[tuple[int, int], int] = {}
         for a, b in (link for chain in chains for link in zip(chain, chain[1:])):
             lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
             weights[lo, hi] = weights.get((lo, hi), 0) + 1
-        found = exact_rows(rank, [(a, b, w) for (a, b), w in weights.items()], rows)
+        found = exact_rows(rank, [(a, b, w) for (a, b), w in weights.items()], rows, cl)
         if found is not None and found[1] < best.crossings:
-            best = Order(rank, chains, found[0], found[1])
+            best = Order(rank, chains, found[0], found[1], cl)
     return best
 
 
