@@ -10,6 +10,7 @@ same on every machine. Without ``highspy``, or for a view too large, the heurist
 
 from __future__ import annotations
 
+import importlib.util
 from itertools import combinations
 from typing import Sequence
 
@@ -27,8 +28,7 @@ def exact_rows(rank: list[int], links: list[tuple[int, int, int]], rows: list[li
     how many edges run along it), starting from ``rows``, each of ``clusters`` (a name per vertex, or None)
     kept side by side in every rank; with their crossings. None when the view is too large or HiGHS is not
     installed."""
-    pairs = [(s, t) for r_links in _by_gap(rank, links).values() for s, t in combinations(r_links, 2)
-             if s[0] != t[0] and s[1] != t[1]]
+    pairs = _pairs(rank, links)
     if not pairs or len(pairs) > MAX_PAIRS:
         return None
     try:
@@ -77,6 +77,17 @@ def exact_rows(rank: list[int], links: list[tuple[int, int, int]], rows: list[li
     return out, int(round(value))
 
 
+def solvable(rank: list[int], links: list[tuple[int, int, int]]) -> bool:
+    """Whether :func:`exact_rows` takes on this view (small enough, and HiGHS installed)."""
+    return 0 < len(_pairs(rank, links)) <= MAX_PAIRS and importlib.util.find_spec("highspy") is not None
+
+
+def _pairs(rank: list[int], links: list[tuple[int, int, int]]) -> list[tuple[tuple[int, int, int], ...]]:
+    """The pairs of links between the same two ranks that could cross (no shared end)."""
+    return [(s, t) for r_links in _by_gap(rank, links).values() for s, t in combinations(r_links, 2)
+            if s[0] != t[0] and s[1] != t[1]]
+
+
 def _by_gap(rank: list[int], links: list[tuple[int, int, int]]) -> dict[int, list[tuple[int, int, int]]]:
     out: dict[int, list[tuple[int, int, int]]] = {}
     for a, b, w in links:
@@ -94,7 +105,7 @@ def _solve(highspy, cost: list[float], cons, n_binary: int, start: list[float]) 
     h = getattr(getattr(highspy, "_core", None), "_Highs", highspy.Highs)()
     # Crossings are whole numbers: a bound within one of the best order found proves it optimal.
     for key, value in (("output_flag", False), ("mip_max_nodes", MAX_NODES), ("time_limit", MAX_SECONDS),
-                       ("threads", 1), ("mip_abs_gap", 0.999)):
+                       ("threads", 1), ("mip_abs_gap", 0.999), ("presolve", "off")):  # presolve: slower here
         h.setOptionValue(key, value)
     n = len(cost)
     h.addCols(n, cost, [0.0] * n, [1.0] * n, 0, [], [], [])
@@ -117,4 +128,4 @@ def _solve(highspy, cost: list[float], cons, n_binary: int, start: list[float]) 
     return info.objective_function_value, list(h.getSolution().col_value)
 
 
-__all__ = ["MAX_NODES", "MAX_PAIRS", "exact_rows"]
+__all__ = ["MAX_NODES", "MAX_PAIRS", "exact_rows", "solvable"]

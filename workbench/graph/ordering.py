@@ -13,17 +13,18 @@ vertices are tried: one per edge and rank, and one trunk per source and rank tha
 from __future__ import annotations
 
 import random
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
-from .exact import exact_rows
+import numpy as np
+
+from .exact import exact_rows, solvable
 
 #: Renumberings tried, alternately with and without trunks (the first two in the items' own order); the best
 #: is kept. Each costs a few ms on a layer.
 RUNS = 16
 #: Renumberings tried for a trial of the ranks' widths.
-TRIAL_RUNS = 4
+TRIAL_RUNS = 2
 #: Fewer renumberings for larger views: at most this many divided by the edges' total length in ranks.
 BIG = 4000
 #: Most rounds of :func:`_improve` over every rank.
@@ -49,8 +50,10 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
     where crossings are left and the view is small) the exact one (:func:`~workbench.graph.exact.exact_rows`).
     Without ``exact`` (a trial of how wide some ranks come out) the heuristic makes fewer tries. Each of
     ``clusters`` (a name per item, or None) stays side by side in every rank (its box holds nothing else)."""
-    boxed = clusters is not None and any(c is not None for c in clusters)
     runs = RUNS if exact else TRIAL_RUNS
+    if exact:  # the exact order needs only a start: one heuristic try per kind of dummy
+        rank, chains = dummies(n, edges, ranks, trunks=False)
+        runs = 2 if solvable(rank, _weighted(rank, chains)) else runs
     rnd = random.Random(0)
     best: Order | None = None
     runs = max(2, min(runs, BIG // max(1, len(edges) + sum(ranks[v] - ranks[u] for u, v in edges))))
@@ -68,18 +71,12 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
         if best.crossings == 0:
             break
     assert best is not None
-    for trunks in (False, True):  # the exact order, where the view is small enough, for either kind of dummy
-        if best.crossings == 0 or not exact:
-            break
-        rank, chains = dummies(n, edges, ranks, trunks=trunks)
+    if best.crossings and exact:  # the exact order, where the view is small (a dummy per edge: lanes of one
+        rank, chains = dummies(n, edges, ranks, trunks=False)  # source side by side are drawn as one anyway)
         cl = _clusters(n, chains, clusters, len(rank))
         rows = best.rows if chains == best.chains else _igraph_rows(rank, _links(chains), list(range(len(rank))))
         rows = [_contiguous(row, cl) for row in rows] if cl is not None else rows
-        weights: dict[tuple[int, int], int] = {}
-        for a, b in (link for chain in chains for link in zip(chain, chain[1:])):
-            lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
-            weights[lo, hi] = weights.get((lo, hi), 0) + 1
-        found = exact_rows(rank, [(a, b, w) for (a, b), w in weights.items()], rows, cl)
+        found = exact_rows(rank, _weighted(rank, chains), rows, cl)
         if found is not None and found[1] < best.crossings:
             best = Order(rank, chains, found[0], found[1], cl)
     return best
@@ -109,6 +106,15 @@ def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
             where.setdefault(cl[k], []).append(j)
     centre = {c: sum(js) / len(js) for c, js in where.items()}
     return [k for _, k in sorted(((centre[cl[k]] if cl[k] is not None else j, j), k) for j, k in enumerate(row))]
+
+
+def _weighted(rank: list[int], chains: list[list[int]]) -> list[tuple[int, int, int]]:
+    """Each link (upper vertex, lower vertex) with the number of edges along it."""
+    weights: dict[tuple[int, int], int] = {}
+    for a, b in (link for chain in chains for link in zip(chain, chain[1:])):
+        lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
+        weights[lo, hi] = weights.get((lo, hi), 0) + 1
+    return [(a, b, w) for (a, b), w in weights.items()]
 
 
 def _links(chains: list[list[int]]) -> list[tuple[int, int]]:
@@ -145,8 +151,9 @@ def _igraph_rows(rank: list[int], links: list[tuple[int, int]], perm: list[int])
     g = igraph.Graph(n=len(rank), edges=[(new[a], new[b]) for a, b in links], directed=True)
     lay = g.layout_sugiyama(layers=[rank[old] for old in perm], hgap=1, vgap=1, maxiter=100)
     pos = [0.0] * len(rank)
+    coords = lay.coords  # built anew on each access
     for i, old in enumerate(perm):
-        pos[old] = lay.coords[i][0]
+        pos[old] = coords[i][0]
     rows: list[list[int]] = [[] for _ in range(max(rank) + 1)]
     for k in sorted(range(len(rank)), key=lambda k: pos[k]):
         rows[rank[k]].append(k)
@@ -173,13 +180,9 @@ def _improve(o: Order) -> None:
         for row in o.rows:
             if len(row) < 2:
                 continue
-            # crossings between the edges of a and b with a left of b (the other ranks stay put meanwhile)
-            nbs = {k: (sorted(where[p] for p in up.get(k, ())), sorted(where[p] for p in down.get(k, ())))
-                   for k in row}
-            cost = {(a, b): sum(bisect_right(qs, p - 1) for side in (0, 1) for p in nbs[a][side]
-                                for qs in (nbs[b][side],))
-                    for a in row for b in row if a != b}
-            for v in sorted(row, key=lambda k: -len(nbs[k][0]) - len(nbs[k][1])):
+            cost = _pair_costs(row, up, down, where)
+            degree = {k: len(up.get(k, ())) + len(down.get(k, ())) for k in row}
+            for v in sorted(row, key=lambda k: -degree[k]):
                 rest = [k for k in row if k != v]
                 here = [sum(cost[v, k] for k in rest)]  # v at place j: right of rest[:j], left of rest[j:]
                 for k in rest:
@@ -198,6 +201,23 @@ def _improve(o: Order) -> None:
             where.update({k: i for i, k in enumerate(row)})
         if not moved:
             break
+
+
+def _pair_costs(row: list[int], up: dict[int, list[int]], down: dict[int, list[int]],
+                where: dict[int, int]) -> dict[tuple[int, int], int]:
+    """Crossings between the edges of ``a`` and ``b`` of ``row`` with ``a`` left of ``b``, for every pair (the
+    other ranks stay put): the neighbours of ``a`` at each place times those of ``b`` at places before it."""
+    index = {k: i for i, k in enumerate(row)}
+    total = np.zeros((len(row), len(row)), dtype=np.int64)
+    for nb in (up, down):
+        width = 1 + max((where[p] for k in row for p in nb.get(k, ())), default=0)
+        at = np.zeros((len(row), width + 1), dtype=np.int64)
+        for k in row:
+            for p in nb.get(k, ()):
+                at[index[k], where[p]] += 1
+        before = np.cumsum(at, axis=1) - at  # neighbours at places before each place
+        total += at @ before.T
+    return {(a, b): int(total[index[a], index[b]]) for a in row for b in row if a != b}
 
 
 def _places(rest: list[int], v: int, cl: Sequence[str | None]) -> list[int]:
