@@ -2,12 +2,13 @@
 
 The pictures are checked as drawn at the app's default pane width (520 px): full labels, no edge
 through a node, no two boxes overlapping, groups as boxes holding their members, and no more
-crossings than the hand-written layout of 2f4119c drew on the same view (its figures in
-``benchmarks/results/layout_quality.md``).
+crossings than ELK's layered layout draws on the same boxes and edges (its figures measured with
+``benchmarks/layout_quality.py``, written here since CI may lack node).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import onnx
@@ -113,7 +114,9 @@ def test_an_opened_group_is_a_box_among_the_others(tiny_export):
     (box,) = lay.boxes
     inside = {lay.ids[k] for k in range(len(lay)) if box.x0 < lay.x[k] < box.x1 and box.y0 < lay.y[k] < box.y1}
     assert inside == {i for i, g in groups.items() if g == "layer 0"}
-    _legible(lay)
+    # ELK layered draws 5 on the same items without the box (elkjs 0.12.1); with the box kept whole, 6 is the
+    # fewest these ranks allow (HiGHS's exact order); edges passing the box run outside it
+    _legible(lay, crossings=6)
 
 
 def test_collapsed_layers_become_one_item_each_and_expand(tiny_model):
@@ -227,8 +230,12 @@ def _snapshot_table(sn):
     return without_constants(node_table(getattr(sn, "skeleton", None) or sn.model, layer_of=layer_of))
 
 
-#: Crossings the hand-written layout (2f4119c) drew at 520 px on layer 0 before the Attention step, per exporter.
-CROSSINGS_BEFORE_ATTENTION = {"torchscript": 25, "dynamo": 9}
+#: ELK layered's crossings on layer 0 before the Attention step, per exporter (elkjs 0.12.1 on the same boxes,
+#: node 20, as benchmarks/layout_quality.py runs it); the hand-written layout (2f4119c) drew 25 and 9.
+CROSSINGS_BEFORE_ATTENTION = {"torchscript": 3, "dynamo": 2}
+#: Without HiGHS (highspy, a dependency) the heuristic order alone draws these.
+HEURISTIC_BEFORE_ATTENTION = {"torchscript": 8, "dynamo": 2}
+HAVE_HIGHS = importlib.util.find_spec("highspy") is not None
 
 
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
@@ -241,7 +248,7 @@ def test_layer_before_attention_is_legible_at_the_apps_width(tiny_export, export
     snaps = Timeline(res.path, FusionPlan(engine="ort"), num_heads=2, hidden_size=128, num_layers=2).run()
     k = next(i for i, s in enumerate(snaps) if s.step == "attention")
     lay = layout_graph(_snapshot_table(snaps[k - 1]), layer=0)
-    q = _legible(lay, crossings=CROSSINGS_BEFORE_ATTENTION[exporter])
+    q = _legible(lay, crossings=(CROSSINGS_BEFORE_ATTENTION if HAVE_HIGHS else HEURISTIC_BEFORE_ATTENTION)[exporter])
     assert q.aspect <= 1.5  # uses the pane's width rather than a tall narrow column
     # after every step: still legible
     for sn in (snaps[k], snaps[-1]):
