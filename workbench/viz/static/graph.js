@@ -42,7 +42,7 @@ function draw(el, sc, view, rings) {
   let lx = 0.02 * w;
   for (const [name, colour] of sc.legend || []) {
     out.push(`<circle class="wb-gw-legend" cx="${(lx + 4).toFixed(1)}" cy="30" r="4" stroke="${colour}"/>` +
-      `<text class="wb-gw-label" x="${(lx + 11).toFixed(1)}" y="30" dominant-baseline="central">${esc(name)}</text>`);
+      `<text class="wb-gw-legend-label" x="${(lx + 11).toFixed(1)}" y="30" dominant-baseline="central">${esc(name)}</text>`);
     lx += 20 + 5.6 * String(name).length;
   }
   out.push(`<svg x="${m.l}" y="${m.t}" width="${w - m.l - m.r}" height="${h - m.t - m.b}" overflow="hidden">`);
