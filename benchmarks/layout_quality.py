@@ -6,7 +6,8 @@ For each view, laid out with :func:`workbench.graph.layout.layout_graph` and tur
 (:func:`workbench.viz.graph.graph_scene`) at the app's default pane width (520 px), and the same items (the
 same label-sized boxes, the same edges) laid out by the anchors, ELK layered (elkjs 0.12.1: DOWN, defaults,
 orthogonal edges) and dagre (@dagrejs/dagre 3.1.3 with Netron's options: nodesep 20, ranksep 20, top to
-bottom), drawn at their own full size, in pixels:
+bottom), drawn at their own full size (an opened group is a compound node for ELK, a flat set for dagre),
+in pixels:
 
 - ``crossings``: pairs of edge segments (of different edges) that cross;
 - ``through``: edges whose drawn polyline passes through the box of a node that is not one of its ends
@@ -112,12 +113,22 @@ const req = JSON.parse(fs.readFileSync(0, "utf8"));
 const boxOf = (g) => g.nodes.map((n, k) => ({ id: "n" + k, width: n.w, height: n.h }));
 async function elk(g) {
   const ELK = require("elkjs/lib/elk.bundled.js");
-  const graph = { id: "root", layoutOptions: { "elk.algorithm": "layered", "elk.direction": "DOWN" },
-    children: boxOf(g), edges: g.edges.map(([u, v], j) => ({ id: "e" + j, sources: ["n" + u], targets: ["n" + v] })) };
+  // An opened group is a compound node holding its members, laid out with the rest (coordinates absolute).
+  const top = [], groups = {};
+  boxOf(g).forEach((n, k) => {
+    const name = (g.groups || [])[k];
+    if (name == null) return top.push(n);
+    if (!groups[name]) top.push(groups[name] = { id: "g" + Object.keys(groups).length, children: [] });
+    groups[name].children.push(n);
+  });
+  const graph = { id: "root", layoutOptions: { "elk.algorithm": "layered", "elk.direction": "DOWN",
+      "elk.hierarchyHandling": "INCLUDE_CHILDREN", "elk.json.edgeCoords": "ROOT", "elk.json.shapeCoords": "ROOT" },
+    children: top, edges: g.edges.map(([u, v], j) => ({ id: "e" + j, sources: ["n" + u], targets: ["n" + v] })) };
   const t0 = performance.now();
   const out = await new ELK().layout(graph);
   const ms = performance.now() - t0, pos = {};
-  for (const c of out.children) pos[c.id] = [c.x, c.y];
+  const walk = (cs) => { for (const c of cs || []) { pos[c.id] = [c.x, c.y]; walk(c.children); } };
+  walk(out.children);
   const routes = out.edges.map((e) => {
     const s = e.sections[0];
     return [s.startPoint, ...(s.bendPoints || []), s.endPoint].flatMap((p) => [p.x, p.y]);
@@ -160,16 +171,18 @@ def anchors_ready() -> str:
     return ""
 
 
-def anchor_layouts(layouts: list, engine: str) -> list:
+def anchor_layouts(layouts: list, engine: str, groups: list | None = None) -> list:
     """``layouts`` laid out again by ``engine`` ("elk" or "dagre") on the same boxes and edges, as Layouts
-    (each item's anchor where ours would be in its box), with the milliseconds each call took."""
+    (each item's anchor where ours would be in its box), with the seconds each call took. ``groups``: per
+    layout, each item's opened group (or None), which ELK lays out as a compound node holding its members."""
     from workbench.graph.layout import item_size
 
     graphs, sizes = [], []
-    for lay in layouts:
+    for j, lay in enumerate(layouts):
         sz = [item_size(k, label) for k, label in zip(lay.kinds, lay.labels)]
         sizes.append(sz)
-        graphs.append(dict(nodes=[dict(w=s.left + s.right, h=s.half + s.down) for s in sz], edges=lay.edges))
+        graphs.append(dict(nodes=[dict(w=s.left + s.right, h=s.half + s.down) for s in sz], edges=lay.edges,
+                           groups=(groups or [None] * len(layouts))[j]))
     r = subprocess.run(["node", str(ANCHORS / "anchors.cjs")], input=json.dumps(dict(engine=engine, graphs=graphs)),
                        capture_output=True, text=True, check=True)
     out = []
@@ -234,8 +247,12 @@ def main() -> None:
     rows = [r for r, _ in measured]
     why = "ELK and dagre skipped (--no-anchors)" if a.no_anchors else anchors_ready()
     if not why:
+        vg = view_groups(export_tab)
+        opened = [[vg.get(i) if vg.get(i) in {b.group for b in lay.boxes} else None for i in lay.ids]
+                  for _, lay in measured]
         for engine in ("elk", "dagre"):
-            for (name, _), (lay, secs) in zip(views, anchor_layouts([lay for _, lay in measured], engine)):
+            laid = anchor_layouts([lay for _, lay in measured], engine, opened)
+            for (name, _), (lay, secs) in zip(views, laid):
                 rows.append(figures(engine, name, lay, None, secs))
     rows.sort(key=lambda r: [v for v, _ in views].index(r["view"]))
     load = os.getloadavg()
