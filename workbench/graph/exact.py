@@ -26,55 +26,85 @@ def exact_rows(rank: list[int], links: list[tuple[int, int, int]], rows: list[li
                clusters: Sequence[str | None] | None = None) -> tuple[list[list[int]], int] | None:
     """The crossing-minimal rows for vertices ranked ``rank`` joined by ``links`` (upper vertex, lower vertex,
     how many edges run along it), starting from ``rows``, each of ``clusters`` (a name per vertex, or None)
-    kept side by side in every rank; with their crossings. None when the view is too large or HiGHS is not
-    installed."""
-    pairs = _pairs(rank, links)
-    if not pairs or len(pairs) > MAX_PAIRS:
+    kept side by side in every rank; with the program's crossings. With clusters only the order inside each
+    cluster is solved (the rest keeps the order of ``rows``). None when the program is too large, or HiGHS is
+    not installed."""
+    if importlib.util.find_spec("highspy") is None:
         return None
-    try:
-        import highspy  # lazy: only views with crossings left after the heuristic need the solver
-    except ImportError:
-        return None
-    var: dict[tuple[int, int], int] = {}
-    for row in rows:
-        for a, b in combinations(sorted(row), 2):
-            var[a, b] = len(var)
+    import highspy  # lazy: only views with crossings left after the heuristic need the solver
+
     where = {k: i for row in rows for i, k in enumerate(row)}
-
-    def left(a: int, b: int) -> tuple[int, float, float]:  # "a left of b" = coef * x + const
-        return (var[a, b], 1.0, 0.0) if (a, b) in var else (var[b, a], -1.0, 1.0)
-
-    cons: list[tuple[dict[int, float], float, float]] = []
-    for row in rows:
-        for a, b, c in combinations(sorted(row), 3):
-            cons.append(({var[a, b]: 1.0, var[b, c]: 1.0, var[a, c]: -1.0}, 0.0, 1.0))
-    for row in rows if clusters is not None else ():  # nothing between two members of one cluster
-        for c in {clusters[k] for k in row} - {None}:
-            members = [k for k in row if clusters[k] == c]
-            for e in (k for k in row if clusters[k] != c):
-                for m1, m2 in zip(members, members[1:]):  # e on the same side of every member
-                    (i, si, ci), (j, sj, cj) = left(e, m1), left(e, m2)
-                    coef = {i: si}
-                    coef[j] = coef.get(j, 0.0) - sj
-                    cons.append((coef, cj - ci, cj - ci))
-    cost = [0.0] * len(var)
-    start = [float(where[a] < where[b]) for a, b in var]
-    for (a, b, w1), (c, d, w2) in pairs:
-        z = len(cost)
-        cost.append(float(w1 * w2))
-        (i, si, ci), (j, sj, cj) = left(a, c), left(b, d)
-        for sign in (1.0, -1.0):  # z >= +-(left(a, c) - left(b, d))
-            coef = {z: 1.0}
-            coef[i] = coef.get(i, 0.0) - sign * si
-            coef[j] = coef.get(j, 0.0) + sign * sj
-            cons.append((coef, sign * (ci - cj), highspy.kHighsInf))
-        start.append(float((where[a] < where[c]) != (where[b] < where[d])))
-    found = _solve(highspy, cost, cons, len(var), start)
+    # With clusters the whole program (kept side by side by constraints) is slow to solve even when small.
+    program = _Program(rows, where, clusters, inside_only=clusters is not None)
+    if not program.var or program.pairs(rank, links) > MAX_PAIRS:
+        return None
+    found = _solve(highspy, *program.build(rank, links, highspy.kHighsInf), len(program.var), program.start())
     if found is None:
         return None
     value, x = found
-    out = [sorted(row, key=lambda k: sum(1 for o in row if o != k and _is_left(x, var, o, k))) for row in rows]
-    return out, int(round(value))
+    return [sorted(row, key=lambda k: sum(1 for o in row if o != k and program.is_left(x, o, k)))
+            for row in rows], int(round(value + program.offset))
+
+
+class _Program:
+    """The integer program over the rows' pair orders: a 0/1 variable per free pair (``a`` left of ``b``), a
+    constant (the order of the rows given) for the others; with ``inside_only`` only pairs of one cluster are
+    free (so each cluster stays side by side), else every pair of a rank."""
+
+    def __init__(self, rows: list[list[int]], where: dict[int, int], clusters, inside_only: bool):
+        self.rows, self.where, self.cl, self.inside_only = rows, where, clusters, inside_only
+        self.var: dict[tuple[int, int], int] = {}
+        for row in rows:
+            for a, b in combinations(sorted(row), 2):
+                if not inside_only or (clusters[a] is not None and clusters[a] == clusters[b]):
+                    self.var[a, b] = len(self.var)
+        self.offset = 0.0
+
+    def left(self, a: int, b: int) -> tuple[int | None, float, float]:
+        """"a left of b" as coef * x[i] + const (i None: a constant)."""
+        if (a, b) in self.var:
+            return self.var[a, b], 1.0, 0.0
+        if (b, a) in self.var:
+            return self.var[b, a], -1.0, 1.0
+        return None, 0.0, float(self.where[a] < self.where[b])
+
+    def is_left(self, x: list[float], a: int, b: int) -> bool:
+        i, coef, const = self.left(a, b)
+        return (coef * x[i] + const if i is not None else const) > 0.5
+
+    def start(self) -> list[float]:
+        return [float(self.where[a] < self.where[b]) for a, b in self.var] + self._z_start
+
+    def pairs(self, rank: list[int], links: list[tuple[int, int, int]]) -> int:
+        """How many pairs of links could cross and depend on a variable."""
+        self._pairs = [(s, t) for s, t in _pairs(rank, links)
+                       if self.left(s[0], t[0])[0] is not None or self.left(s[1], t[1])[0] is not None]
+        return len(self._pairs)
+
+    def build(self, rank, links, inf: float) -> tuple[list[float], list[tuple[dict[int, float], float, float]]]:
+        """Costs and constraints: transitivity, and each pair's crossing."""
+        cost, cons, self._z_start = [0.0] * len(self.var), [], []
+        for row in self.rows:
+            for a, b, c in combinations(sorted(row), 3):
+                if (a, b) in self.var and (b, c) in self.var and (a, c) in self.var:
+                    cons.append(({self.var[a, b]: 1.0, self.var[b, c]: 1.0, self.var[a, c]: -1.0}, 0.0, 1.0))
+        for (a, b, w1), (c, d, w2) in self._pairs:
+            (i, si, ci), (j, sj, cj) = self.left(a, c), self.left(b, d)
+            if i is None or j is None:  # crossing = |x - k|: linear in the one variable
+                (v, sv, cv), k = ((j, sj, cj), ci) if i is None else ((i, si, ci), cj)
+                sign = 1.0 if k < 0.5 else -1.0  # crossing = x' (k = 0) or 1 - x' (k = 1), x' = sv * x + cv
+                cost[v] += sign * sv * w1 * w2
+                self.offset += (sign * cv + (1.0 if k > 0.5 else 0.0)) * w1 * w2
+                continue
+            z = len(cost)
+            cost.append(float(w1 * w2))
+            for sign in (1.0, -1.0):  # z >= +-(left(a, c) - left(b, d))
+                coef = {z: 1.0}
+                coef[i] = coef.get(i, 0.0) - sign * si
+                coef[j] = coef.get(j, 0.0) + sign * sj
+                cons.append((coef, sign * (ci - cj), inf))
+            self._z_start.append(float((self.where[a] < self.where[c]) != (self.where[b] < self.where[d])))
+        return cost, cons
 
 
 def solvable(rank: list[int], links: list[tuple[int, int, int]]) -> bool:
@@ -93,10 +123,6 @@ def _by_gap(rank: list[int], links: list[tuple[int, int, int]]) -> dict[int, lis
     for a, b, w in links:
         out.setdefault(rank[a], []).append((a, b, w))
     return out
-
-
-def _is_left(x: list[float], var: dict[tuple[int, int], int], a: int, b: int) -> bool:
-    return x[var[a, b]] > 0.5 if (a, b) in var else x[var[b, a]] < 0.5
 
 
 def _solve(highspy, cost: list[float], cons, n_binary: int, start: list[float]) -> tuple[float, list[float]] | None:

@@ -76,25 +76,16 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     if n == 0:
         return Drawing([], [], [], [[] for _ in edges], (0.0, 0.0, 0.0, 0.0))
     base = _ranks(n, edges, set(top), clusters)
-    budget = width
-    # A split rank's new ranks carry lanes for the edges that skip them, and an expanded cluster's box pushes
-    # other items aside: while the picture is wider than ``width``, split the ranks again for less.
-    best, best_fit, best_ranks = None, -1.0, base
-    for _ in range(5):
-        ranks = _bounded(base, sizes, edges, budget, set(top)) if width else base
-        tried = _attempt(sizes, edges, ranks, clusters, width, exact=False)
-        x, rank, rows, _, left, right = tried
-        wide = max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
-        # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
-        fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(rows)))
-        if fit > best_fit:
-            best, best_fit, best_ranks = tried, fit, ranks
-        if not width or wide <= width + 1 or budget < width / 3:
+    best, budget, ranks = _fit(base, sizes, edges, set(top), clusters, width, height)
+    # The exact order, placed again; where it comes out wider than the picture (an opened group's column
+    # pushes what passes it aside), on ranks split for a little less.
+    for _ in range(3):
+        exact = _attempt(sizes, edges, ranks, clusters, width, exact=True)
+        if not width or _wide(exact) <= max(width + 1, _wide(best)):
+            best = exact
             break
-        budget -= max(wide - width, GAP)
-    exact = _attempt(sizes, edges, best_ranks, clusters, width, exact=True)  # the exact order, placed again
-    if not width or _wide(exact) <= max(width + 1, _wide(best)):
-        best = exact
+        budget -= max(_wide(exact) - width, GAP)
+        ranks = _bounded(base, sizes, edges, budget, set(top))
     x, rank, rows, chains, left, right = best
     up = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
     down = [max([sizes[k].down for k in row if k < n], default=LANE) for row in rows]
@@ -102,6 +93,28 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     if height and len(rows) > 1:
         gap = max(MIN_RANK_GAP, min(RANK_GAP, (height - sum(up) - sum(down)) / (len(rows) - 1)))
     return _draw(x, rank, rows, (up, down), chains, left, right, n, gap)
+
+
+def _fit(base: list[int], sizes: Sequence[Size], edges: Sequence[tuple[int, int]], top: set[int],
+         clusters: Sequence[str | None] | None, width: float | None, height: float | None):
+    """The trial drawing (heuristic order) that keeps most of its full size within ``width`` x ``height``,
+    with the width budget and the ranks it was split for. A split rank's new ranks carry lanes for the edges
+    that skip them, and an expanded cluster's box pushes other items aside: while the picture is wider than
+    ``width``, the ranks are split again for less."""
+    budget = width
+    best, best_fit, best_ranks, best_budget = None, -1.0, base, width
+    for _ in range(5):
+        ranks = _bounded(base, sizes, edges, budget, top) if width else base
+        tried = _attempt(sizes, edges, ranks, clusters, width, exact=False)
+        wide = _wide(tried)
+        # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
+        fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(tried[2])))
+        if fit > best_fit:
+            best, best_fit, best_ranks, best_budget = tried, fit, ranks, budget
+        if not width or wide <= width + 1 or budget < width / 3:
+            break
+        budget -= max(wide - width, GAP)
+    return best, best_budget, best_ranks
 
 
 def _wide(tried) -> float:
@@ -132,7 +145,7 @@ def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: lis
         up[hi].append(lo)
     x = _place_x(rows, left, right, up, down, n, width, source)
     if any(c is not None for c in cl):
-        _clear_boxes(x, rows, rank, cl, left, right, n)
+        _clear_boxes(x, rows, rank, cl, left, right, n, width)
     return x, rank, rows, chains, left, right
 
 
@@ -239,12 +252,12 @@ def _draw(x: list[float], rank: list[int], rows: list[list[int]], extent: tuple[
         pts += [x[v], side(rank[v], -sign)]
         routes.append([round(p, 2) for p in pts])
     return Drawing(x=[round(x[k], 2) for k in range(n)], y=[ys[rank[k]] for k in range(n)], rank=rank[:n],
-                   routes=routes, bounds=(min(x[k] - left[k] for k in range(n)), -up[0],
-                                          max(x[k] + right[k] for k in range(n)), ys[-1] + down[-1]))
+                   routes=routes, bounds=(min(x[k] - left[k] for k in range(len(x))), -up[0],  # lanes too
+                                          max(x[k] + right[k] for k in range(len(x))), ys[-1] + down[-1]))
 
 
 def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
-                 left: list[float], right: list[float], n: int) -> None:
+                 left: list[float], right: list[float], n: int, width: float | None = None) -> None:
     """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
     its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
     of it, to the side the rank's order puts it on (edges passing by run outside the box)."""
@@ -258,6 +271,10 @@ def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Seq
         wide = max(b - a for a, b in ext.values())
         mids = sorted((a + b) / 2 for a, b in ext.values())
         x0 = mids[len(mids) // 2] - wide / 2
+        if width:  # room beside the column for what each rank's order puts left and right of it
+            need = [_beside(rows[r], cl, c, left, right) for r in span]
+            lo, hi = max(a for a, _ in need), width - wide - max(b for _, b in need)
+            x0 = min(max(x0, lo), hi) if lo <= hi else (lo + hi) / 2
         for p0, p1, r0, r1, _ in sorted(placed, key=lambda p: abs((p[0] + p[1]) / 2 - x0 - wide / 2)):
             if r0 <= max(span) and min(span) <= r1 and x0 < p1 + GAP and p0 - GAP < x0 + wide:
                 x0 = p1 + 2 * GAP if x0 + wide / 2 > (p0 + p1) / 2 else p0 - 2 * GAP - wide  # beside, not over
@@ -281,12 +298,26 @@ def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Seq
             if cl[k] is None:
                 x[k] = max(x[k], floor[j] + left[k], edge + GAP + left[k])
             edge = x[k] + right[k]
-        edge = float("inf")
+        edge = width + GAP if width else float("inf")  # within the picture where there is room
         for j in range(len(row) - 1, -1, -1):  # right to left: before the walls and the boxes after
             k = row[j]
             if cl[k] is None:
                 x[k] = min(x[k], ceiling[j] - right[k], edge - GAP - right[k])
             edge = x[k] - left[k]
+        edge = float("-inf")
+        for k in row:  # where there was no room, apart again (wider than the picture: another split is tried)
+            x[k] = max(x[k], edge + GAP + left[k]) if cl[k] is None else x[k]
+            edge = x[k] + right[k]
+
+
+def _beside(row: list[int], cl: Sequence[str | None], c: str, left: list[float],
+            right: list[float]) -> tuple[float, float]:
+    """The room the items of ``row`` before and after cluster ``c``'s members take, with their gaps."""
+    at = [j for j, k in enumerate(row) if cl[k] == c]
+    if not at:
+        return 0.0, 0.0
+    room = [left[k] + right[k] + GAP for k in row]
+    return sum(room[:at[0]]), sum(room[at[-1] + 1:])
 
 
 def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],

@@ -51,9 +51,9 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
     Without ``exact`` (a trial of how wide some ranks come out) the heuristic makes fewer tries. Each of
     ``clusters`` (a name per item, or None) stays side by side in every rank (its box holds nothing else)."""
     runs = RUNS if exact else TRIAL_RUNS
-    if exact:  # the exact order needs only a start: one heuristic try per kind of dummy
-        rank, chains = dummies(n, edges, ranks, trunks=False)
-        runs = 2 if solvable(rank, _weighted(rank, chains)) else runs
+    if exact and not any(c is not None for c in clusters or ()):  # the exact order needs only a start: one
+        rank, chains = dummies(n, edges, ranks, trunks=False)  # heuristic try per kind of dummy (with clusters,
+        runs = 2 if solvable(rank, _weighted(rank, chains)) else runs  # it keeps the order outside them)
     rnd = random.Random(0)
     best: Order | None = None
     runs = max(2, min(runs, BIG // max(1, len(edges) + sum(ranks[v] - ranks[u] for u, v in edges))))
@@ -71,14 +71,18 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
         if best.crossings == 0:
             break
     assert best is not None
-    if best.crossings and exact:  # the exact order, where the view is small (a dummy per edge: lanes of one
-        rank, chains = dummies(n, edges, ranks, trunks=False)  # source side by side are drawn as one anyway)
-        cl = _clusters(n, chains, clusters, len(rank))
-        rows = best.rows if chains == best.chains else _igraph_rows(rank, _links(chains), list(range(len(rank))))
-        rows = [_contiguous(row, cl) for row in rows] if cl is not None else rows
-        found = exact_rows(rank, _weighted(rank, chains), rows, cl)
-        if found is not None and found[1] < best.crossings:
-            best = Order(rank, chains, found[0], found[1], cl)
+    if best.crossings and exact:  # the exact order, where the view is small: from the best order found, and
+        rank, chains = dummies(n, edges, ranks, trunks=False)  # with a dummy per edge (lanes of one source
+        cl = _clusters(n, chains, clusters, len(rank))  # side by side are drawn as one anyway)
+        starts = [best] if chains == best.chains else [best, Order(rank, chains, [
+            _contiguous(row, cl) if cl is not None else row for row in _igraph_rows(rank, _links(chains), list(
+                range(len(rank))))], 0, cl)]
+        for start in starts:
+            found = exact_rows(start.rank, _weighted(start.rank, start.chains), start.rows, start.clusters)
+            if found is not None:
+                tried = Order(start.rank, start.chains, found[0], 0, start.clusters)
+                tried.crossings = count(tried)
+                best = tried if tried.crossings < best.crossings else best
     return best
 
 

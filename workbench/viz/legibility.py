@@ -26,7 +26,7 @@ class Legibility:
     cut: int  # items whose label is drawn shorter than their full label (or not at all)
     aspect: float  # height over width of the picture
     overlaps: int  # pairs of node boxes (symbol and label) that overlap
-    outside: int = 0  # items whose box (symbol and label) reaches past the figure's edges
+    outside: int = 0  # items whose box (symbol and label), and edges whose line, reach past the figure's edges
 
 
 def min_label_px(scene: dict, shown_width: float | None = None) -> float | None:
@@ -112,8 +112,9 @@ def legibility(layout: Layout, scene: dict) -> Legibility:
         inter = (np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]) > 1) & \
                 (np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]) > 1)
         ov = int(np.triu(inter, 1).sum())
-    out = int(((boxes[:, 0] < 0) | (boxes[:, 2] > scene["width"]) | (boxes[:, 1] < 0)
-               | (boxes[:, 3] > scene["height"])).sum())
+    w, h = scene["width"], scene["height"]
+    out = int(((boxes[:, 0] < 0) | (boxes[:, 2] > w) | (boxes[:, 1] < 0) | (boxes[:, 3] > h)).sum())
+    out += sum(1 for _, _, pts in lines if any(not (0 <= x <= w and 0 <= y <= h) for x, y in pts))
     return Legibility(crossings=crossings(lines), through=edges_through_nodes(boxes, lines), cut=cut,
                       aspect=round(scene["height"] / scene["width"], 3), overlaps=ov, outside=out)
 
