@@ -23,7 +23,8 @@ The anchors run with node (when ``node`` and ``npm`` are on the path; a line say
 otherwise): the npm packages are installed once into ``benchmarks/.layout-anchors/`` (git-ignored) by
 ``npm install --prefix benchmarks/.layout-anchors elkjs@0.12.1 @dagrejs/dagre@3.1.3``.
 
-The figures are computed by :mod:`workbench.viz.legibility` from the scene's coordinates.
+The figures are computed by :mod:`workbench.viz.legibility` from the scene's coordinates. Ours takes the
+exact order from HiGHS where ``highspy`` (a dependency) is installed, else the heuristic's.
 
 The views: bert-tiny's layer 0 as exported (the report's first picture); bert-base (random weights, TorchScript
 export) layer 0 in the snapshot just before the ORT chain's
