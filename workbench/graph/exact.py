@@ -23,19 +23,21 @@ MAX_SECONDS = 1.0
 
 
 def exact_rows(rank: list[int], links: list[tuple[int, int, int]], rows: list[list[int]],
-               clusters: Sequence[str | None] | None = None) -> tuple[list[list[int]], int] | None:
+               clusters: Sequence[str | None] | None = None,
+               part: str = "inside") -> tuple[list[list[int]], int] | None:
     """The crossing-minimal rows for vertices ranked ``rank`` joined by ``links`` (upper vertex, lower vertex,
     how many edges run along it), starting from ``rows``, each of ``clusters`` (a name per vertex, or None)
-    kept side by side in every rank; with the program's crossings. With clusters only the order inside each
-    cluster is solved (the rest keeps the order of ``rows``). None when the program is too large, or HiGHS is
-    not installed."""
+    kept side by side in every rank; with the program's crossings. With clusters only one ``part`` of the
+    order is solved, the rest kept as in ``rows``: "inside" each cluster, or "outside" them (what sits on one
+    side of every cluster in its rank). None when the program is too large, or HiGHS is not installed."""
     if importlib.util.find_spec("highspy") is None:
         return None
     import highspy  # lazy: only views with crossings left after the heuristic need the solver
 
     where = {k: i for row in rows for i, k in enumerate(row)}
-    # With clusters the whole program (kept side by side by constraints) is slow to solve even when small.
-    program = _Program(rows, where, clusters, inside_only=clusters is not None)
+    # With clusters the whole program (kept side by side by constraints) is slow to solve even when small:
+    # the order inside the clusters is solved with the rest kept, then the rest with the inside kept.
+    program = _Program(rows, where, clusters, part=part if clusters is not None else "all")
     if not program.var or program.pairs(rank, links) > MAX_PAIRS:
         return None
     found = _solve(highspy, *program.build(rank, links, highspy.kHighsInf), len(program.var), program.start())
@@ -48,15 +50,19 @@ def exact_rows(rank: list[int], links: list[tuple[int, int, int]], rows: list[li
 
 class _Program:
     """The integer program over the rows' pair orders: a 0/1 variable per free pair (``a`` left of ``b``), a
-    constant (the order of the rows given) for the others; with ``inside_only`` only pairs of one cluster are
-    free (so each cluster stays side by side), else every pair of a rank."""
+    constant (the order of the rows given) for the others. Free: every pair of a rank ("all"), the pairs of one
+    cluster ("inside"), or the pairs outside every cluster on the same side of each ("outside"); so each
+    cluster stays side by side."""
 
-    def __init__(self, rows: list[list[int]], where: dict[int, int], clusters, inside_only: bool):
-        self.rows, self.where, self.cl, self.inside_only = rows, where, clusters, inside_only
+    def __init__(self, rows: list[list[int]], where: dict[int, int], clusters, part: str):
+        self.rows, self.where, self.cl = rows, where, clusters
         self.var: dict[tuple[int, int], int] = {}
         for row in rows:
+            members = [where[k] for k in row if clusters is not None and clusters[k] is not None]
             for a, b in combinations(sorted(row), 2):
-                if not inside_only or (clusters[a] is not None and clusters[a] == clusters[b]):
+                if part == "all" or (part == "inside" and clusters[a] is not None and clusters[a] == clusters[b]) or (
+                        part == "outside" and clusters[a] is None and clusters[b] is None
+                        and all((where[a] < m) == (where[b] < m) for m in members)):
                     self.var[a, b] = len(self.var)
         self.offset = 0.0
 

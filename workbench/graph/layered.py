@@ -80,11 +80,14 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     # The exact order, placed again; where it comes out wider than the picture (an opened group's column
     # pushes what passes it aside), on ranks split for a little less.
     for _ in range(3):
-        exact = _attempt(sizes, edges, ranks, clusters, width, exact=True)
-        if not width or _wide(exact) <= max(width + 1, _wide(best)):
-            best = exact
+        tries = [_attempt(sizes, edges, ranks, clusters, width, exact=True, flip=flip) for flip in (True, False)
+                 ] if clusters and any(c is not None for c in clusters) else [
+                     _attempt(sizes, edges, ranks, clusters, width, exact=True)]
+        fits = [t for t in tries if not width or _wide(t) <= max(width + 1, _wide(best))]
+        if fits:
+            best = fits[0]
             break
-        budget -= max(_wide(exact) - width, GAP)
+        budget -= max(min(_wide(t) for t in tries) - width, GAP)
         ranks = _bounded(base, sizes, edges, budget, set(top))
     x, rank, rows, chains, left, right = best
     up = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
@@ -123,11 +126,11 @@ def _wide(tried) -> float:
 
 
 def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
-             clusters: Sequence[str | None] | None, width: float | None, exact: bool):
+             clusters: Sequence[str | None] | None, width: float | None, exact: bool, flip: bool = True):
     """The order of ``ranks`` (:func:`~workbench.graph.ordering.order`), then x of every vertex; also each vertex's
     rank, the ranks' vertices, each edge's chain of vertices, and each vertex's room left and right of its anchor."""
     n = len(sizes)
-    o = order(n, edges, ranks, exact=exact, clusters=clusters)
+    o = order(n, edges, ranks, exact=exact, clusters=clusters, flip=flip)
     rank, chains, rows = o.rank, o.chains, o.rows
     m = len(rank)
     cl = o.clusters or [None] * m
@@ -145,7 +148,7 @@ def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: lis
         up[hi].append(lo)
     x = _place_x(rows, left, right, up, down, n, width, source)
     if any(c is not None for c in cl):
-        _clear_boxes(x, rows, rank, cl, left, right, n, width)
+        _clear_boxes(x, rows, rank, cl, left, right, n, width, source)
     return x, rank, rows, chains, left, right
 
 
@@ -257,7 +260,7 @@ def _draw(x: list[float], rank: list[int], rows: list[list[int]], extent: tuple[
 
 
 def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
-                 left: list[float], right: list[float], n: int, width: float | None = None) -> None:
+                 left: list[float], right: list[float], n: int, width: float | None, source: Sequence[int]) -> None:
     """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
     its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
     of it, to the side the rank's order puts it on (edges passing by run outside the box)."""
@@ -272,7 +275,7 @@ def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Seq
         mids = sorted((a + b) / 2 for a, b in ext.values())
         x0 = mids[len(mids) // 2] - wide / 2
         if width:  # room beside the column for what each rank's order puts left and right of it
-            need = [_beside(rows[r], cl, c, left, right) for r in span]
+            need = [_beside(rows[r], cl, c, left, right, source, n) for r in span]
             lo, hi = max(a for a, _ in need), width - wide - max(b for _, b in need)
             x0 = min(max(x0, lo), hi) if lo <= hi else (lo + hi) / 2
         for p0, p1, r0, r1, _ in sorted(placed, key=lambda p: abs((p[0] + p[1]) / 2 - x0 - wide / 2)):
@@ -285,38 +288,57 @@ def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Seq
                 x[k] += shift
     walls = {c: (a, b) for a, b, _, _, c in placed}
     for row in rows:  # the rest of each rank outside the columns, in the rank's order (the order keeps each
-        floor, ceiling = [float("-inf")] * len(row), [float("inf")] * len(row)  # cluster side by side)
-        for j, k in enumerate(row):
-            if cl[k] is not None:
-                a, b = walls[cl[k]]
-                for i in range(j):
-                    ceiling[i] = min(ceiling[i], a - GAP) if cl[row[i]] != cl[k] else ceiling[i]
-                for i in range(j + 1, len(row)):
-                    floor[i] = max(floor[i], b + GAP) if cl[row[i]] != cl[k] else floor[i]
+        units = _lanes(row, source, n)  # cluster side by side); one source's lanes side by side are one line
+        floor, ceiling = [float("-inf")] * len(units), [float("inf")] * len(units)
+        for j, unit in enumerate(units):
+            c = cl[unit[0]]
+            if c is not None:
+                a, b = walls[c]
+                for i in range(len(units)):
+                    if cl[units[i][0]] != c:
+                        ceiling[i] = min(ceiling[i], a - GAP) if i < j else ceiling[i]
+                        floor[i] = max(floor[i], b + GAP) if i > j else floor[i]
+        order = list(range(len(units)))
         edge = float("-inf")
-        for j, k in enumerate(row):  # left to right: past the walls and the boxes before
+        for j in order:  # left to right: past the walls and the boxes before
+            k = units[j][0]
             if cl[k] is None:
                 x[k] = max(x[k], floor[j] + left[k], edge + GAP + left[k])
             edge = x[k] + right[k]
         edge = width + GAP if width else float("inf")  # within the picture where there is room
-        for j in range(len(row) - 1, -1, -1):  # right to left: before the walls and the boxes after
-            k = row[j]
+        for j in reversed(order):  # right to left: before the walls and the boxes after
+            k = units[j][0]
             if cl[k] is None:
                 x[k] = min(x[k], ceiling[j] - right[k], edge - GAP - right[k])
             edge = x[k] - left[k]
         edge = float("-inf")
-        for k in row:  # where there was no room, apart again (wider than the picture: another split is tried)
+        for unit in units:  # where there was no room, apart again (wider than the picture: another split is tried)
+            k = unit[0]
             x[k] = max(x[k], edge + GAP + left[k]) if cl[k] is None else x[k]
             edge = x[k] + right[k]
+            for d in unit[1:]:
+                x[d] = x[k]
 
 
-def _beside(row: list[int], cl: Sequence[str | None], c: str, left: list[float],
-            right: list[float]) -> tuple[float, float]:
+def _lanes(row: list[int], source: Sequence[int], n: int) -> list[list[int]]:
+    """``row`` in runs: the dummy vertices of one source side by side make one run (one lane), else one each."""
+    units: list[list[int]] = []
+    for k in row:
+        if units and k >= n and units[-1][-1] >= n and source[units[-1][-1]] == source[k]:
+            units[-1].append(k)
+        else:
+            units.append([k])
+    return units
+
+
+def _beside(row: list[int], cl: Sequence[str | None], c: str, left: list[float], right: list[float],
+            source: Sequence[int], n: int) -> tuple[float, float]:
     """The room the items of ``row`` before and after cluster ``c``'s members take, with their gaps."""
-    at = [j for j, k in enumerate(row) if cl[k] == c]
+    units = _lanes(row, source, n)
+    at = [j for j, unit in enumerate(units) if cl[unit[0]] == c]
     if not at:
         return 0.0, 0.0
-    room = [left[k] + right[k] + GAP for k in row]
+    room = [left[unit[0]] + right[unit[0]] + GAP for unit in units]
     return sum(room[:at[0]]), sum(room[at[-1] + 1:])
 
 

@@ -45,11 +45,12 @@ class Order:
 
 
 def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact: bool = True,
-          clusters: Sequence[str | None] | None = None) -> Order:
+          clusters: Sequence[str | None] | None = None, flip: bool = True) -> Order:
     """The order with the fewest crossings for items ranked ``ranks``: the heuristic's, then (with ``exact``,
     where crossings are left and the view is small) the exact one (:func:`~workbench.graph.exact.exact_rows`).
     Without ``exact`` (a trial of how wide some ranks come out) the heuristic makes fewer tries. Each of
-    ``clusters`` (a name per item, or None) stays side by side in every rank (its box holds nothing else)."""
+    ``clusters`` (a name per item, or None) stays side by side in every rank (its box holds nothing else);
+    with ``flip`` an edge passing one may be moved to its other side (:func:`_flip_sides`)."""
     runs = RUNS if exact else TRIAL_RUNS
     if exact and not any(c is not None for c in clusters or ()):  # the exact order needs only a start: one
         rank, chains = dummies(n, edges, ranks, trunks=False)  # heuristic try per kind of dummy (with clusters,
@@ -78,11 +79,46 @@ def order(n: int, edges: Sequence[tuple[int, int]], ranks: Sequence[int], exact:
             _contiguous(row, cl) if cl is not None else row for row in _igraph_rows(rank, _links(chains), list(
                 range(len(rank))))], 0, cl)]
         for start in starts:
-            found = exact_rows(start.rank, _weighted(start.rank, start.chains), start.rows, start.clusters)
-            if found is not None:
-                tried = Order(start.rank, start.chains, found[0], 0, start.clusters)
-                tried.crossings = count(tried)
-                best = tried if tried.crossings < best.crossings else best
+            if start.clusters is not None and flip:  # which side of a cluster an edge passing it runs on
+                start = _flip_sides(start)
+                best = start if start.crossings < best.crossings else best
+            # without clusters one program; with them, the inside and the outside of the clusters in turn
+            for part in ("inside", "outside", "inside") if start.clusters is not None else ("all",):
+                found = exact_rows(start.rank, _weighted(start.rank, start.chains), start.rows, start.clusters, part)
+                if found is not None:
+                    start = Order(start.rank, start.chains, found[0], 0, start.clusters)
+                    start.crossings = count(start)
+                    best = start if start.crossings < best.crossings else best
+    return best
+
+
+def _flip_sides(o: Order) -> Order:
+    """``o`` with each long edge that passes a cluster moved to the cluster's other side, in every rank it
+    passes it, where that removes crossings (one edge at a time, as long as one does)."""
+    cl = o.clusters
+    assert cl is not None
+    best = Order(o.rank, o.chains, [list(row) for row in o.rows], count(o), cl)
+    for chain in sorted(o.chains, key=len, reverse=True):
+        passing = [d for d in chain[1:-1] if cl[d] is None]
+        if not passing:
+            continue
+        rows = [list(row) for row in best.rows]
+        moved = False
+        for d in passing:
+            row = rows[o.rank[d]]
+            at = [j for j, k in enumerate(row) if cl[k] is not None]
+            if not at:
+                continue
+            row.remove(d)
+            at = [j for j, k in enumerate(row) if cl[k] is not None]
+            left_side = best.rows[o.rank[d]].index(d) < min(best.rows[o.rank[d]].index(row[j]) for j in at)
+            row.insert(at[-1] + 1 if left_side else at[0], d)
+            moved = True
+        if moved:
+            tried = Order(o.rank, o.chains, rows, 0, cl)
+            tried.crossings = count(tried)
+            if tried.crossings < best.crossings:
+                best = tried
     return best
 
 
