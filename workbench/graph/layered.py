@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .columns import clear_boxes
 from .ordering import order
 
 
@@ -148,7 +149,7 @@ def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: lis
         up[hi].append(lo)
     x = _place_x(rows, left, right, up, down, n, width, source)
     if any(c is not None for c in cl):
-        _clear_boxes(x, rows, rank, cl, left, right, n, width, source)
+        clear_boxes(x, rows, rank, cl, left, right, n, width, source, GAP)
     return x, rank, rows, chains, left, right
 
 
@@ -257,89 +258,6 @@ def _draw(x: list[float], rank: list[int], rows: list[list[int]], extent: tuple[
     return Drawing(x=[round(x[k], 2) for k in range(n)], y=[ys[rank[k]] for k in range(n)], rank=rank[:n],
                    routes=routes, bounds=(min(x[k] - left[k] for k in range(len(x))), -up[0],  # lanes too
                                           max(x[k] + right[k] for k in range(len(x))), ys[-1] + down[-1]))
-
-
-def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
-                 left: list[float], right: list[float], n: int, width: float | None, source: Sequence[int]) -> None:
-    """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
-    its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
-    of it, to the side the rank's order puts it on (edges passing by run outside the box)."""
-    placed: list[tuple[float, float, int, int, str]] = []  # x0, x1, first and last rank, cluster
-    for c in dict.fromkeys(k for k in cl if k is not None):
-        span: dict[int, list[int]] = {}
-        for k, ck in enumerate(cl):
-            if ck == c:
-                span.setdefault(rank[k], []).append(k)
-        ext = {r: (min(x[k] - left[k] for k in ks), max(x[k] + right[k] for k in ks)) for r, ks in span.items()}
-        wide = max(b - a for a, b in ext.values())
-        mids = sorted((a + b) / 2 for a, b in ext.values())
-        x0 = mids[len(mids) // 2] - wide / 2
-        if width:  # room beside the column for what each rank's order puts left and right of it
-            need = [_beside(rows[r], cl, c, left, right, source, n) for r in span]
-            lo, hi = max(a for a, _ in need), width - wide - max(b for _, b in need)
-            x0 = min(max(x0, lo), hi) if lo <= hi else (lo + hi) / 2
-        for p0, p1, r0, r1, _ in sorted(placed, key=lambda p: abs((p[0] + p[1]) / 2 - x0 - wide / 2)):
-            if r0 <= max(span) and min(span) <= r1 and x0 < p1 + GAP and p0 - GAP < x0 + wide:
-                x0 = p1 + 2 * GAP if x0 + wide / 2 > (p0 + p1) / 2 else p0 - 2 * GAP - wide  # beside, not over
-        placed.append((x0, x0 + wide, min(span), max(span), c))
-        for r, ks in span.items():
-            shift = max(x0 - ext[r][0], min(0.0, x0 + wide - ext[r][1]))
-            for k in ks:
-                x[k] += shift
-    walls = {c: (a, b) for a, b, _, _, c in placed}
-    for row in rows:  # the rest of each rank outside the columns, in the rank's order (the order keeps each
-        units = _lanes(row, source, n)  # cluster side by side); one source's lanes side by side are one line
-        floor, ceiling = [float("-inf")] * len(units), [float("inf")] * len(units)
-        for j, unit in enumerate(units):
-            c = cl[unit[0]]
-            if c is not None:
-                a, b = walls[c]
-                for i in range(len(units)):
-                    if cl[units[i][0]] != c:
-                        ceiling[i] = min(ceiling[i], a - GAP) if i < j else ceiling[i]
-                        floor[i] = max(floor[i], b + GAP) if i > j else floor[i]
-        order = list(range(len(units)))
-        edge = float("-inf")
-        for j in order:  # left to right: past the walls and the boxes before
-            k = units[j][0]
-            if cl[k] is None:
-                x[k] = max(x[k], floor[j] + left[k], edge + GAP + left[k])
-            edge = x[k] + right[k]
-        edge = width + GAP if width else float("inf")  # within the picture where there is room
-        for j in reversed(order):  # right to left: before the walls and the boxes after
-            k = units[j][0]
-            if cl[k] is None:
-                x[k] = min(x[k], ceiling[j] - right[k], edge - GAP - right[k])
-            edge = x[k] - left[k]
-        edge = float("-inf")
-        for unit in units:  # where there was no room, apart again (wider than the picture: another split is tried)
-            k = unit[0]
-            x[k] = max(x[k], edge + GAP + left[k]) if cl[k] is None else x[k]
-            edge = x[k] + right[k]
-            for d in unit[1:]:
-                x[d] = x[k]
-
-
-def _lanes(row: list[int], source: Sequence[int], n: int) -> list[list[int]]:
-    """``row`` in runs: the dummy vertices of one source side by side make one run (one lane), else one each."""
-    units: list[list[int]] = []
-    for k in row:
-        if units and k >= n and units[-1][-1] >= n and source[units[-1][-1]] == source[k]:
-            units[-1].append(k)
-        else:
-            units.append([k])
-    return units
-
-
-def _beside(row: list[int], cl: Sequence[str | None], c: str, left: list[float], right: list[float],
-            source: Sequence[int], n: int) -> tuple[float, float]:
-    """The room the items of ``row`` before and after cluster ``c``'s members take, with their gaps."""
-    units = _lanes(row, source, n)
-    at = [j for j, unit in enumerate(units) if cl[unit[0]] == c]
-    if not at:
-        return 0.0, 0.0
-    room = [left[unit[0]] + right[unit[0]] + GAP for unit in units]
-    return sum(room[:at[0]]), sum(room[at[-1] + 1:])
 
 
 def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],
