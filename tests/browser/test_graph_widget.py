@@ -185,3 +185,31 @@ def test_one_state_message_draws_the_picture_once_before_the_next_frame(page, sc
     })""", [["highlight", hl2], ["selected", [0]], ["scene", {**sc2, "title": "again"}]])
     assert drawn == {"svgs": 1, "title": "again", "rings": 1}
     assert page.errors == []
+
+
+def test_labels_are_9px_and_a_provider_overlay_outlines_nodes(page, tiny_export):
+    """At the app's pane width every node label is drawn at 9 px; a provider mapping outlines each node in its
+    provider's colour and names the providers in a legend line, moving no label."""
+    import onnx
+
+    from workbench.graph.layout import layout_graph
+    from workbench.graph.nodes import node_table, without_constants
+    from workbench.viz.graph import graph_scene
+
+    lay = layout_graph(without_constants(node_table(onnx.load(str(tiny_export().path)))), layer=0)
+    nodes = [i for i, k in zip(lay.ids, lay.kinds) if k == "node"]
+    providers = {i: ("OpenVINO" if j % 2 else "CPU") for j, i in enumerate(nodes)}
+    sc, hl, sel = _split(graph_scene(lay, width=520, providers=providers))
+    _mount(page, {"scene": sc, "highlight": hl, "selected": sel})
+    sizes = page.evaluate("""() => [...document.querySelectorAll('#host .wb-gw-label')].map(
+        (t) => t.getBoundingClientRect().height > 0 && parseFloat(getComputedStyle(t).fontSize))""")
+    assert sizes and min(sizes) >= 9
+    assert page.locator("#host .wb-gw-legend-label").all_text_contents() == ["CPU", "OpenVINO"]
+    colours = dict(sc["legend"])
+    k = lay.ids.index(nodes[1])
+    stroke = page.locator(f"#host .wb-gw-node[data-i='{k}']").evaluate("(e) => getComputedStyle(e).stroke")
+    r, g, b = (int(colours["OpenVINO"][i:i + 2], 16) for i in (1, 3, 5))
+    assert stroke == f"rgb({r}, {g}, {b})"
+    drawn = page.locator("#host .wb-gw-label").all_text_contents()
+    assert sorted(drawn) == sorted(t for t in sc["nodes"]["label"] if t)  # the overlay moved no label
+    assert page.errors == []

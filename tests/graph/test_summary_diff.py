@@ -94,3 +94,26 @@ def test_real_attention_fusion_provenance_groups_by_layer(tiny_export):
         assert lay == {snap.diff.layer_of[a]}
     lm = layer_map(snap.skeleton)
     assert set(lm) == {n.name for n in snap.skeleton.graph.node}
+
+
+def test_fused_nodes_keep_their_layer_when_layers_share_a_weight(tiny_export):
+    """Equal weights are one initializer in the export (random weights' zero biases): the bias + SkipLayerNorm
+    fusion must still put each fused node in its own layer, not all in layer 0."""
+    from workbench.config import FusionPlan
+    from workbench.fusion import run_fusion
+    from workbench.graph.nodes import group_of_name
+
+    res = tiny_export("torchscript", "eager")
+    tl = run_fusion(res.path, FusionPlan(engine="ort"), num_heads=2, hidden_size=128)
+    snap = next(s for s in tl.snapshots if s.step == "bias_skip_layer_norm")
+    before = tl.snapshots[tl.snapshots.index(snap) - 1].skeleton
+    computed = {t for n in before.graph.node for t in n.output}
+    biases = [t for n in before.graph.node if n.op_type == "Add" and "dense/Add" in n.name
+              for t in n.input if t not in computed]
+    assert len(biases) > len(set(biases))  # layers share one bias initializer
+    fused = [n for n in snap.skeleton.graph.node if n.name in snap.diff.added and n.op_type == "SkipLayerNormalization"]
+    assert len(fused) >= 2
+    for n in fused:  # the layer its output tensor names
+        named = group_of_name(n.output[0])
+        if named and named.startswith("layer "):
+            assert snap.diff.layer_of[n.name] == int(named[6:]), (n.name, n.output[0])

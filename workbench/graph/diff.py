@@ -163,8 +163,12 @@ def _split_by_layer(rem: list[str], add: list[str], old: dict, new: dict, prov: 
     computation feeds every layer's Attention); each removed node goes to
     the added nodes of its own encoder layer, or to the ones it touches.
     """
+    # Only computed tensors link nodes: an exporter shares one initializer among equal weights (the zero
+    # biases of random weights), which would tie every layer's nodes together.
+    computed = {t for n in list(old.values()) + list(new.values()) for t in n.output if t}
+
     def tensors(n):
-        return {t for t in list(n.input) + list(n.output) if t}
+        return {t for t in list(n.input) + list(n.output) if t in computed}
 
     rem_t = {r: tensors(old[r]) for r in rem}
     add_t = {a: tensors(new[a]) for a in add}

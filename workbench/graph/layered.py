@@ -1,8 +1,8 @@
 """Layered drawing of a directed graph with boxes of given sizes, in pixels, on igraph's Sugiyama layout.
 
 igraph (``python-igraph``: wheels on every platform, no system binary) breaks cycles (Eades' feedback arc
-set) and sorts the graph for the longest-path ranks, orders each rank to reduce crossings (its barycentre
-sweeps) and puts a dummy vertex where an edge skips a rank. What igraph leaves out, done here: the x of each
+set) and sorts the graph for the longest-path ranks; :mod:`workbench.graph.ordering` orders each rank with
+igraph's Sugiyama layout (barycentre sweeps) and puts dummy vertices where edges skip ranks. What igraph leaves out, done here: the x of each
 item from its box (a box is as wide as its full label, so no label is cut and no two boxes overlap), ranks
 split where they are wider than the picture, expanded clusters (an opened group) ranked as one unit and given
 a column of their own, the y of each rank from its tallest box, and each edge's route: down from its
@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
+
+from .columns import clear_boxes
+from .ordering import order
 
 
 #: Horizontal gap between two boxes of one rank, and room kept for an edge passing between them (pixels).
@@ -74,22 +77,19 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     if n == 0:
         return Drawing([], [], [], [[] for _ in edges], (0.0, 0.0, 0.0, 0.0))
     base = _ranks(n, edges, set(top), clusters)
-    budget = width
-    # A split rank's new ranks carry lanes for the edges that skip them, and an expanded cluster's box pushes
-    # other items aside: while the picture is wider than ``width``, split the ranks again for less.
-    best, best_fit = None, -1.0
-    for _ in range(5):
-        ranks = _bounded(base, sizes, edges, budget, set(top)) if width else base
-        tried = _attempt(sizes, edges, ranks, clusters, width)
-        x, rank, rows, _, left, right = tried
-        wide = max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
-        # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
-        fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(rows)))
-        if fit > best_fit:
-            best, best_fit = tried, fit
-        if not width or wide <= width + 1 or budget < width / 3:
+    best, budget, ranks = _fit(base, sizes, edges, set(top), clusters, width, height)
+    # The exact order, placed again; where it comes out wider than the picture (an opened group's column
+    # pushes what passes it aside), on ranks split for a little less.
+    for _ in range(3):
+        tries = [_attempt(sizes, edges, ranks, clusters, width, exact=True, flip=flip) for flip in (True, False)
+                 ] if clusters and any(c is not None for c in clusters) else [
+                     _attempt(sizes, edges, ranks, clusters, width, exact=True)]
+        fits = [t for t in tries if not width or _wide(t) <= max(width + 1, _wide(best))]
+        if fits:
+            best = fits[0]
             break
-        budget -= max(wide - width, GAP)
+        budget -= max(min(_wide(t) for t in tries) - width, GAP)
+        ranks = _bounded(base, sizes, edges, budget, set(top))
     x, rank, rows, chains, left, right = best
     up = [max([sizes[k].half for k in row if k < n], default=LANE) for row in rows]
     down = [max([sizes[k].down for k in row if k < n], default=LANE) for row in rows]
@@ -99,63 +99,58 @@ def layered(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], *, top: Seq
     return _draw(x, rank, rows, (up, down), chains, left, right, n, gap)
 
 
+def _fit(base: list[int], sizes: Sequence[Size], edges: Sequence[tuple[int, int]], top: set[int],
+         clusters: Sequence[str | None] | None, width: float | None, height: float | None):
+    """The trial drawing (heuristic order) that keeps most of its full size within ``width`` x ``height``,
+    with the width budget and the ranks it was split for. A split rank's new ranks carry lanes for the edges
+    that skip them, and an expanded cluster's box pushes other items aside: while the picture is wider than
+    ``width``, the ranks are split again for less."""
+    budget = width
+    best, best_fit, best_ranks, best_budget = None, -1.0, base, width
+    for _ in range(5):
+        ranks = _bounded(base, sizes, edges, budget, top) if width else base
+        tried = _attempt(sizes, edges, ranks, clusters, width, exact=False)
+        wide = _wide(tried)
+        # How much of full size the picture keeps when scaled into width x height (rows at least 28 px apart).
+        fit = min(1.0, (width or wide) / wide) * min(1.0, (height or 1e9) / (28.0 * len(tried[2])))
+        if fit > best_fit:
+            best, best_fit, best_ranks, best_budget = tried, fit, ranks, budget
+        if not width or wide <= width + 1 or budget < width / 3:
+            break
+        budget -= max(wide - width, GAP)
+    return best, best_budget, best_ranks
+
+
+def _wide(tried) -> float:
+    x, _, _, _, left, right = tried
+    return max(x[k] + right[k] for k in range(len(x))) - min(x[k] - left[k] for k in range(len(x)))
+
+
 def _attempt(sizes: Sequence[Size], edges: Sequence[tuple[int, int]], ranks: list[int],
-             clusters: Sequence[str | None] | None, width: float | None):
-    """igraph's order on ``ranks``, then x of every vertex; also each vertex's rank, the ranks' vertices, each
-    edge's chain of vertices, and each vertex's room to the left and right of its anchor."""
+             clusters: Sequence[str | None] | None, width: float | None, exact: bool, flip: bool = True):
+    """The order of ``ranks`` (:func:`~workbench.graph.ordering.order`), then x of every vertex; also each vertex's
+    rank, the ranks' vertices, each edge's chain of vertices, and each vertex's room left and right of its anchor."""
     n = len(sizes)
-    rank, chains, rows = _extend(n, edges, ranks)
+    o = order(n, edges, ranks, exact=exact, clusters=clusters, flip=flip)
+    rank, chains, rows = o.rank, o.chains, o.rows
     m = len(rank)
+    cl = o.clusters or [None] * m
     left = [s.left for s in sizes] + [LANE] * (m - n)
     right = [s.right for s in sizes] + [LANE] * (m - n)
-    cl: list[str | None] = [None] * m
-    if clusters is not None:
-        cl[:n] = clusters
-        for chain in chains:  # an edge between two members of a cluster runs inside its box
-            if cl[chain[0]] is not None and cl[chain[0]] == cl[chain[-1]]:
-                for d in chain[1:-1]:
-                    cl[d] = cl[chain[0]]
-        rows = [_contiguous(row, cl) for row in rows]
     source = list(range(n)) + [0] * (m - n)  # edges from one source that skip a rank share one lane through it
     for chain in chains:
         for d in chain[1:-1]:
             source[d] = chain[0]
     up: list[list[int]] = [[] for _ in range(m)]
     down: list[list[int]] = [[] for _ in range(m)]
-    for chain in chains:
-        for a, b in zip(chain, chain[1:]):
-            lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
-            down[lo].append(hi)
-            up[hi].append(lo)
+    for a, b in sorted({(a, b) for chain in chains for a, b in zip(chain, chain[1:])}):
+        lo, hi = (a, b) if rank[a] < rank[b] else (b, a)
+        down[lo].append(hi)
+        up[hi].append(lo)
     x = _place_x(rows, left, right, up, down, n, width, source)
-    if clusters is not None:
-        _clear_boxes(x, rows, rank, cl, left, right, n)
+    if any(c is not None for c in cl):
+        clear_boxes(x, rows, rank, cl, left, right, n, width, source, GAP)
     return x, rank, rows, chains, left, right
-
-
-def _extend(n: int, edges: Sequence[tuple[int, int]],
-            ranks: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
-    """igraph's Sugiyama layout on ``ranks``: the rank of every item and dummy vertex (one per rank an edge
-    skips), each edge's chain of vertices, and each rank's vertices in igraph's order."""
-    import igraph  # lazy: importing it pulls in its plotly drawing module, which the compute layers never need
-
-    g = igraph.Graph(n=n, edges=list(edges), directed=True)
-    lay = g.layout_sugiyama(layers=ranks, hgap=1, vgap=1, maxiter=100)
-    pos = [c[0] for c in lay.coords[:n]]
-    rank = list(ranks)
-    chains: list[list[int]] = []
-    for (u, v), pts in zip(edges, lay.edge_routing):
-        pts = sorted((tuple(p) for p in pts), key=lambda p: p[1], reverse=rank[u] > rank[v])
-        chain = [u]
-        for px, py in pts:
-            pos.append(px)
-            rank.append(int(round(py)))
-            chain.append(len(pos) - 1)
-        chains.append(chain + [v])
-    rows: list[list[int]] = [[] for _ in range(max(rank) + 1)]
-    for k in sorted(range(len(pos)), key=lambda k: pos[k]):
-        rows[rank[k]].append(k)
-    return rank, chains, rows
 
 
 def _ranks(n: int, edges: Sequence[tuple[int, int]], top: set[int],
@@ -190,7 +185,7 @@ def _layering(n: int, edges: list[tuple[int, int]], top: set[int], tall: list[in
     import igraph  # lazy, as above
 
     g = igraph.Graph(n=n, edges=edges, directed=True)
-    cut = set(g.feedback_arc_set(algo="eades")) if not g.is_dag() else set()
+    cut = set(g.feedback_arc_set(method="eades")) if not g.is_dag() else set()
     dag = [e for i, e in enumerate(edges) if i not in cut]
     preds: list[list[int]] = [[] for _ in range(n)]
     succ: list[list[int]] = [[] for _ in range(n)]
@@ -261,54 +256,8 @@ def _draw(x: list[float], rank: list[int], rows: list[list[int]], extent: tuple[
         pts += [x[v], side(rank[v], -sign)]
         routes.append([round(p, 2) for p in pts])
     return Drawing(x=[round(x[k], 2) for k in range(n)], y=[ys[rank[k]] for k in range(n)], rank=rank[:n],
-                   routes=routes, bounds=(min(x[k] - left[k] for k in range(n)), -up[0],
-                                          max(x[k] + right[k] for k in range(n)), ys[-1] + down[-1]))
-
-
-def _contiguous(row: list[int], cl: Sequence[str | None]) -> list[int]:
-    """``row`` reordered so each cluster's vertices are side by side, at the mean place of its members."""
-    where: dict[str, list[int]] = {}
-    for j, k in enumerate(row):
-        if cl[k] is not None:
-            where.setdefault(cl[k], []).append(j)
-    centre = {c: sum(js) / len(js) for c, js in where.items()}
-    return [k for _, k in sorted(((centre[cl[k]] if cl[k] is not None else j, j), k) for j, k in enumerate(row))]
-
-
-def _clear_boxes(x: list[float], rows: list[list[int]], rank: list[int], cl: Sequence[str | None],
-                 left: list[float], right: list[float], n: int) -> None:
-    """Give each cluster a column of its own: its vertices of each rank moved inside one interval (as wide as
-    its widest rank, beside the columns given before), then everything else in the ranks it spans moved out
-    of it, to the nearer side where there is room (an edge passing by may cross the box between members)."""
-    placed: list[tuple[float, float, int, int, str]] = []  # x0, x1, first and last rank, cluster
-    for c in dict.fromkeys(k for k in cl if k is not None):
-        span: dict[int, list[int]] = {}
-        for k, ck in enumerate(cl):
-            if ck == c:
-                span.setdefault(rank[k], []).append(k)
-        ext = {r: (min(x[k] - left[k] for k in ks), max(x[k] + right[k] for k in ks)) for r, ks in span.items()}
-        wide = max(b - a for a, b in ext.values())
-        mids = sorted((a + b) / 2 for a, b in ext.values())
-        x0 = mids[len(mids) // 2] - wide / 2
-        for p0, p1, r0, r1, _ in sorted(placed, key=lambda p: abs((p[0] + p[1]) / 2 - x0 - wide / 2)):
-            if r0 <= max(span) and min(span) <= r1 and x0 < p1 + GAP and p0 - GAP < x0 + wide:
-                x0 = p1 + 2 * GAP if x0 + wide / 2 > (p0 + p1) / 2 else p0 - 2 * GAP - wide  # beside, not over
-        placed.append((x0, x0 + wide, min(span), max(span), c))
-        for r, ks in span.items():
-            shift = max(x0 - ext[r][0], min(0.0, x0 + wide - ext[r][1]))
-            for k in ks:
-                x[k] += shift
-    for r, row in enumerate(rows):
-        walls = sorted((a, b, c) for a, b, r0, r1, c in placed if r0 <= r <= r1)
-        edge = float("-inf")
-        for k in sorted(row, key=lambda k: x[k]):
-            xk = max(x[k], edge + GAP + left[k])
-            for a, b, c in walls:
-                if c != cl[k] and k < n and xk - left[k] < b + GAP and xk + right[k] > a - GAP:
-                    before = a - GAP - right[k]
-                    xk = before if xk < (a + b) / 2 and before - left[k] >= edge + GAP else b + GAP + left[k]
-            x[k] = xk
-            edge = xk + right[k]
+                   routes=routes, bounds=(min(x[k] - left[k] for k in range(len(x))), -up[0],  # lanes too
+                                          max(x[k] + right[k] for k in range(len(x))), ys[-1] + down[-1]))
 
 
 def _place_x(rows: list[list[int]], left: list[float], right: list[float], up: list[list[int]],

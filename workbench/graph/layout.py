@@ -9,8 +9,8 @@ The drawing lives in :mod:`workbench.viz.graph`.
 Coordinates are pixels of the picture at full size: each item's box holds its
 symbol and its full label (:func:`item_size`), and igraph's Sugiyama layout
 (:mod:`workbench.graph.layered`) ranks, orders and places the boxes and routes
-each edge through the gaps between them. Items that read only initializers sit
-just above their first reader; a layer view's input markers on the top row.
+each edge through the gaps between them. Items that read only initializers, and a
+layer view's input markers, sit just above their first reader (not pinned to the top row).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def layout_graph(table: NodeTable, *, layer: int | None = None, collapsed: Itera
     labels = [f"{it[1]} ({len(v.members[it[0]])})" if it[2] == "group" else it[1] for it in v.items]
     sizes = [item_size(it[2], label) for it, label in zip(v.items, labels)]
     fit = len(sizes) <= FIT_LIMIT
-    d = layered(sizes, edges, top=[k for k, it in enumerate(v.items) if it[2] == "in"],
+    d = layered(sizes, edges,
                 clusters=[v.group_of.get(it[0]) if it[2] == "node" else None for it in v.items],
                 width=width - 10 if fit else None, height=MAX_ASPECT * width - 40 if fit else None)
     boxes = [] if layer is not None else _boxes(v, d.x, d.y, sizes)

@@ -13,6 +13,7 @@ from typing import Iterable, Mapping
 
 from ..graph.layered import RANK_GAP
 from ..graph.layout import CHAR_PX, FIT_WIDTH, FUSED_SYMBOL_OPS, TEXT_PX, Layout
+from .providers import legend_html, plotly_outline, provider_overlay
 
 #: Above this many items the figure switches to WebGL traces.
 SVG_LIMIT = 400
@@ -22,6 +23,8 @@ LABEL_LIMIT = 160
 DEFAULT_WIDTH = FIT_WIDTH + 20
 #: The tallest figure drawn when the caller gives no height (a taller layout is scaled down to fit).
 MAX_HEIGHT = 1200
+#: The font size of node labels on screen (pixels), in the app, the report and the notebooks' figures.
+LABEL_FONT_PX = 9
 #: Rows closer than this many pixels get no labels: they would overlap vertically.
 MIN_ROW_PX = 12
 _MARGIN = dict(l=10, r=10, t=36, b=10)
@@ -207,7 +210,7 @@ def _colours_and_hover(layout: Layout, latency: Mapping[str, float] | None) -> t
 def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iterable[str] = (),
                 latency: Mapping[str, float] | None = None, height: int | None = None,
                 width: int | None = None, yrange: tuple[float, float] | None = None,
-                title: str | None = None) -> dict:
+                title: str | None = None, providers: Mapping[str, str] | None = None) -> dict:
     """What a graph pane draws for ``layout``, as plain JSON-able data (no plotly).
 
     The app's own graph widget (:mod:`workbench.viz.graph_widget`) draws this in the browser;
@@ -224,6 +227,8 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         yrange: the (top, bottom) ranks to show, to give two panes one vertical scale
             (default: this layout's own depth).
         title: figure title (default: the layout's).
+        providers: node id → its execution provider ("CPU", "OpenVINO"): ``nodes["outline"]`` (a colour per item,
+            "" for none), a hover line and ``legend`` (``[provider, colour]``) are added (None: nothing).
 
     Returns:
         ``width``, ``height``, ``title``, ``margin`` (l, r, t, b), ``xrange``, ``yrange`` (top, bottom;
@@ -250,7 +255,7 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
     edges: list[int] = []
     for u, v in layout.edges:
         edges += [u, v]
-    return dict(
+    return _with_providers(dict(
         width=w, height=h, title=title if title is not None else layout.title, margin=dict(_MARGIN),
         xrange=[float(xr[0]), float(xr[1])], yrange=[float(yr[0]), float(yr[1])],
         nodes=dict(id=list(layout.ids), op=list(layout.ops), x=[round(float(v), 4) for v in layout.x],
@@ -260,7 +265,18 @@ def graph_scene(layout: Layout, *, highlight: Iterable[str] = (), selected: Iter
         highlight=sorted({index[i] for i in highlight if i in index}),
         selected=sorted({index[i] for i in selected if i in index}),
         boxes=[[b.x0, b.y0, b.x1, b.y1, b.group] for b in layout.boxes],
-    )
+    ), layout, providers)
+
+
+def _with_providers(scene: dict, layout: Layout, providers: Mapping[str, str] | None) -> dict:
+    """``scene`` with the provider overlay (each item's outline colour, a hover line, the legend), if any."""
+    if providers is None:
+        return scene
+    over = provider_overlay(layout.ids, layout.kinds, layout.members, providers)
+    scene["nodes"]["outline"] = over.outline
+    scene["nodes"]["hover"] = [h + extra for h, extra in zip(scene["nodes"]["hover"], over.hover)]
+    scene["legend"] = [list(item) for item in over.legend]
+    return scene
 
 
 #: Where a marker's label sits in a scene ("r": right of the node, "t": above, "b": below).
@@ -300,10 +316,9 @@ def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
         dict(type=kind, name="nodes", x=list(layout.x), y=list(layout.y),
              mode="markers+text" if show_text else "markers", text=text if show_text else None,
              textposition=[_PLOTLY_POS[p] for p in nd["labelpos"]],
-             textfont=dict(size=9, color="#333"),
+             textfont=dict(size=LABEL_FONT_PX, color="#333"),
              customdata=list(layout.ids), hovertext=nd["hover"], hoverinfo="text", showlegend=False,
-             marker=dict(color=nd["color"], symbol=nd["symbol"], size=nd["size"],
-                         line=dict(width=0.5, color="#333"))),
+             marker=dict(color=nd["color"], symbol=nd["symbol"], size=nd["size"], line=plotly_outline(nd.get("outline")))),
         dict(type=kind, name="highlight", x=hx, y=hy, mode="markers", hoverinfo="skip", showlegend=False,
              marker=dict(symbol="circle-open", size=20, color=HIGHLIGHT, line=dict(width=2.5, color=HIGHLIGHT))),
         dict(type=kind, name="selected", x=sx, y=sy, mode="markers", hoverinfo="skip", showlegend=False,
@@ -315,6 +330,10 @@ def graph_spec(layout: Layout, **kw) -> tuple[list[dict], dict]:
                            line=dict(color="#9ab", width=1, dash="dot"), fillcolor="rgba(120,150,200,0.06)"))
         notes.append(dict(x=x0, y=y0, text=group, showarrow=False, xanchor="left", yanchor="bottom",
                           font=dict(size=10, color="#567")))
+    if sc.get("legend"):  # one line under the title: a coloured dot per provider
+        notes.append(dict(xref="paper", yref="paper", x=0, y=1, yanchor="bottom", xanchor="left", showarrow=False,
+                          font=dict(size=LABEL_FONT_PX + 1, color="#333"),
+                          text=legend_html(sc["legend"])))
     lay = dict(
         title=dict(text=sc["title"], font=dict(size=13), x=0.02),
         height=sc["height"], width=sc["width"], autosize=False, margin=sc["margin"], plot_bgcolor="white",
@@ -359,12 +378,6 @@ def _frame(layout: Layout, width: int, height: int | None,
     scale = min(scale, ph / max(1e-9, y1 - y0))
     cx = (x0 + x1) / 2
     return int(height), [cx - pw / scale / 2, cx + pw / scale / 2], [y0, y0 + ph / scale], scale
-
-
-def _range(v: list[float], pad: float) -> list[float]:
-    if not v:
-        return [-1.0, 1.0]
-    return [min(v) - pad, max(v) + pad]
 
 
 def _max_share(layout: Layout, latency: Mapping[str, float], total: float) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.layout import Layout
-from .graph import CHAR_PX
+from .graph import CHAR_PX, LABEL_FONT_PX
 
 #: Height of one line of label text (9 px font), in pixels.
 TEXT_PX = 12.0
@@ -26,6 +26,15 @@ class Legibility:
     cut: int  # items whose label is drawn shorter than their full label (or not at all)
     aspect: float  # height over width of the picture
     overlaps: int  # pairs of node boxes (symbol and label) that overlap
+    outside: int = 0  # items whose box (symbol and label), and edges whose line, reach past the figure's edges
+
+
+def min_label_px(scene: dict, shown_width: float | None = None) -> float | None:
+    """The font size (pixels on screen) of the scene's node labels when the picture is shown ``shown_width``
+    pixels wide (default: its own width, as the app's pane and the report draw it); None without labels."""
+    if not any(scene["nodes"]["label"]):
+        return None
+    return LABEL_FONT_PX * (shown_width or scene["width"]) / scene["width"]
 
 
 def node_boxes(scene: dict) -> np.ndarray:
@@ -103,8 +112,11 @@ def legibility(layout: Layout, scene: dict) -> Legibility:
         inter = (np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]) > 1) & \
                 (np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]) > 1)
         ov = int(np.triu(inter, 1).sum())
+    w, h = scene["width"], scene["height"]
+    out = int(((boxes[:, 0] < 0) | (boxes[:, 2] > w) | (boxes[:, 1] < 0) | (boxes[:, 3] > h)).sum())
+    out += sum(1 for _, _, pts in lines if any(not (0 <= x <= w and 0 <= y <= h) for x, y in pts))
     return Legibility(crossings=crossings(lines), through=edges_through_nodes(boxes, lines), cut=cut,
-                      aspect=round(scene["height"] / scene["width"], 3), overlaps=ov)
+                      aspect=round(scene["height"] / scene["width"], 3), overlaps=ov, outside=out)
 
 
 def _segment_hits(b: np.ndarray, a: tuple[float, float], c: tuple[float, float]) -> bool:
@@ -129,4 +141,5 @@ def _to_px(scene: dict):
     return (lambda x: m["l"] + (x - x0) * sx), (lambda y: m["t"] + (y - y0) * sy)
 
 
-__all__ = ["Legibility", "crossings", "edge_lines", "edges_through_nodes", "legibility", "node_boxes"]
+__all__ = ["Legibility", "crossings", "edge_lines", "edges_through_nodes", "legibility", "min_label_px",
+           "node_boxes"]

@@ -162,8 +162,9 @@ CSS = """
 .summary{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start;border:1px solid #d0d7de;border-radius:6px;
  padding:12px 16px;background:#f6f8fa}.summary .facts{flex:1 1 380px;min-width:320px}
 .summary .lead{font-size:1.1rem;font-weight:600;margin:.2rem 0 .5rem}.summary ul{margin:0;padding-left:1.1rem}
-.summary li{margin:.25rem 0}.summary .pics{flex:0 1 606px}.summary .pair{display:flex;gap:6px;align-items:flex-start}
-.summary .pair svg{width:300px;height:auto;background:#fff;border:1px solid #e1e4e8}
+.summary li{margin:.25rem 0}.summary .pics{flex:0 1 852px}
+.summary .pair{display:flex;flex-wrap:wrap;gap:6px;align-items:flex-start}
+.summary .pair svg{flex:none;background:#fff;border:1px solid #e1e4e8}
 .summary .cap{font-size:.85rem;color:#555;margin-bottom:4px}
 """
 

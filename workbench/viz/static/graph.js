@@ -39,6 +39,12 @@ function draw(el, sc, view, rings) {
   out.push(`<svg xmlns="${NS}" class="wb-gw-svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">`);
   out.push(`<rect class="wb-gw-bg" x="0" y="0" width="${w}" height="${h}" fill="white"/>`);
   out.push(`<text class="wb-gw-title" x="${(0.02 * w).toFixed(1)}" y="22">${esc(sc.title || "")}</text>`);
+  let lx = 0.02 * w;
+  for (const [name, colour] of sc.legend || []) {
+    out.push(`<circle class="wb-gw-legend" cx="${(lx + 4).toFixed(1)}" cy="30" r="4" stroke="${colour}"/>` +
+      `<text class="wb-gw-legend-label" x="${(lx + 11).toFixed(1)}" y="30" dominant-baseline="central">${esc(name)}</text>`);
+    lx += 20 + 5.6 * String(name).length;
+  }
   out.push(`<svg x="${m.l}" y="${m.t}" width="${w - m.l - m.r}" height="${h - m.t - m.b}" overflow="hidden">`);
   out.push(`<g transform="translate(${-m.l},${-m.t})">`);
   for (const [bx0, by0, bx1, by1, group] of sc.boxes) {
@@ -57,10 +63,13 @@ function draw(el, sc, view, rings) {
     d += `L${px(n.x[e[k + 1]]).toFixed(1)},${py(n.y[e[k + 1]]).toFixed(1)}`;
   }
   out.push(`<path class="wb-gw-edges" d="${d}"/>`);
+  // A provider overlay (scene.legend and nodes.outline, when Python was given one) outlines each node.
+  const outline = n.outline || [];
   for (let k = 0; k < n.x.length; k++) {
     const x = px(n.x[k]), y = py(n.y[k]);
+    const stroke = outline[k] ? ` style="stroke:${outline[k]};stroke-width:2"` : "";
     out.push(`${symbol(n.symbol[k], x, y, n.size[k])} class="wb-gw-node" data-i="${k}" data-op="${esc(n.op[k])}" ` +
-      `fill="${n.color[k]}"/>`);
+      `fill="${n.color[k]}"${stroke}/>`);
   }
   // A ringed node's label starts past its ring, or the ring hides its first letters.
   const ringed = {};
