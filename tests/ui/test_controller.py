@@ -106,6 +106,13 @@ def test_parity_pass_fills_every_row(ctl):
         assert r["providers_tip"].startswith(f"asked for the {sn.assignment.asked} provider, level all: ")
     att = ctl.state.snapshots[next(r["index"] for r in ran if r["name"] == "attention")].assignment
     assert [(n.domain, n.provider) for n in att.nodes if n.op_type == "Attention"] == [("com.microsoft", "CPU")] * 2
+    # ... and the graph panes outline each node in its provider's colour (the overlay of the provider that runs it).
+    ctl.select_row("attention")
+    pair = ctl.state.pair
+    lay = pair.after.layout
+    nodes = [i for i, k in zip(lay.ids, lay.kinds) if k == "node"]
+    assert pair.after.providers and set(pair.after.providers.values()) == {"CPU"}
+    assert {i for i in nodes if lay.ops[lay.ids.index(i)] == "Attention"} <= set(pair.after.providers)
 
 
 def test_the_latency_panel_offers_the_openvino_provider_and_says_why_it_cannot_run_here(ctl):

@@ -63,6 +63,7 @@ class GraphView:
     highlight: frozenset = frozenset()
     selected: frozenset = frozenset()
     latency: dict | None = None
+    providers: dict | None = None  # node id → the execution provider ONNX Runtime gave it (None: not known yet)
 
 
 @dataclass(frozen=True)

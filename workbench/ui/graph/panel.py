@@ -40,7 +40,8 @@ class GraphPane(Panel):
             return
         v = getattr(p, self.role)
         self.graph.show(graph_scene(v.layout, highlight=v.highlight, selected=v.selected, latency=v.latency,
-                                    width=self.state.pane_width, height=p.height, yrange=p.yrange, title=v.title))
+                                    width=self.state.pane_width, height=p.height, yrange=p.yrange, title=v.title,
+                                    providers=v.providers))
 
     def _clicked(self, item: str) -> None:
         if self.state.pair is not None and self.on_click is not None:

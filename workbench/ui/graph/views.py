@@ -86,6 +86,15 @@ class GraphViews:
                 out[nid] = us / 1e3
         return out
 
+    def provider_map(self, sn, constants: bool = False) -> dict[str, str] | None:
+        """Node id → the execution provider ONNX Runtime gave it (``sn.assignment``, recorded in the parity lane:
+        :mod:`workbench.ui.steps.providers`), for the provider overlay; None until it is known."""
+        a = getattr(sn, "assignment", None)
+        if a is None:
+            return None
+        tab = self.table(sn, constants)
+        return {nid: prov for name, prov in a.providers().items() for nid in tab.resolve([name])}
+
     def pair(self, snapshots, index: int, state, profiles: dict[int, Any] | None = None) -> PairView:
         """The before/after views of snapshot ``index`` (0: the export against itself)."""
 
@@ -120,9 +129,9 @@ class GraphViews:
         return PairView(
             index=a, step=name, height=height, yrange=yrange,
             before=GraphView(lb, f"before {name}: {lb.title}{note(before)}", frozenset(items_for(lb, removed)),
-                             frozenset(sel_before), lat(b, before)),
+                             frozenset(sel_before), lat(b, before), self.provider_map(before, state.constants)),
             after=GraphView(la, f"after {name}: {la.title}{note(after)}", frozenset(items_for(la, added)),
-                            frozenset(sel_after), lat(a, after)),
+                            frozenset(sel_after), lat(a, after), self.provider_map(after, state.constants)),
             counts_before=dict(before.histogram), counts_after=dict(after.histogram),
             diag=tuple(self._diag(after, a)), diag_warning=self._warning(after, a))
 

@@ -103,9 +103,12 @@ class ParityChecks:
                     tl.check_parity(i)
                 else:
                     sn.check_parity(reference=tl.reference())
-            changed = self.providers.fill(sn) or changed
+            filled = self.providers.fill(sn)
+            changed = filled or changed
             if changed and app.generation == gen:
                 app.update_rows()
+            if filled and app.generation == gen and i in app.pair_indices():
+                app.refresh(rows=False)  # the panes shown get their provider per node
         propagate()
         if app.generation != gen:
             return False
