@@ -12,8 +12,9 @@ It reads, on the cores this process may run on (its CPU affinity):
 
 :class:`MachineLoad` holds those figures and the spread of the timed runs (p90 over p50, judged shape by shape:
 runs over text cycle through batches of different shapes, and a batch of 16 tokens beside one of 128 is the
-workload's mix, not noise; see :func:`shape_spread`), judges them with :data:`RULE` and words them in one sentence. Linux gives every figure; elsewhere only the load
-average and the spread are known, and the rule judges what is known.
+workload's mix, not noise; see :func:`shape_spread`), judges them with :data:`RULE` and words them in one
+sentence. Linux gives every figure; elsewhere only the load average and the spread are known, and the rule
+judges what is known.
 """
 
 from __future__ import annotations
