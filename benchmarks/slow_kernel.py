@@ -6,7 +6,8 @@ Kernels (``--kernel``), each beside what the workbench's fusion step replaced in
   lengths that ``EmbedLayerNormalization`` writes in the workbench's fused graphs, or ``--mask raw``: the 2-D
   int32 mask) against 3 x (MatMul + Add + Reshape + Transpose), MatMul, Div, Add(mask), Softmax, MatMul,
   Transpose, Reshape, with the additive mask built from the 2-D mask as the export builds it;
-- ``skiplayernorm``: ``SkipLayerNormalization`` against Add + LayerNormalization;
+- ``skiplayernorm``: ``SkipLayerNormalization`` with the projection's bias (5 inputs, as in the workbench's full
+  plan; ``--no-bias``: 4) against Add(bias) + Add(skip) + LayerNormalization;
 - ``biasgelu``: ``BiasGelu`` against Add + contrib Gelu (``--gelu erf``: Add + the erf formula the export writes).
 
 Both sessions as the workbench opens them: ``ORT_ENABLE_ALL``, spinning off, intra-op threads fixed, sequential.
@@ -43,7 +44,7 @@ from workbench.ort.session import create_session
 
 MS = "com.microsoft"
 #: The workbench's fusion steps each kernel stands for (their session transformers stay off on the unfused side).
-STEPS = {"attention": ("attention",), "skiplayernorm": ("layer_norm", "skip_layer_norm"),
+STEPS = {"attention": ("attention",), "skiplayernorm": ("layer_norm", "skip_layer_norm", "bias_skip_layer_norm"),
          "biasgelu": ("gelu", "bias_gelu")}
 
 
@@ -90,13 +91,15 @@ def attention(hidden: int, heads: int, mask: str, rng) -> tuple[bytes, bytes]:
     return fused, unfused
 
 
-def skiplayernorm(hidden: int, rng) -> tuple[bytes, bytes]:
-    g, b = (1 + 0.1 * rng.standard_normal(hidden, dtype=np.float32)), 0.1 * rng.standard_normal(hidden, dtype=np.float32)
-    inits = [_w("g", g), _w("beta", b)]
-    fused = _model([h.make_node("SkipLayerNormalization", ["x", "skip", "g", "beta"], ["y"], domain=MS,
-                                epsilon=1e-12)], [_x("x"), _x("skip")], ["B", "S", hidden], inits, "fused")
-    unfused = _model([h.make_node("Add", ["x", "skip"], ["s"]),
-                      h.make_node("LayerNormalization", ["s", "g", "beta"], ["y"], axis=-1, epsilon=1e-12)],
+def skiplayernorm(hidden: int, bias: bool, rng) -> tuple[bytes, bytes]:
+    g, b, pb = 1 + 0.1 * rng.standard_normal(hidden, dtype=np.float32), *(
+        0.1 * rng.standard_normal(hidden, dtype=np.float32) for _ in range(2))
+    inits = [_w("g", g), _w("beta", b)] + ([_w("pb", pb)] if bias else [])
+    fused = _model([h.make_node("SkipLayerNormalization", ["x", "skip", "g", "beta"] + ["pb"] * bias, ["y"],
+                                domain=MS, epsilon=1e-12)], [_x("x"), _x("skip")], ["B", "S", hidden], inits, "fused")
+    first = [h.make_node("Add", ["x", "pb"], ["xb"])] if bias else []
+    unfused = _model(first + [h.make_node("Add", ["xb" if bias else "x", "skip"], ["s"]),
+                              h.make_node("LayerNormalization", ["s", "g", "beta"], ["y"], axis=-1, epsilon=1e-12)],
                      [_x("x"), _x("skip")], ["B", "S", hidden], inits, "unfused")
     return fused, unfused
 
@@ -158,7 +161,7 @@ def timed(sessions, feed_list, runs: int, warmup: int) -> list[list[float]]:
 def point(kernel: str, batch: int, seq: int, pad: float, a) -> dict:
     rng = np.random.default_rng(0)
     models = {"attention": lambda: attention(a.hidden, a.heads, a.mask, rng),
-              "skiplayernorm": lambda: skiplayernorm(a.hidden, rng), "biasgelu": lambda: biasgelu(a.hidden, a.gelu, rng)}
+              "skiplayernorm": lambda: skiplayernorm(a.hidden, a.bias, rng), "biasgelu": lambda: biasgelu(a.hidden, a.gelu, rng)}
     fused_m, unfused_m = models[kernel]()
     (fs, fops), (us, uops) = session(fused_m, a.threads), session(unfused_m, a.threads, session_optimizers_off(STEPS[kernel]))
     ff, uf, share = feeds(kernel, batch, seq, a.hidden, pad, a.mask, rng)
@@ -194,6 +197,8 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--mask", choices=("index", "raw"), default="index",
                    help="Attention's padding: 1-D mask_index of lengths (as in the workbench's graphs) or raw 2-D")
+    p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=True,
+                   help="SkipLayerNormalization with the projection's bias folded in (default) or without")
     p.add_argument("--gelu", choices=("contrib", "erf"), default="contrib",
                    help="BiasGelu's unfused side: Add + contrib Gelu, or Add + the erf formula")
     a = p.parse_args(argv)

@@ -23,7 +23,7 @@ def test_every_kernel_matches_what_it_replaced_and_stays_apart():
     ops = dict(re.findall(r"<!-- (\w+): (.*) -->", p.stdout))
     fused, unfused = ops["attention"].split("; unfused runs ")
     assert fused == "fused runs Attention" and "Softmax" in unfused and "Attention" not in unfused.split()
-    assert ops["skiplayernorm"].endswith("unfused runs Add LayerNormalization")
+    assert ops["skiplayernorm"] == "fused runs SkipLayerNormalization; unfused runs Addx2 LayerNormalization"
     assert ops["biasgelu"].endswith("unfused runs Add Gelu")
     machine, load = p.stdout.splitlines()[:2]
     assert "1 threads" in machine and "microarchitecture" in machine and load.startswith("load average ")
