@@ -272,8 +272,11 @@ def test_a_quiet_run_over_the_builtin_text_is_not_called_busy_by_its_mix():
     pooled = [np.percentile(v["samples_ms"], 90) / np.percentile(v["samples_ms"], 50) for v in doc["variants"]]
     assert max(pooled) > SPREAD, pooled  # the mix, pooled: what the rule judged before
     load = MachineLoad.from_dict(doc["machine_load"])
-    others = [r for r in load.reasons() if not r.startswith("p90")]
-    if others:
-        pytest.skip(f"other processes were busy, so quiet cannot be checked: {'; '.join(others)}")
+    # One thread leaves a core free, where the rule lets others use it; the worker's parent shares it, so quiet is
+    # judged here as for a benchmark on both cores.
+    cpu = MachineLoad(cores=load.cores, threads=load.cores, seconds=load.seconds, other_cores=load.other_cores,
+                      steal=load.steal)
+    if cpu.busy():
+        pytest.skip(f"other processes were busy, so quiet cannot be checked: {'; '.join(cpu.reasons())}")
     assert load.spread_shapes >= 2 and load.spread <= SPREAD, doc["machine_load"]
     assert not load.busy() and doc["machine_load"]["words"] == ""
