@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from importlib import metadata
 
+from .microarch import host_microarch
 from .session import cuda_status
 
 #: Packages whose versions change what a benchmark measures.
@@ -98,20 +99,6 @@ def _memory_gb() -> float | None:
         return None
 
 
-def microarchitecture() -> str | None:
-    """The CPU's microarchitecture as archspec names it (zen3, zen4, sapphirerapids, neoverse_v1, m2, ...).
-
-    Two models sold under different names share one microarchitecture (and so one tuned plan); one brand
-    string can hide two. None where archspec cannot tell.
-    """
-    try:
-        import archspec.cpu
-
-        return str(archspec.cpu.host().name)
-    except Exception:  # archspec missing, or a CPU it does not know
-        return None
-
-
 def nvidia_smi(query: str) -> list[str]:
     """One line per GPU of ``nvidia-smi --query-gpu=QUERY`` (csv, no header); [] without nvidia-smi or a driver.
     Reads no CUDA library."""
@@ -165,7 +152,7 @@ def describe_machine(threads: int | None = None, *, check_cuda: bool = True) -> 
         "memory_gb": _memory_gb(),
         "cpu_flags": [f for f in CPU_FLAGS if f in flags],
         "isa": isa_from_flags(flags) or _mac_isa(),
-        "microarch": microarchitecture(),
+        "microarch": host_microarch(),
         "onnxruntime": _ort_build(),
         "gpus": gpu_names(),
         "providers": providers,

@@ -17,7 +17,8 @@ from ...errors import ConfigError
 
 
 def machine_type(machine: dict | None) -> str:
-    """What rows group by: the CPU's microarchitecture (archspec's name, e.g. zen4), its instruction sets, GPUs.
+    """What rows group by: the CPU's microarchitecture (e.g. zen4: :mod:`workbench.ort.microarch`), its instruction
+    sets, GPUs.
 
     Not the brand string: two models of one microarchitecture share a tuned plan, and one brand name
     can hide two microarchitectures. A row from before machines carried ``microarch`` falls back to

@@ -51,6 +51,7 @@ class BenchHandle:
         self.cfg = cfg
         self.variants = variants
         self.samples: dict[str, list[float]] = {v["name"]: [] for v in variants}
+        self.shapes: dict[str, list] = {v["name"]: [] for v in variants}  # each run's (batch, sequence), beside it
         self.parity: dict[str, msgs.Parity] = {}  # each variant's against the reference
         self.text_summary: dict | None = job.text_summary if isinstance(job, msgs.BenchJob) else None
         self.session_providers: dict[str, list[str]] = {}
@@ -134,8 +135,9 @@ class BenchHandle:
 
     # One handler per message type, each keeping what its message says.
     def _got_sample(self, m: msgs.Sample) -> None:
-        s = RunSample(m.variant, int(m.run_index), float(m.ms))
+        s = RunSample(m.variant, int(m.run_index), float(m.ms), m.shape)
         self.samples.setdefault(s.variant, []).append(s.ms)
+        self.shapes.setdefault(s.variant, []).append(s.shape)
         self._queue.put(s)
         if self._on_sample:
             self._safe_call(self._on_sample, s)
@@ -223,7 +225,8 @@ class BenchHandle:
         per_run = t["sentences"] / t["batches"] if t else self.cfg.batch
         stats = [VariantStats.from_samples(v, self.samples.get(v["name"], []), per_run, floor,
                                            _numbers(self.parity.get(v["name"])),
-                                           self.session_providers.get(v["name"], [])) for v in self.variants]
+                                           self.session_providers.get(v["name"], []),
+                                           self.shapes.get(v["name"])) for v in self.variants]
 
         for s in stats:
             own = self.floor.get("variants", {}).get(s.name)

@@ -10,9 +10,11 @@ It reads, on the cores this process may run on (its CPU affinity):
   a direct load, where the 1-minute load average lags (two CPU hogs started 10 s before a short run
   add only about 0.3 to it); the load average is kept beside it, not judged.
 
-:class:`MachineLoad` holds those figures and the spread of the timed runs (p90 over p50), judges them
-with :data:`RULE` and words them in one sentence. Linux gives every figure; elsewhere only the load
-average and the spread are known, and the rule judges what is known.
+:class:`MachineLoad` holds those figures and the spread of the timed runs (p90 over p50, judged shape by shape:
+runs over text cycle through batches of different shapes, and a batch of 16 tokens beside one of 128 is the
+workload's mix, not noise; see :func:`shape_spread`), judges them with :data:`RULE` and words them in one
+sentence. Linux gives every figure; elsewhere only the load average and the spread are known, and the rule
+judges what is known.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from ...concurrency import Thread, new_flag, spawn
 
 #: Busy when other processes used more than this share of the cores the benchmark's threads used
@@ -28,12 +32,16 @@ from ...concurrency import Thread, new_flag, spawn
 OTHER_SHARE = 0.25
 #: ... or a hypervisor took more than this share of the time on those cores ...
 STEAL_SHARE = 0.10
-#: ... or a variant's p90 is more than this many times its p50, counted only for variants with
-#: :data:`SPREAD_MIN_RUNS` runs or more and a p50 of :data:`SPREAD_MIN_MS` or more (under a millisecond a
-#: single timer interrupt or page fault makes such a spread on a quiet machine).
+#: ... or a variant's p90 is more than this many times its p50, each run taken against the median of the runs
+#: of its own shape, counted only for variants with :data:`SPREAD_MIN_RUNS` runs or more so judged, in shapes
+#: run :data:`SHAPE_MIN_RUNS` times or more with a median of :data:`SPREAD_MIN_MS` or more (under a millisecond
+#: a single timer interrupt or page fault makes such a spread on a quiet machine).
 SPREAD = 1.5
 SPREAD_MIN_RUNS = 10
 SPREAD_MIN_MS = 1.0
+#: Of two runs the median is their mean, and a run twice the other reads only 1.33x it: a shape is judged
+#: from three runs on (one sentence per run at its own length is rarely judged: the CPU time judges it).
+SHAPE_MIN_RUNS = 3
 #: A window shorter than this cannot be judged by CPU time (``/proc/stat`` counts in 10 ms ticks): a
 #: benchmark that ends sooner (a warm worker timing a tiny model) is judged on a window stretched to this
 #: length, the stretch read while the benchmark is idle (a neighbour that is busy then was busy before).
@@ -41,8 +49,9 @@ MIN_SECONDS = 0.5
 #: The rule in words, as the docs and the report state it.
 RULE = (f"busy when other processes used more than {OTHER_SHARE:.0%} of the cores the benchmark's threads used "
         f"(beyond the cores they left free), or a hypervisor stole more than {STEAL_SHARE:.0%} of the time on those "
-        f"cores, or a variant's p90 is more than {SPREAD:g}x its p50 (variants with at least {SPREAD_MIN_RUNS} runs "
-        f"and a p50 of at least {SPREAD_MIN_MS:g} ms)")
+        f"cores, or a variant's p90 is more than {SPREAD:g}x its p50, each run against the median of its own shape's "
+        f"runs (variants with at least {SPREAD_MIN_RUNS} runs so judged, in shapes run at least {SHAPE_MIN_RUNS} times "
+        f"with a median of at least {SPREAD_MIN_MS:g} ms)")
 
 _BUSY_COLUMNS = (0, 1, 2, 5, 6)  # user, nice, system, irq, softirq (guest time is inside user)
 _STEAL_COLUMN = 7
@@ -61,7 +70,8 @@ class MachineLoad:
         runnable: threads ready to run, on average over the window (all CPUs of the machine).
         loadavg: the 1-minute load average at the start and at the end.
         cpus: CPUs of the whole machine (what ``runnable`` and ``loadavg`` are against).
-        spread: the largest p90/p50 among the variants the rule counts; ``spread_variant`` is that variant.
+        spread: the largest p90/p50 among the variants the rule counts, shape by shape (:func:`shape_spread`);
+            ``spread_variant`` is that variant, ``spread_shapes`` how many shapes its runs were judged in.
     """
 
     cores: int
@@ -74,6 +84,7 @@ class MachineLoad:
     cpus: int | None = None
     spread: float | None = None
     spread_variant: str | None = None
+    spread_shapes: int | None = None
     rule: str = field(default=RULE)
 
     def reasons(self) -> list[str]:
@@ -86,7 +97,8 @@ class MachineLoad:
             out.append(f"the hypervisor took {self.steal:.0%} of the time")
         if self.spread is not None and self.spread > SPREAD:
             of = f" for {self.spread_variant}" if self.spread_variant else ""
-            out.append(f"p90 is {self.spread:.1f}x p50{of}")
+            mix = ", shape by shape" if (self.spread_shapes or 1) > 1 else ""
+            out.append(f"p90 is {self.spread:.1f}x p50{of}{mix}")
         return out
 
     def busy(self) -> bool:
@@ -115,14 +127,21 @@ class MachineLoad:
                 f"by 2x; rerun when it is quiet")
 
     def with_spread(self, variants) -> "MachineLoad":
-        """This load with the spread of ``variants`` (``VariantStats`` or dicts with name, p50_ms, p90_ms, runs)."""
-        best, name = None, None
+        """This load with the spread of ``variants`` (``VariantStats`` or their dicts): from each run and its shape
+        (``samples_ms``, ``sample_shapes``) by :func:`shape_spread`; from ``p50_ms``, ``p90_ms`` and ``runs`` (one
+        shape) only where the runs were not kept."""
+        best = (None, None, None)
         for v in variants:
             get = v.get if isinstance(v, dict) else lambda k, v=v: getattr(v, k, None)
-            p50, p90, runs = get("p50_ms"), get("p90_ms"), get("runs") or 0
-            if p50 and p90 and p50 >= SPREAD_MIN_MS and runs >= SPREAD_MIN_RUNS and (best is None or p90 / p50 > best):
-                best, name = p90 / p50, get("name")
-        self.spread, self.spread_variant = best, name
+            if get("samples_ms"):
+                judged = shape_spread(get("samples_ms"), get("sample_shapes") or ())
+            else:
+                p50, p90, runs = get("p50_ms"), get("p90_ms"), get("runs") or 0
+                ok = p50 and p90 and p50 >= SPREAD_MIN_MS and runs >= SPREAD_MIN_RUNS
+                judged = (p90 / p50, 1) if ok else None
+            if judged and (best[0] is None or judged[0] > best[0]):
+                best = (judged[0], get("name"), judged[1])
+        self.spread, self.spread_variant, self.spread_shapes = best
         return self
 
     def to_dict(self) -> dict:
@@ -144,6 +163,32 @@ class MachineLoad:
             keep["loadavg"] = tuple(keep["loadavg"])
         keep.pop("rule", None)
         return cls(**keep)
+
+
+def shape_spread(samples_ms, shapes=()) -> tuple[float, int] | None:
+    """``(p90 over p50, shapes judged)`` of each run divided by the median of the runs of its own shape; None when
+    fewer than :data:`SPREAD_MIN_RUNS` runs can be judged.
+
+    Dividing by the shape's median takes the workload's mix out and leaves the machine's noise: a quiet machine
+    serving batches of 16 and of 128 tokens has ratios near 1 in both, where one pooled p90/p50 would read 2x. The
+    ratios are pooled, so a hiccup in one shape weighs as it would in one. Shapes with fewer than
+    :data:`SHAPE_MIN_RUNS` runs, or a median under :data:`SPREAD_MIN_MS`, are left out. ``shapes`` (one per run,
+    e.g. ``(batch, sequence)``): absent or of another length, every run is one shape (then this is p90/p50).
+    """
+    keys = [tuple(s) if s is not None else None for s in shapes] if len(shapes) == len(samples_ms) else None
+    groups: dict = {}
+    for i, ms in enumerate(samples_ms):
+        groups.setdefault(keys[i] if keys else None, []).append(float(ms))
+    ratios, judged = [], 0
+    for runs in groups.values():
+        mid = float(np.median(runs))
+        if len(runs) >= SHAPE_MIN_RUNS and mid >= SPREAD_MIN_MS:
+            ratios += [ms / mid for ms in runs]
+            judged += 1
+    if len(ratios) < SPREAD_MIN_RUNS:
+        return None
+    p50, p90 = np.percentile(ratios, [50, 90])
+    return float(p90 / p50), judged
 
 
 def busy_words(d: "MachineLoad | dict | None") -> str:
@@ -263,5 +308,5 @@ class LoadSampler:
         return self.result
 
 
-__all__ = ["MachineLoad", "LoadSampler", "busy_words", "busy_warning", "RULE", "OTHER_SHARE", "STEAL_SHARE", "SPREAD",
-           "SPREAD_MIN_RUNS", "SPREAD_MIN_MS"]
+__all__ = ["MachineLoad", "LoadSampler", "busy_words", "busy_warning", "shape_spread", "RULE", "OTHER_SHARE",
+           "STEAL_SHARE", "SPREAD", "SPREAD_MIN_RUNS", "SPREAD_MIN_MS", "SHAPE_MIN_RUNS"]

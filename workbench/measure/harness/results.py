@@ -87,11 +87,12 @@ class Variant:
 
 @dataclass(frozen=True)
 class RunSample:
-    """One timed run of one variant, streamed while the benchmark runs."""
+    """One timed run of one variant, streamed while the benchmark runs; ``shape``: the (batch, sequence) it was fed."""
 
     variant: str
     run_index: int
     ms: float
+    shape: tuple[int, int] | None = None
 
 
 @dataclass
@@ -131,10 +132,13 @@ class VariantStats:
     task_parity_parts: dict | None = None
     #: Which provider ran each node of its ONNX Runtime session (None for other engines, or an older onnxruntime).
     assignment: Assignment | None = None
+    #: The (batch, sequence) of each timed run, beside ``samples_ms`` (with text, runs cycle through shapes).
+    sample_shapes: list[tuple[int, int]] = field(default_factory=list)
 
     @classmethod
     def from_samples(cls, v: dict, samples: list[float], batch: int, floor: float | None,
-                     parity: dict | None, session_providers: list[str]) -> "VariantStats":
+                     parity: dict | None, session_providers: list[str],
+                     shapes: list[tuple[int, int]] | None = None) -> "VariantStats":
         n = len(samples)
         if n:
             a = np.asarray(samples, dtype=np.float64)
@@ -146,7 +150,7 @@ class VariantStats:
         ratio = p50 / floor if p50 and floor else None
         return cls(v["name"], v["provider"], p50, p90, p99, mean, std, thr, n, list(samples), parity, ratio,
                    list(session_providers), v.get("kind", "onnx"), v.get("level", "all"), bool(v.get("fp16")),
-                   list(v.get("disabled_optimizers") or ()))
+                   list(v.get("disabled_optimizers") or ()), sample_shapes=list(shapes) if shapes and any(shapes) else [])
 
     def to_dict(self, samples: bool = True) -> dict:
         d = asdict(dataclasses.replace(self, assignment=None))
@@ -154,6 +158,7 @@ class VariantStats:
         d["assignment"] = self.assignment.to_dict() if self.assignment else None
         if not samples:
             d.pop("samples_ms")
+            d.pop("sample_shapes")
         return d
 
 

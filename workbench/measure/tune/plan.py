@@ -175,7 +175,8 @@ def machine_plan(src, export_path: Path, plan=None, *, threads: int = 2, runs: i
     plan = plan or FusionPlan()
     cfg = BenchConfig(provider=provider, threads=threads, runs=runs, warmup=2)
     w = workload or Workload.shape(cfg.batch, cfg.seq)
-    cpu = describe_machine(threads, check_cuda=False).get("cpu")
+    m = describe_machine(threads, check_cuda=False)
+    cpu = [m.get("cpu"), m.get("microarch"), m.get("isa")]  # the brand string alone is "AMD EPYC" on Zen 3, 4 and 5
     key = hashlib.sha256(json.dumps([file_identity(Path(export_path)), plan.engine, sorted(plan.disabled),
                                      sorted(plan.opted_in), cpu, threads, provider, ep, w.key(),
                                      PLAN_VERSION]).encode()).hexdigest()[:24]

@@ -88,6 +88,7 @@ def _timed_rounds(ch: Channel, runners: list, cfg: dict, timed: list, batch: int
     perf = _t.perf_counter
     for i in range(int(cfg["runs"])):
         feeds = timed[i % len(timed)] if len(timed) > 1 else None
+        shape = tuple(int(x) for x in feeds["input_ids"].shape) if feeds is not None else (batch, seq)
         for r in runners:
             ch.check_stop()
             try:
@@ -98,7 +99,7 @@ def _timed_rounds(ch: Channel, runners: list, cfg: dict, timed: list, batch: int
                 ms = (perf() - t0) * 1e3
             except Exception as e:
                 raise run_error(e, r.name, batch, seq) from e
-            ch.send(msgs.Sample(r.name, i, ms))
+            ch.send(msgs.Sample(r.name, i, ms, shape=shape))
             fault(hook, "sample")
 
 

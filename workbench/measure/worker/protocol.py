@@ -141,13 +141,15 @@ class Floor(Message):
 
 @dataclass(frozen=True)
 class Sample(Message):
-    """One timed run (or, for a throughput job, one pass of ``sentences`` sentences)."""
+    """One timed run (or, for a throughput job, one pass of ``sentences`` sentences); ``shape``: the (batch,
+    sequence) this run was fed (runs over text cycle through shapes; the spread is judged per shape)."""
 
     kind: ClassVar[str] = "sample"
     variant: str
     run_index: int
     ms: float
     sentences: int | None = None
+    shape: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
