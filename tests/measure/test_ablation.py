@@ -40,12 +40,13 @@ def test_ablation_rows_graph_changes_and_tuned_plan():
     assert set(alts) == {"attention_as_mha", "attention_as_standard"}
     assert all(r.switched == "on" and r.alternative_to == "attention" and r.parity_max_abs_diff < 1e-4
                for r in alts.values())
-    kept = {r.alternative_to for r in alts.values() if r.verdict == "helps"}
-    hurt = {r.step for r in res.rows if r.verdict == "hurts" and r.switched == "off"} - kept
-    assert set(res.tuned_plan.disabled) == hurt and res.tuned_plan.engine == "ort"
     helped = [r for r in alts.values() if r.verdict == "helps"]
-    best = max(helped, key=lambda r: r.saves_pct).step if helped else None  # only the fastest kernel is kept
-    assert {a for a in alts if res.tuned_plan.enabled(a, False)} == ({best} if best else set())
+    best = max(helped, key=lambda r: r.saves_pct) if helped else None  # only the fastest kernel is kept ...
+    left_out = by["attention"].verdict == "hurts" and (best is None or -by["attention"].saves_pct >= best.saves_pct)
+    best = None if left_out else best  # ... unless leaving attention out buys more
+    hurt = {r.step for r in res.rows if r.verdict == "hurts" and r.switched == "off"} - ({"attention"} if best else set())
+    assert set(res.tuned_plan.disabled) == hurt and res.tuned_plan.engine == "ort"
+    assert {a for a in alts if res.tuned_plan.enabled(a, False)} == ({best.step} if best else set())
     doc = json.loads(json.dumps(res.to_dict(), default=str))
     assert [r["step"] for r in doc["rows"]] == steps and "measuring" in stages
     assert list(res.to_frame()["step"]) == steps
@@ -143,3 +144,28 @@ def test_savings_are_round_by_round_ratios_that_load_in_a_few_rounds_does_not_mo
     full = stats([100.0, 200.0, 100.0, 100.0, 100.0, 100.0, 100.0])
     without = stats([105.0, 210.0, 105.0, 105.0, 105.0, 210.0, 105.0])
     assert abs(_round_by_round(without, full) - 1.05) < 1e-9
+
+
+def test_an_alternative_kernel_is_kept_only_where_it_buys_more_than_leaving_its_step_out():
+    from workbench.config import FusionPlan
+    from workbench.measure.tune.ablation import AblationResult, AblationRow
+
+    def rows(attention_pct):
+        return [AblationRow("attention", {"Attention": 6}, {}, 100.0, attention_pct, attention_pct,
+                            "hurts" if attention_pct < -1 else "within noise", 0.0),
+                AblationRow("attention_as_mha", {"MultiHeadAttention": 6}, {}, 100.0, 3.0, 3.0, "helps", 0.0, "on",
+                            97.0, "attention"),
+                AblationRow("attention_as_standard", {"Attention (standard)": 6}, {}, 100.0, 8.0, 8.0, "helps", 0.0,
+                            "on", 92.0, "attention")]
+
+    def tuned(attention_pct):
+        return AblationResult("minilm", "ort", rows(attention_pct), 100.0, 1.0, 90.0, None, None, {}, {},
+                              FusionPlan(engine="ort")).tuned_plan
+
+    within = tuned(0.0)  # the packed kernel neither helps nor hurts: the fastest other kernel is kept, alone
+    assert within.enabled("attention") and within.enabled("attention_as_standard", False)
+    assert not within.enabled("attention_as_mha", False)
+    small_loss = tuned(-4.0)  # leaving attention out buys 4%, its standard kernel 8%: the kernel stays
+    assert small_loss.enabled("attention") and small_loss.enabled("attention_as_standard", False)
+    big_loss = tuned(-17.0)  # leaving it out buys 17%: it goes, and no alternative with it
+    assert not big_loss.enabled("attention") and not big_loss.enabled("attention_as_standard", False)

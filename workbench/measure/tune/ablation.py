@@ -121,8 +121,11 @@ class AblationResult:
             if r.alternative_to and r.verdict == "helps":
                 if r.alternative_to not in best or r.saves_pct > best[r.alternative_to].saves_pct:
                     best[r.alternative_to] = r
-        # A step whose alternative kernel helps stays on (the alternative works on its output).
-        hurt = {r.step for r in self.rows if r.verdict == "hurts" and r.switched == "off" and r.step not in best}
+        off = {r.step: r for r in self.rows if r.verdict == "hurts" and r.switched == "off"}
+        # A step whose alternative kernel helps more than leaving the step out stays on with it (the alternative
+        # works on its output); where leaving it out buys more, it goes and the alternative with it.
+        best = {k: r for k, r in best.items() if k not in off or r.saves_pct > -off[k].saves_pct}
+        hurt = set(off) - set(best)
         plan = FusionPlan(engine=self.engine or self.plan.engine, disabled=frozenset(self.plan.disabled | hurt),
                           opted_in=self.plan.opted_in)
         for r in [*(r for r in self.rows if r.switched == "on" and r.verdict == "helps" and not r.alternative_to),
