@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...ort.answer_policy import words
 from ...ort.machine import machine_line
+from ...ort.openvino_ep import EP, REGISTRATION, load_config
 from ..harness.load import busy_warning
 from ..variants import recipe
 from ..variants.labels import MODES, variant_label
@@ -25,6 +26,19 @@ def run_lines(out_dir: str, session: SessionSpec | None, engine: str, threads: i
                 "out = model({i.get_any_name(): enc[i.get_any_name()] for i in model.inputs})[0]"]
     off = list(session.disabled_optimizers) if session else []
     kw = f", disabled_optimizers={off!r}" if off else ""
+    opts = (session.options if session else {}) or {}
+    if opts.get("ep") == "openvino":  # ONNX Runtime with OpenVINO's execution provider: its three lines
+        cfg = load_config(ov_config(threads, opts.get("precision"), shipped=True))
+        return ["import onnxruntime as ort, onnxruntime_ep_openvino, transformers",
+                f"ort.register_execution_provider_library({REGISTRATION!r}, onnxruntime_ep_openvino.get_library_path())",
+                f"cpu = next(d for d in ort.get_ep_devices() if d.ep_name == {EP!r} "
+                "and d.ep_metadata.get('ov_device') == 'CPU')",
+                "so = ort.SessionOptions()",
+                f"so.add_provider_for_devices([cpu], {cfg!r})",
+                f"tok = transformers.AutoTokenizer.from_pretrained({out_dir!r})",
+                f"sess = ort.InferenceSession({out_dir + '/model.onnx'!r}, so{kw})",
+                f"enc = tok([{CARD_TEXT!r}], return_tensors=\"np\")",
+                "out = sess.run(None, {i.name: enc[i.name] for i in sess.get_inputs()})[0]"]
     return ["import onnxruntime as ort, transformers",
             f"tok = transformers.AutoTokenizer.from_pretrained({out_dir!r})",
             f"sess = ort.InferenceSession({out_dir + '/model.onnx'!r}, providers=[\"CPUExecutionProvider\"]{kw})",

@@ -34,6 +34,7 @@ from ...errors import ConfigError, WorkbenchError
 from ...modelio import copy_model
 from ...models import ModelSource, resolve
 from ...ort.inputs import InputSpec, make_inputs
+from ...ort.openvino_ep import add_openvino
 from ...ort.session import create_session
 from ...path_checks import check_output_path
 from ..worker.peer_runners import OpenVinoRunner, ov_config
@@ -106,10 +107,17 @@ def reproduce(saved: Path, session: SessionSpec, threads: int, feeds_of) -> floa
     """Max abs diff between the card's plain onnxruntime session and the session the tune timed."""
     import onnxruntime as ort
 
+    ep = (session.options or {}).get("ep")
+    settings = ov_config(threads, session.options.get("precision"), shipped=True) if ep else None
     timed = create_session(saved, "cpu", level=session.level or "all", threads=threads,
-                           disabled_optimizers=tuple(session.disabled_optimizers))
+                           disabled_optimizers=tuple(session.disabled_optimizers), ep=ep, ep_settings=settings)
     kw = {"disabled_optimizers": list(session.disabled_optimizers)} if session.disabled_optimizers else {}
-    plain = ort.InferenceSession(str(saved), providers=["CPUExecutionProvider"], **kw)
+    if ep:  # the card's lines: OpenVINO's execution provider in front of the CPU one, as the tune timed it
+        so = ort.SessionOptions()
+        add_openvino(so, settings)
+        plain = ort.InferenceSession(str(saved), so, **kw)
+    else:
+        plain = ort.InferenceSession(str(saved), providers=["CPUExecutionProvider"], **kw)
     feeds = feeds_of({i.name for i in plain.get_inputs()})
     a, b = timed.run(None, feeds)[0], plain.run(None, feeds)[0]
     return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
