@@ -107,10 +107,9 @@ def test_the_plugin_is_in_the_peers_extra_where_pypi_has_its_wheels():
 
 def test_a_saved_openvino_provider_variant_is_run_by_the_cards_three_lines():
     """Where ONNX Runtime + OpenVINO's provider wins a tune, the card registers the plugin and puts the model on its
-    CPU device (the lines compile; where the plugin offers a device here, they run and give the timed outputs)."""
+    CPU device (the lines compile; that they run is for an Intel CPU, where the plugin offers one)."""
     from workbench.measure.tune.card import run_lines
     from workbench.measure.tune.result import SessionSpec
-    from workbench.ort.openvino_ep import status
 
     lines = run_lines("/models/tuned", SessionSpec("onnx", "all", [], {"ep": "openvino", "precision": "f32"}),
                       "onnxruntime", 2)
@@ -118,5 +117,3 @@ def test_a_saved_openvino_provider_variant_is_run_by_the_cards_three_lines():
     compile(code, "card", "exec")
     assert "register_execution_provider_library('openvino_ep'" in code and "add_provider_for_devices([cpu]" in code
     assert "INFERENCE_PRECISION_HINT" in code and "f32" in code
-    if not status()[0]:
-        return  # no device for it here (an AMD CPU): the lines are what a user on an Intel CPU runs
