@@ -17,8 +17,9 @@ import os
 import sys
 
 from .. import __version__
-from ..cache.root import cache_root
+from ..cache.root import cache_root, check_cache_settings
 from ..errors import WorkbenchError
+from . import streams
 
 #: Subcommand modules, each with ``register(subparsers)``.
 COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "tune", "report", "sweep", "lab", "prepare", "cache")
@@ -71,7 +72,7 @@ def _check_settings() -> None:
     from ..measure.fleet.spec import sweep_limits
     from ..text import max_sentences
 
-    for check in (max_bytes_setting, max_model_gb, max_sentences, sweep_limits):
+    for check in (check_cache_settings, max_bytes_setting, max_model_gb, max_sentences, sweep_limits):
         check()
 
 
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     _quiet_libraries(args.debug)
     try:
+        streams.prepare()
         _check_settings()
         before = _cache_bytes(args)
         rc = args.func(args)
@@ -138,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"workbench: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        if args.debug or not streams.stdout_reader_gone():
+            raise
+        return streams.end_quietly()  # `| head`: the reader has what it wanted
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
