@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import ModelSourceError
 from .families import POSITION_KEYS, ROTARY_BASE_KEYS
+from .path_checks import not_utf8, shown, too_long
 from .settings import env_number
 
 #: Limit for the fp32 memory a model may need, in GB (raise it with this environment variable).
@@ -42,9 +43,26 @@ def special_kind(path: str | os.PathLike) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), None)
 
 
+def check_model_path(path: Path) -> None:
+    """Refuse a model path no reader below can open, before anything is read: a pipe or a device (opening it
+    would block or never end), a name that is no UTF-8 (bytes of an old disk's encoding: safetensors, ONNX and
+    ONNX Runtime take UTF-8 paths only, and would each fail in their own words)."""
+    kind = special_kind(path)
+    if kind:
+        raise ModelSourceError(f"{path} is {kind}, not a model file or folder; refused")
+    problem = too_long(path)
+    if problem is not None:
+        raise ModelSourceError(f"{shown(path)}: {problem}")
+    problem = not_utf8(path)
+    if problem is not None:
+        raise ModelSourceError(problem)
+
+
 def require_regular_file(path: str | os.PathLike, error=ModelSourceError) -> Path:
     """Refuse anything but an existing regular file, without opening it."""
     p = Path(path)
+    if (problem := too_long(p)) is not None:
+        raise error(f"{shown(p)}: {problem}")
     kind = special_kind(p)
     if kind:
         raise error(f"{p} is {kind}, not a file; refused (reading it could block forever)")
@@ -323,5 +341,5 @@ def _index_shards(folder: Path, index: Path) -> list[Path]:
     return shards
 
 
-__all__ = ["special_kind", "require_regular_file", "estimate_params", "check_config", "check_safetensors",
+__all__ = ["special_kind", "check_model_path", "require_regular_file", "estimate_params", "check_config", "check_safetensors",
            "check_float_weights", "MAX_MODEL_GB_ENV", "inside_folder", "model_files", "SAFETENSORS_INDEX"]

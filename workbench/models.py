@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .cache.identity import file_identity
-from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
+from .checks import (check_config, check_float_weights, check_model_path, check_safetensors, model_files,
+                     special_kind)
 from .config import DEFAULT_MODEL
 from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
@@ -312,7 +313,7 @@ def _from_folder(path: Path) -> ModelSource:
         raise ModelSourceError(f"{path} has no .safetensors weights{why}")
     h = hashlib.sha256(cfg_file.read_bytes())
     for w in weights:
-        h.update(w.relative_to(path).as_posix().encode())
+        h.update(os.fsencode(w.relative_to(path).as_posix()))
         h.update(file_identity(w).encode())
     task, notes = task_of(config), []
     if task != "embedding" and head_absent(family_of(model_type), tensors):
@@ -367,6 +368,7 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
         src.name = text
         return src
     path = Path(text).expanduser()
+    check_model_path(path)
     if not hub and not (path.exists() or path.is_symlink()):
         raise ModelSourceError(f"{text!r} is not a preset ({', '.join(PRESETS)}), a real model "
                                f"({', '.join(REAL_MODELS)}) or an existing folder or .onnx file")
@@ -377,9 +379,6 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
 
 
 def _from_path(text: str, path: Path) -> ModelSource:
-    kind = special_kind(path)
-    if kind:  # opening a pipe or a device would block or never end
-        raise ModelSourceError(f"{path} is {kind}, not a model file or folder; refused")
     if path.suffix == ".onnx" or path.is_file():
         if not path.exists():
             raise ModelSourceError(f"{path}: no such file")

@@ -20,6 +20,7 @@ import numpy as np
 from .errors import ConfigError
 from .models import ModelSource
 from .ort.task_parity import kind_for
+from .path_checks import shown, too_long
 from .settings import env_number
 
 #: Sequence lengths a batch is padded up to (the smallest that holds its longest sentence).
@@ -104,6 +105,8 @@ def read_sentences(path: str | os.PathLike, *, notes: list | None = None) -> lis
         ConfigError: no such file, not text, too large, or no sentences in it.
     """
     p = Path(path).expanduser()
+    if (problem := too_long(p)) is not None:
+        raise ConfigError(f"{shown(p)}: {problem}")
     if not p.is_file():
         raise ConfigError(f"{p}: no such text file" if not p.exists() else f"{p} is not a file")
     if p.stat().st_size > MAX_FILE_BYTES:
