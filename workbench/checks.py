@@ -24,11 +24,20 @@ from pathlib import Path
 
 from .errors import ModelSourceError
 from .families import POSITION_KEYS, ROTARY_BASE_KEYS
+from .limits import address_space_gb
 from .path_checks import not_utf8, shown, too_long
 from .settings import env_number
 
 #: Limit for the fp32 memory a model may need, in GB (raise it with this environment variable).
 MAX_MODEL_GB_ENV = "WORKBENCH_MAX_MODEL_GB"
+#: Address space PyTorch and ONNX Runtime take before any model (libraries, thread stacks and arenas; measured
+#: 1.4 GB for bert-tiny's export on 2 cores): what ``ulimit -v`` leaves for a model is the rest.
+RUNTIMES_GB = 1.2
+#: Seconds the TorchScript export takes per encoder layer at the least (measured 0.3 s on a 2-core Zen 5 with
+#: hidden size 32, where the per-layer work is all overhead), and the export time past which a model is refused.
+EXPORT_S_PER_LAYER, MAX_EXPORT_HOURS = 0.25, 1.0
+#: ONNX nodes per BERT layer in the TorchScript export (bert-base: 1061 nodes, 12 layers).
+NODES_PER_LAYER = 85
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"))
@@ -150,19 +159,42 @@ def check_config(config: dict, where: str) -> None:
     h, heads = c.get("hidden_size"), c.get("num_attention_heads")
     if isinstance(h, int) and isinstance(heads, int) and h % heads:
         raise ModelSourceError(f"{where}: hidden_size {h} is not divisible by num_attention_heads {heads}")
-    if not all(k in c for k in ("hidden_size", "num_hidden_layers", "vocab_size")):
-        return
+    if all(k in c for k in ("hidden_size", "num_hidden_layers", "vocab_size")):
+        _check_time(c, where)
+        _check_size(c, where)
+
+
+def _check_time(c: dict, where: str) -> None:
+    """Refuse a model whose export alone would take hours, estimated from its layers (before anything is built)."""
+    layers = int(c["num_hidden_layers"])
+    hours = layers * EXPORT_S_PER_LAYER / 3600
+    if hours > MAX_EXPORT_HOURS:
+        raise ModelSourceError(
+            f"{where}: num_hidden_layers {layers:,} makes a graph of about {layers * NODES_PER_LAYER:,} nodes: about "
+            f"{hours:,.0f} hours only to export it here ({EXPORT_S_PER_LAYER} s a layer at the least), before any "
+            f"fusion or measurement; refused (the workbench builds up to "
+            f"{int(MAX_EXPORT_HOURS * 3600 / EXPORT_S_PER_LAYER):,} layers)")
+
+
+def _check_size(c: dict, where: str) -> None:
+    """Refuse a model too large for the memory here: free memory or ``WORKBENCH_MAX_MODEL_GB``, and what the
+    address-space limit (``ulimit -v``) leaves once the runtimes are loaded."""
     params = estimate_params(c)
     need_gb = params * 4 * 3 / 1e9  # fp32 weights, the exporter's copy, an ONNX Runtime session
     limit = max_model_gb()
     cap = limit if limit is not None else _available_gb()
+    fix = f"set {MAX_MODEL_GB_ENV} to raise the limit"
+    source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap or 0:.1f} GB of free memory"
+    space = address_space_gb()
+    if space is not None and (cap is None or space - RUNTIMES_GB < cap):
+        cap, fix = space - RUNTIMES_GB, "raise the limit (ulimit -v unlimited)"
+        source = (f"the {max(cap, 0):.1f} GB the address-space limit (ulimit -v: {space:.1f} GB) leaves beside "
+                  f"PyTorch's and ONNX Runtime's own {RUNTIMES_GB} GB")
     if cap is not None and need_gb > cap:
-        source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap:.1f} GB of free memory"
         raise ModelSourceError(
             f"{where} describes a model of {_human(params)} parameters ({c['num_hidden_layers']:,} layers, hidden "
             f"{c['hidden_size']:,}{_largest_table(c, params)}): about {need_gb:,.1f} GB to export and run, more "
-            f"than {source}; "
-            f"set {MAX_MODEL_GB_ENV} to raise the limit")
+            f"than {source}; {fix}")
 
 
 def max_model_gb() -> float | None:

@@ -359,6 +359,7 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
     found = preset(text)
     if found is not None:
         cfg = dict(found[1].config)
+        check_config(cfg, text)  # its size against free memory and the address-space limit, before anything
         ident = hashlib.sha256(json.dumps({"preset": text, "config": cfg, "seed": seed},
                                           sort_keys=True).encode()).hexdigest()
         return ModelSource(name=text, kind="preset", identity=ident, model_type=found[0].model_type,
