@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .cache.identity import file_identity
-from .checks import (check_config, check_float_weights, check_model_path, check_safetensors, model_files,
-                     special_kind)
+from .checks import check_config, check_float_weights, check_model_path, check_safetensors, special_kind
+from .folder_checks import model_files, st_modules
 from .config import DEFAULT_MODEL
 from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
@@ -301,6 +301,7 @@ def _from_folder(path: Path) -> ModelSource:
     if config.get("auto_map"):
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
     check_config(config, str(cfg_file))
+    st_modules(path)  # a save copies the folders it names: a broken one is refused now, not after the work
     weights = model_files(path)  # the index's shards too; none may lead out of the folder
     tensors: set[str] = set()
     for w in weights:  # header against file size, dtypes, offsets: before anything is hashed or loaded
@@ -368,8 +369,7 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
         src = _from_folder(_real_model_folder(text))
         src.name = text
         return src
-    path = Path(text).expanduser()
-    check_model_path(path)
+    path = check_model_path(Path(text).expanduser())
     if not hub and not (path.exists() or path.is_symlink()):
         raise ModelSourceError(f"{text!r} is not a preset ({', '.join(PRESETS)}), a real model "
                                f"({', '.join(REAL_MODELS)}) or an existing folder or .onnx file")
