@@ -58,6 +58,18 @@ def stdout_reader_gone() -> bool:
         return False
 
 
+def detach_terminal() -> None:
+    """The terminal is gone (SIGHUP): standard output and error write to /dev/null from now on (a write to a
+    closed terminal fails with EIO)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def end_quietly() -> int:
     """After the reader of standard output left: point it at /dev/null (the buffered rest is dropped at exit
     without "Exception ignored") and return the exit status a shell gives a writer stopped by SIGPIPE."""
