@@ -109,7 +109,8 @@ _DROP_LIBRARY_LOGS = logging.NullHandler()
 
 
 def _quiet_libraries(debug: bool) -> None:
-    """Library log lines (onnx-ir's "Skipping constant folding ...", ...) stay off the terminal unless --debug:
+    """Library log lines (onnx-ir's "Skipping constant folding ...", transformers' load reports, ...) stay off the
+    terminal unless --debug:
     with no handler anywhere, Python prints every warning a library logs; a handler that drops them is
     installed at the root instead (the workbench says what matters in its own lines)."""
     root = logging.getLogger()
@@ -118,6 +119,9 @@ def _quiet_libraries(debug: bool) -> None:
         return
     if not root.handlers:
         root.addHandler(_DROP_LIBRARY_LOGS)
+    # transformers logs through a handler of its own (its "LOAD REPORT" table when CTranslate2's converter loads
+    # a model): read when it is imported, here and in the benchmark worker; a value the user set stays
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     # tqdm's monitor thread, refused at a task limit: the workbench says what that limit stops, in its own line
     warnings.filterwarnings("ignore", message="tqdm:disabling monitor support")
 
