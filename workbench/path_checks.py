@@ -40,7 +40,7 @@ def not_utf8(path: Path) -> str | None:
     """Why ``path`` cannot be handed to the libraries below (None: it can): its name, links followed, holds bytes
     that are no UTF-8 (an old disk's encoding); safetensors, ONNX and ONNX Runtime take UTF-8 paths only."""
     try:
-        os.fsdecode(Path(path).resolve()).encode("utf-8")
+        os.fsdecode(os.path.realpath(path)).encode("utf-8")  # realpath: a symbolic link loop is another check's
     except UnicodeEncodeError:
         return (f"{path}: its name is not valid UTF-8, and safetensors, ONNX and ONNX Runtime open UTF-8 paths only: "
                 f"rename it, or use a folder named in UTF-8")
