@@ -11,7 +11,6 @@ limit and its value. A model's size is held against the address-space limit befo
 from __future__ import annotations
 
 import errno
-import re
 from pathlib import Path
 
 try:
@@ -19,14 +18,12 @@ try:
 except ImportError:  # Windows: no ulimit
     resource = None
 
-#: Words of a failed allocation, from Python, PyTorch (c10's allocator), C++ (``std::bad_alloc``), ONNX Runtime.
-_MEMORY = re.compile(r"bad_alloc|can't allocate memory|cannot allocate memory|failed to allocate|out of memory",
-                     re.IGNORECASE)
+#: Words of a failed allocation (lower case), from Python, PyTorch (c10's allocator), C++, ONNX Runtime.
+_MEMORY = ("bad_alloc", "can't allocate memory", "cannot allocate memory", "failed to allocate", "out of memory")
 #: Words of a thread or process that could not start: Python, pthreads, ONNX Runtime's thread pool, OpenBLAS.
-_TASKS = re.compile(r"can't start new thread|pthread_create|PosixThread|Resource temporarily unavailable",
-                    re.IGNORECASE)
+_TASKS = ("can't start new thread", "pthread_create", "posixthread", "resource temporarily unavailable")
 #: Words of a write stopped at the file-size limit (errno EFBIG), from Python and ONNX Runtime's writers.
-_WRITE = re.compile(r"File too large|Failed to write", re.IGNORECASE)
+_WRITE = ("file too large", "failed to write")
 #: Where a container's task limit is read (cgroup v2, then v1).
 _PIDS_MAX = (Path("/sys/fs/cgroup/pids.max"), Path("/sys/fs/cgroup/pids/pids.max"))
 
@@ -57,12 +54,12 @@ def _chain(e: BaseException):
 def limit_reached(e: BaseException) -> str | None:
     """Which limit ``e`` (or an exception it was raised from) ran into: "memory", "file size", "tasks", or None."""
     for x in _chain(e):
-        text = f"{type(x).__name__}: {x}"
-        if isinstance(x, MemoryError) or _MEMORY.search(text):
+        text = f"{type(x).__name__}: {x}".lower()
+        if isinstance(x, MemoryError) or any(w in text for w in _MEMORY):
             return "memory"
-        if isinstance(x, OSError) and x.errno == errno.EFBIG or (soft_limit("FSIZE") and _WRITE.search(text)):
+        if isinstance(x, OSError) and x.errno == errno.EFBIG or (soft_limit("FSIZE") and any(w in text for w in _WRITE)):
             return "file size"
-        if _TASKS.search(text) or isinstance(x, OSError) and x.errno == errno.EAGAIN and "fork" in text:
+        if any(w in text for w in _TASKS) or isinstance(x, OSError) and x.errno == errno.EAGAIN and "fork" in text:
             return "tasks"
     return None
 
