@@ -410,8 +410,14 @@ def checked(args) -> list[Case]:
         fail("--batches, --seq (1-512), --runs and --warmup must be positive integers")
     if not args.plan and not args.out:
         fail("--out DIR is needed (or --plan to see what would run)")
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        fail(f"--out {args.out} is a file, not a folder")
+    if args.out and not args.plan:  # checked before the GPU is looked for: on a GPU, after the measuring is too late
+        from workbench.errors import OutputPathError
+        from workbench.path_checks import check_output_path
+
+        try:
+            check_output_path(args.out, folder=True)
+        except OutputPathError as e:
+            fail(f"--out: {e}")
     return plan(models, batches, args.seq, compile_torch=not args.no_compile)
 
 

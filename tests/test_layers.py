@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "workbench"
 #: (other modules of the same package) or any lower one, never a higher one.
 LAYERS = {
     "errors": 0, "concurrency": 0, "config": 0, "checks": 0, "path_checks": 0, "families": 0, "settings": 0,
-    "__init__": 0, "__main__": 9,
+    "limits": 0, "folder_checks": 0, "__init__": 0, "__main__": 9,
     "models": 1, "model_types": 1, "modelio": 1, "cache": 1,
     "ort": 2,
     "export": 3, "export_parity": 3, "graph": 3, "text": 3,

@@ -7,9 +7,7 @@
   hidden size) are named.
 - A ``.safetensors`` file's header is read and checked against the file's size before any tensor is
   loaded (truncated files, headers that lie about sizes, unknown dtypes).
-- Every file a model folder names stays inside it: the shards a ``model.safetensors.index.json`` lists
-  (no absolute paths, no ``..``, no symlink leading out) and the files the loaders read (weights, JSON,
-  tokenizer files) when they are symlinks.
+- The files a model folder names are checked in :mod:`workbench.folder_checks`.
 
 Every message is one line and names the user's file.
 """
@@ -24,10 +22,20 @@ from pathlib import Path
 
 from .errors import ModelSourceError
 from .families import POSITION_KEYS, ROTARY_BASE_KEYS
+from .limits import address_space_gb
+from .path_checks import not_utf8, shown, too_long
 from .settings import env_number
 
 #: Limit for the fp32 memory a model may need, in GB (raise it with this environment variable).
 MAX_MODEL_GB_ENV = "WORKBENCH_MAX_MODEL_GB"
+#: Address space PyTorch and ONNX Runtime take before any model (libraries, thread stacks and arenas; measured
+#: 1.4 GB for bert-tiny's export on 2 cores): what ``ulimit -v`` leaves for a model is the rest.
+RUNTIMES_GB = 1.2
+#: Seconds the TorchScript export takes per encoder layer at the least (measured 0.3 s on a 2-core Zen 5 with
+#: hidden size 32, where the per-layer work is all overhead), and the export time past which a model is refused.
+EXPORT_S_PER_LAYER, MAX_EXPORT_HOURS = 0.25, 1.0
+#: ONNX nodes per BERT layer in the TorchScript export (bert-base: 1061 nodes, 12 layers).
+NODES_PER_LAYER = 85
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"))
@@ -42,9 +50,28 @@ def special_kind(path: str | os.PathLike) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), None)
 
 
+def check_model_path(path: Path) -> Path:
+    """``path``, once it is known that a reader below can open it, before anything is read: not a pipe or a device
+    (opening it would block or never end), not a name too long for the file system or no UTF-8 (bytes of an old
+    disk's encoding: safetensors, ONNX and ONNX Runtime take UTF-8 paths only, and would each fail in their own
+    words)."""
+    kind = special_kind(path)
+    if kind:
+        raise ModelSourceError(f"{path} is {kind}, not a model file or folder; refused")
+    problem = too_long(path)
+    if problem is not None:
+        raise ModelSourceError(f"{shown(path)}: {problem}")
+    problem = not_utf8(path)
+    if problem is not None:
+        raise ModelSourceError(problem)
+    return path
+
+
 def require_regular_file(path: str | os.PathLike, error=ModelSourceError) -> Path:
     """Refuse anything but an existing regular file, without opening it."""
     p = Path(path)
+    if (problem := too_long(p)) is not None:
+        raise error(f"{shown(p)}: {problem}")
     kind = special_kind(p)
     if kind:
         raise error(f"{p} is {kind}, not a file; refused (reading it could block forever)")
@@ -132,19 +159,42 @@ def check_config(config: dict, where: str) -> None:
     h, heads = c.get("hidden_size"), c.get("num_attention_heads")
     if isinstance(h, int) and isinstance(heads, int) and h % heads:
         raise ModelSourceError(f"{where}: hidden_size {h} is not divisible by num_attention_heads {heads}")
-    if not all(k in c for k in ("hidden_size", "num_hidden_layers", "vocab_size")):
-        return
+    if all(k in c for k in ("hidden_size", "num_hidden_layers", "vocab_size")):
+        _check_size(c, where)
+        _check_time(c, where)
+
+
+def _check_time(c: dict, where: str) -> None:
+    """Refuse a model whose export alone would take hours, estimated from its layers (before anything is built)."""
+    layers = int(c["num_hidden_layers"])
+    hours = layers * EXPORT_S_PER_LAYER / 3600
+    if hours > MAX_EXPORT_HOURS:
+        raise ModelSourceError(
+            f"{where}: num_hidden_layers {layers:,} makes a graph of about {layers * NODES_PER_LAYER:,} nodes: about "
+            f"{hours:,.0f} hours only to export it here ({EXPORT_S_PER_LAYER} s a layer at the least), before any "
+            f"fusion or measurement; refused (the workbench builds up to "
+            f"{int(MAX_EXPORT_HOURS * 3600 / EXPORT_S_PER_LAYER):,} layers)")
+
+
+def _check_size(c: dict, where: str) -> None:
+    """Refuse a model too large for the memory here: free memory or ``WORKBENCH_MAX_MODEL_GB``, and what the
+    address-space limit (``ulimit -v``) leaves once the runtimes are loaded."""
     params = estimate_params(c)
     need_gb = params * 4 * 3 / 1e9  # fp32 weights, the exporter's copy, an ONNX Runtime session
     limit = max_model_gb()
     cap = limit if limit is not None else _available_gb()
+    fix = f"set {MAX_MODEL_GB_ENV} to raise the limit"
+    source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap or 0:.1f} GB of free memory"
+    space = address_space_gb()
+    if space is not None and (cap is None or space - RUNTIMES_GB < cap):
+        cap, fix = space - RUNTIMES_GB, "raise the limit (ulimit -v unlimited)"
+        source = (f"the {max(cap, 0):.1f} GB the address-space limit (ulimit -v: {space:.1f} GB) leaves beside "
+                  f"PyTorch's and ONNX Runtime's own {RUNTIMES_GB} GB")
     if cap is not None and need_gb > cap:
-        source = f"the limit {MAX_MODEL_GB_ENV}={limit}" if limit else f"this machine's {cap:.1f} GB of free memory"
         raise ModelSourceError(
             f"{where} describes a model of {_human(params)} parameters ({c['num_hidden_layers']:,} layers, hidden "
             f"{c['hidden_size']:,}{_largest_table(c, params)}): about {need_gb:,.1f} GB to export and run, more "
-            f"than {source}; "
-            f"set {MAX_MODEL_GB_ENV} to raise the limit")
+            f"than {source}; {fix}")
 
 
 def max_model_gb() -> float | None:
@@ -257,71 +307,5 @@ def check_float_weights(tensors: dict, path: str | os.PathLike) -> None:
                                f"type (wrong dtype for model weights)")
 
 
-# ── files a model folder names ───────────────────────────────────────────────────────────────────
-#: The safetensors index transformers follows to a sharded checkpoint's files.
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-#: Suffixes of the files the loaders read from a model folder (weights, configs, tokenizers).
-_READ_SUFFIXES = (".safetensors", ".json", ".txt", ".model", ".jinja")
-
-
-def inside_folder(folder: Path, target: Path) -> bool:
-    """True when ``target``, symlinks followed, lies inside ``folder`` (or, for a Hugging Face hub snapshot
-    folder ``…/snapshots/<rev>``, in that repository's own ``blobs/``, where the hub's links point)."""
-    root = folder.resolve()
-    roots = [root] + ([root.parent.parent / "blobs"] if root.parent.name == "snapshots" else [])
-    real = target.resolve()
-    return any(real == r or r in real.parents for r in roots)
-
-
-def model_files(folder: Path) -> list[Path]:
-    """The weight files a Hugging Face folder's checkpoint consists of, each checked to lie inside the folder.
-
-    The ``*.safetensors`` files at its top and every shard ``model.safetensors.index.json`` lists; any file
-    the loaders read (weights, JSON, tokenizer files) that is a symlink must resolve inside the folder too.
-
-    Raises:
-        ModelSourceError: an index that is not a JSON object with a ``weight_map``, a shard named by an
-            absolute path or through ``..``, a missing shard, a symlink that leads out of the folder.
-    """
-    files = sorted(folder.glob("*.safetensors"))
-    index = folder / SAFETENSORS_INDEX
-    if index.exists() or index.is_symlink():
-        files += [s for s in _index_shards(folder, index) if s not in files]
-    for p in [*files, *sorted(folder.iterdir())]:
-        if p.suffix in _READ_SUFFIXES and (p.is_symlink() or p.parent != folder) and not inside_folder(folder, p):
-            raise ModelSourceError(f"{p} leads to {p.resolve()}, outside the model's folder {folder}; refused "
-                                   f"(a model may only name files inside its own folder)")
-    return files
-
-
-def _index_shards(folder: Path, index: Path) -> list[Path]:
-    require_regular_file(index)
-    if not inside_folder(folder, index):
-        raise ModelSourceError(f"{index} leads to {index.resolve()}, outside the model's folder; refused")
-    if index.stat().st_size > _MAX_HEADER:
-        raise ModelSourceError(f"{index} is {index.stat().st_size:,} bytes: too large for a shard index")
-    try:
-        doc = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ModelSourceError(f"{index} is not readable JSON ({type(e).__name__})") from None
-    wmap = doc.get("weight_map") if isinstance(doc, dict) else None
-    if not isinstance(wmap, dict) or not all(isinstance(v, str) and v for v in wmap.values()):
-        raise ModelSourceError(f"{index} is not a shard index: it needs a \"weight_map\" of tensor names to file "
-                               f"names")
-    shards = []
-    for name in dict.fromkeys(wmap.values()):
-        if os.path.isabs(name) or ".." in Path(name).parts or "\\" in name:
-            raise ModelSourceError(f"{index} names the shard {name!r}, outside the model's folder; refused "
-                                   f"(a model may only name files inside its own folder)")
-        shard = folder / name
-        if not inside_folder(folder, shard):
-            raise ModelSourceError(f"{index} names the shard {name!r}, which leads to {shard.resolve()}, outside "
-                                   f"the model's folder; refused")
-        if not shard.is_file():
-            raise ModelSourceError(f"{index} names the shard {name!r}, which is not in {folder}")
-        shards.append(shard)
-    return shards
-
-
-__all__ = ["special_kind", "require_regular_file", "estimate_params", "check_config", "check_safetensors",
-           "check_float_weights", "MAX_MODEL_GB_ENV", "inside_folder", "model_files", "SAFETENSORS_INDEX"]
+__all__ = ["special_kind", "check_model_path", "require_regular_file", "estimate_params", "check_config",
+           "check_safetensors", "check_float_weights", "MAX_MODEL_GB_ENV"]

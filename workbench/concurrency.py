@@ -9,6 +9,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from typing import Callable
 
 
@@ -109,34 +110,50 @@ _WRITES: "queue.Queue" = queue.Queue()
 _WRITER: dict = {"thread": None, "lock": threading.Lock()}
 
 
+def _write(job: Callable[[], object]) -> None:
+    try:
+        job()
+    except Exception:  # noqa: BLE001 - a cache that cannot be written only costs speed next time
+        pass
+
+
 def _writer_loop() -> None:
     while True:
         job = _WRITES.get()
         try:
-            job()
-        except Exception:  # noqa: BLE001 - a cache that cannot be written only costs speed next time
-            pass
+            _write(job)
         finally:
             _WRITES.task_done()
 
 
 def write_behind(job: Callable[[], object]) -> None:
-    """Run ``job()`` (a disk write) on the one writer thread, after the writes queued before it."""
+    """Run ``job()`` (a disk write) on the one writer thread, after the writes queued before it; here and now
+    when no thread can start (a task limit reached): the write costs time then, never the work."""
     with _WRITER["lock"]:
         t = _WRITER["thread"]
         if t is None or not t.is_alive():
-            _WRITER["thread"] = spawn("workbench-persist", _writer_loop)
+            try:
+                _WRITER["thread"] = spawn("workbench-persist", _writer_loop)
+            except RuntimeError:  # "can't start new thread"; with no writer thread, nothing is queued before it
+                _write(job)
+                return
     _WRITES.put(job)
 
 
 def flush_writes(timeout: float | None = None) -> bool:
-    """Wait until every queued write is done; False if ``timeout`` passed first."""
+    """Wait until every queued write is done; False if ``timeout`` passed first (no thread is started for the
+    wait: it runs at exit too, where a task limit may allow none)."""
     if timeout is None:
         _WRITES.join()
         return True
-    done = threading.Event()
-    spawn("workbench-persist-flush", lambda: (_WRITES.join(), done.set()))
-    return done.wait(timeout)
+    deadline = time.monotonic() + timeout
+    with _WRITES.all_tasks_done:
+        while _WRITES.unfinished_tasks:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _WRITES.all_tasks_done.wait(left)
+    return True
 
 
 def waiting() -> bool:

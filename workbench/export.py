@@ -29,7 +29,8 @@ from .cache.root import cache_write_problem
 from .concurrency import spawn
 from .config import ExportConfig
 from .errors import BrokenModelError, ExportError, OutputPathError
-from .export_parity import ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded, root_cause
+from .export_parity import (THREAD_WAIT_S, ReferenceOutputs, broken_line, checked_parity, head_output, join_bounded,
+                            root_cause)
 from .modelio import load_model, save_model
 from .models import ModelSource, resolve
 from .ort.inputs import InputSpec, make_inputs
@@ -254,10 +255,13 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
     """Export into ``tmp/model.onnx``, check it (opset, parity against PyTorch); return its meta."""
     progress(f"exporting with {cfg.exporter}", 0.15)
     t0 = time.perf_counter()
+    refs = None
     try:
         refs = ReferenceOutputs(model, src, concurrent=check_parity and cfg.exporter == "torchscript")
         torch_export(model, src, cfg, tmp / "model.onnx")
     except Exception as e:
+        if refs is not None:
+            refs.settle()  # a daemon still inside PyTorch when the process exits aborts it (C++ terminate)
         _cache_write_failed(e, f"the export of {src.label}")
         msg = root_cause(e)
         raise ExportError(f"torch.onnx ({cfg.exporter}) could not export {src.label}: {msg}") from e
@@ -275,9 +279,15 @@ def _export_into(tmp: Path, model, src: ModelSource, cfg: ExportConfig, key: str
             parity["error"] = e
 
     checker = spawn("export-parity", run_parity) if check_parity else None
-    # On any failure here (Ctrl-C included) the checker, a daemon, is left to end alone: nothing waits for it.
-    m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
-                   full_check=not check_parity)
+    # On Ctrl-C the checker, a daemon, is left to end alone; on an error (out of memory) it is waited for, since
+    # a daemon still inside ONNX Runtime when the process exits aborts it.
+    try:
+        m = load_model(tmp / "model.onnx", load_external_data=False, check=not check_parity,
+                       full_check=not check_parity)
+    except Exception:
+        if checker:
+            checker.join(THREAD_WAIT_S)
+        raise
     if checker:
         join_bounded(checker, f"the parity check of {src.label} against PyTorch")
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)

@@ -103,6 +103,11 @@ class ReferenceOutputs:
         except BaseException as e:  # re-raised in the caller's thread
             self.error = e
 
+    def settle(self) -> None:
+        """Wait (bounded) for the thread to leave PyTorch, its result unused: the export failed."""
+        if self.thread is not None:
+            self.thread.join(THREAD_WAIT_S)
+
     def get(self):
         if self.thread is None:
             return None

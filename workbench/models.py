@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .cache.identity import file_identity
-from .checks import check_config, check_float_weights, check_safetensors, model_files, special_kind
+from .checks import check_config, check_float_weights, check_model_path, check_safetensors, special_kind
+from .folder_checks import model_files, st_modules
 from .config import DEFAULT_MODEL
 from .errors import ModelSourceError, first_line
 from .families import POSITION_KEYS, family_of, preset, preset_configs, tested_types
@@ -300,6 +301,7 @@ def _from_folder(path: Path) -> ModelSource:
     if config.get("auto_map"):
         raise ModelSourceError(f"{path} needs custom code (auto_map); the workbench never runs code shipped with a model")
     check_config(config, str(cfg_file))
+    st_modules(path)  # a save copies the folders it names: a broken one is refused now, not after the work
     weights = model_files(path)  # the index's shards too; none may lead out of the folder
     tensors: set[str] = set()
     for w in weights:  # header against file size, dtypes, offsets: before anything is hashed or loaded
@@ -312,7 +314,7 @@ def _from_folder(path: Path) -> ModelSource:
         raise ModelSourceError(f"{path} has no .safetensors weights{why}")
     h = hashlib.sha256(cfg_file.read_bytes())
     for w in weights:
-        h.update(w.relative_to(path).as_posix().encode())
+        h.update(os.fsencode(w.relative_to(path).as_posix()))
         h.update(file_identity(w).encode())
     task, notes = task_of(config), []
     if task != "embedding" and head_absent(family_of(model_type), tensors):
@@ -358,6 +360,7 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
     found = preset(text)
     if found is not None:
         cfg = dict(found[1].config)
+        check_config(cfg, text)  # its size against free memory and the address-space limit, before anything
         ident = hashlib.sha256(json.dumps({"preset": text, "config": cfg, "seed": seed},
                                           sort_keys=True).encode()).hexdigest()
         return ModelSource(name=text, kind="preset", identity=ident, model_type=found[0].model_type,
@@ -366,7 +369,7 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
         src = _from_folder(_real_model_folder(text))
         src.name = text
         return src
-    path = Path(text).expanduser()
+    path = check_model_path(Path(text).expanduser())
     if not hub and not (path.exists() or path.is_symlink()):
         raise ModelSourceError(f"{text!r} is not a preset ({', '.join(PRESETS)}), a real model "
                                f"({', '.join(REAL_MODELS)}) or an existing folder or .onnx file")
@@ -377,9 +380,6 @@ def resolve(name_or_path: str | os.PathLike | None = None, *, seed: int = DEFAUL
 
 
 def _from_path(text: str, path: Path) -> ModelSource:
-    kind = special_kind(path)
-    if kind:  # opening a pipe or a device would block or never end
-        raise ModelSourceError(f"{path} is {kind}, not a model file or folder; refused")
     if path.suffix == ".onnx" or path.is_file():
         if not path.exists():
             raise ModelSourceError(f"{path}: no such file")

@@ -36,6 +36,44 @@ def not_a_folder(path: Path) -> str | None:
     return None
 
 
+def not_utf8(path: Path) -> str | None:
+    """Why ``path`` cannot be handed to the libraries below (None: it can): its name, links followed, holds bytes
+    that are no UTF-8 (an old disk's encoding); safetensors, ONNX and ONNX Runtime take UTF-8 paths only."""
+    try:
+        os.fsdecode(os.path.realpath(path)).encode("utf-8")  # realpath: a symbolic link loop is another check's
+    except UnicodeEncodeError:
+        return (f"{path}: its name is not valid UTF-8, and safetensors, ONNX and ONNX Runtime open UTF-8 paths only: "
+                f"rename it, or use a folder named in UTF-8")
+    return None
+
+
+def shown(path: str | os.PathLike, keep: int = 72) -> str:
+    """``path`` for a message: whole when short, else its start and end around an ellipsis, with its length."""
+    text = os.fspath(path)
+    if len(text) <= keep:
+        return text
+    return f"{text[:keep - 24]}...{text[-20:]} ({len(text):,} characters)"
+
+
+def too_long(path: str | os.PathLike, reserve: int = 0) -> str | None:
+    """Why the file system cannot take ``path`` (None: it can): a name in it past the file system's name limit,
+    or the whole, plus ``reserve`` bytes of names the workbench adds inside, past its path limit."""
+    p = Path(os.path.abspath(os.fspath(path)))
+    anc = _nearest_existing(p)
+    try:
+        name_max, path_max = os.pathconf(anc, "PC_NAME_MAX"), os.pathconf(anc, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    longest = max((len(os.fsencode(part)) for part in p.parts), default=0)
+    if longest > name_max:
+        return f"it holds a name of {longest:,} bytes and the file system takes names of at most {name_max}"
+    size = len(os.fsencode(p)) + reserve
+    if size >= path_max:
+        room = f" with the {reserve} the workbench's own names inside it need" if reserve else ""
+        return f"it is {size:,} bytes long{room}, and the file system takes paths of at most {path_max:,}"
+    return None
+
+
 def _nearest_existing(path: Path) -> Path:
     """``path`` or its closest ancestor that exists (as anything: a folder, a file, a link)."""
     p = path
@@ -84,6 +122,12 @@ def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing
         OutputPathError: one line naming the path, what is wrong and what to do.
     """
     p = Path(path).expanduser()
+    problem = not_utf8(p)
+    if problem is not None:
+        raise OutputPathError(problem)
+    problem = too_long(p, reserve=64)  # a writer's temporary name beside it, a folder's files inside
+    if problem is not None:
+        raise OutputPathError(f"cannot write {shown(p)}: {problem}; choose a shorter output path")
     if folder:
         if os.path.lexists(p) and not p.is_dir():
             raise OutputPathError(f"{p} is a file, not a folder: give a folder for the output (it is made if missing)")
@@ -97,4 +141,4 @@ def check_output_path(path: str | os.PathLike, *, folder: bool = False, existing
     return p
 
 
-__all__ = ["not_a_folder", "folder_unwritable", "check_output_path"]
+__all__ = ["shown", "too_long", "not_a_folder", "not_utf8", "folder_unwritable", "check_output_path"]

@@ -11,8 +11,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from pathlib import Path
 
 from .errors import ConfigError
+from .path_checks import not_utf8, shown, too_long
+
+#: Bytes of the names the workbench writes inside a folder a setting names (the cache's deepest entry and a
+#: writer's temporary name beside it): a folder too long for them is refused when it is read, not at a write.
+FOLDER_RESERVE = 256
 
 
 def number(raw: str | float | int, name: str, *, minimum: float | None = None, maximum: float | None = None,
@@ -57,6 +63,27 @@ def env_number(env: str, default=None, **bounds) -> float | int | None:
     return number(raw, env, **bounds)
 
 
+def env_folder(env: str) -> Path | None:
+    """The folder the environment variable ``env`` names (None when unset or empty), checked before any use.
+
+    Raises:
+        ConfigError: one line naming ``env``: its path is too long for the file system (with room for the
+            workbench's names inside), or its name is no UTF-8.
+    """
+    raw = os.environ.get(env)
+    if raw is None or not raw.strip():
+        return None
+    path = Path(raw).expanduser()
+    problem = too_long(path, reserve=FOLDER_RESERVE)
+    fix = "a shorter path"
+    if problem is None and not_utf8(path) is not None:
+        problem, fix = "its name is not valid UTF-8", "a folder named in UTF-8"
+    if problem is not None:
+        raise ConfigError(f"{env} names a folder the workbench cannot use ({shown(path)}): {problem}; "
+                          f"point {env} at {fix}")
+    return path
+
+
 def arg_number(**bounds):
     """An argparse ``type`` for :func:`number` (argparse prints its usage line and the one-line reason)."""
 
@@ -73,4 +100,4 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:g}"
 
 
-__all__ = ["number", "env_number", "arg_number"]
+__all__ = ["number", "env_number", "env_folder", "arg_number", "FOLDER_RESERVE"]

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, ModelSourceError
 from .models import ModelSource
 from .ort.task_parity import kind_for
+from .path_checks import shown, too_long
 from .settings import env_number
 
 #: Sequence lengths a batch is padded up to (the smallest that holds its longest sentence).
@@ -104,6 +105,8 @@ def read_sentences(path: str | os.PathLike, *, notes: list | None = None) -> lis
         ConfigError: no such file, not text, too large, or no sentences in it.
     """
     p = Path(path).expanduser()
+    if (problem := too_long(p)) is not None:
+        raise ConfigError(f"{shown(p)}: {problem}")
     if not p.is_file():
         raise ConfigError(f"{p}: no such text file" if not p.exists() else f"{p} is not a file")
     if p.stat().st_size > MAX_FILE_BYTES:
@@ -251,7 +254,7 @@ def text_batches(source: ModelSource, sentences=None, *, batch_size: int = DEFAU
     blanks to fill.
 
     Raises:
-        ModelSourceError: the model has no tokenizer.
+        ModelSourceError: the model has no tokenizer, or one whose ids go past its embedding table.
         ConfigError: no sentences, or a bad batch size.
     """
     sentences = list(BUILTIN_SENTENCES if sentences is None else sentences)[:max_sentences()]
@@ -267,8 +270,20 @@ def text_batches(source: ModelSource, sentences=None, *, batch_size: int = DEFAU
         if mask_id is None:
             raise ConfigError(f"{source.name}'s tokenizer has no mask token: masked-LM checks need one")
         batches = [mask_tokens(b, mask_id, tok.all_special_ids) for b in batches]
+    _check_ids(source, tok, batches)
     tokens = tuple(int(m.sum()) for b in batches for m in b["attention_mask"])
     return TextBatches(tuple(sentences), tuple(batches), kind, mask_id, tokens)
+
+
+def _check_ids(source: ModelSource, tok, batches: list[dict]) -> None:
+    """Refuse token ids past the model's embedding table before anything runs on them: a tokenizer that does not
+    belong to the weights (a larger vocabulary) would stop PyTorch with "index out of range in self"."""
+    top = max(int(b["input_ids"].max()) for b in batches)
+    if top >= source.vocab_size:  # a model source error: where no text was asked for, it counts as no tokenizer
+        raise ModelSourceError(
+            f"{source.name}'s tokenizer gives token id {top:,} on these sentences, past the model's embedding table "
+            f"(vocab_size {source.vocab_size:,} in its config; the tokenizer knows {len(tok):,} tokens): the "
+            f"tokenizer does not belong to these weights")
 
 
 __all__ = ["BUILTIN_SENTENCES", "BUCKETS", "TextBatches", "read_sentences", "tokenize", "mask_tokens",

@@ -281,7 +281,8 @@ def test_the_gpu_tune_refuses_before_any_work(tmp_path, monkeypatch):
 def test_bench_on_cuda_without_a_gpu_is_one_error_line_and_no_figure():
     p = _cli("bench", "bert-tiny", "--provider", "cuda", "--seq", "16", "--runs", "2", "--warmup", "1")
     assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
-    assert p.stderr.strip().splitlines()[-1].startswith("workbench: error: GPU asked for, but ")
+    assert p.stderr.strip().splitlines()[-1].startswith("workbench: error: workbench bench --provider cuda needs a "
+                                                        "GPU, but ")  # before the export, as tune says it
 
 
 def test_the_apps_gpu_column_follows_the_registry_and_the_real_status():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from .atomic import atomic_write_text
@@ -21,8 +22,9 @@ def file_identity(path: Path, *, write: bool = True) -> str:
     """Content hash of a file, memoised on (path, size, mtime) in the cache (``write=False``: read the memo,
     never write it: ``workbench cache list`` changes nothing)."""
     st = path.stat()
+    # The path as the file system's bytes: a folder named in bytes that are no UTF-8 (an old disk) still hashes.
     memo = cache_root(write=write) / "hashes" / hashlib.sha256(
-        f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+        os.fsencode(path.resolve()) + f"|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
     try:
         return memo.read_text().strip()
     except OSError:

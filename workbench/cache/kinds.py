@@ -20,6 +20,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..settings import env_folder
+
 
 @dataclass(frozen=True)
 class CacheKind:
@@ -39,8 +41,8 @@ class CacheKind:
     env: str | None = None
 
     def folder(self, root: Path) -> Path:
-        moved = os.environ.get(self.env) if self.env else None
-        return Path(moved).expanduser() if moved else root / self.name
+        moved = env_folder(self.env) if self.env else None
+        return moved or root / self.name
 
     def owns_entry(self, name: str) -> bool:
         return re.fullmatch(self.entry, name) is not None

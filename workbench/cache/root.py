@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import OutputPathError
 from ..path_checks import folder_unwritable
+from ..settings import env_folder
 from .atomic import atomic_write_text
 from .kinds import KINDS, ROOT_FILES, temp_target
 from .kinds import is_temp_name as shaped
@@ -30,14 +31,14 @@ def cache_root(*, write: bool = True) -> Path:
 
     Raises:
         OutputPathError: the folder cannot be made or written (one line naming it and the setting).
+        ConfigError: the setting names a path the file system cannot take (too long, no UTF-8).
     """
-    env = os.environ.get("WORKBENCH_CACHE")
-    root = Path(env).expanduser() if env else (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                                               / "bert-fusion-workbench")
+    env = env_folder("WORKBENCH_CACHE")
+    root = env or (env_folder("XDG_CACHE_HOME") or Path.home() / ".cache") / "bert-fusion-workbench"
     if not write:
         return root
     setting = "WORKBENCH_CACHE" if env else "WORKBENCH_CACHE (or XDG_CACHE_HOME)"
-    if not root.is_dir():
+    if not os.path.isdir(root):
         problem = folder_unwritable(root)
         if problem is None:
             try:
@@ -49,6 +50,15 @@ def cache_root(*, write: bool = True) -> Path:
                                   f"point {setting} at a writable folder")
     _open_lease(root)
     return root
+
+
+def check_cache_settings() -> None:
+    """The folders the cache settings name (``WORKBENCH_CACHE``, ``XDG_CACHE_HOME``, a kind moved out of the cache
+    such as ``WORKBENCH_TIMELINE_CACHE``), checked before any work without touching them (one line naming the
+    variable): a background writer would otherwise meet the problem late, or only in a thread."""
+    root = cache_root(write=False)
+    for kind in KINDS:
+        kind.folder(root)
 
 
 #: Why a write into the cache failed, when it is the folder's fault and not the workbench's.

@@ -15,10 +15,13 @@ import json
 import logging
 import os
 import sys
+import warnings
 
 from .. import __version__
-from ..cache.root import cache_root
+from ..cache.root import cache_root, check_cache_settings
 from ..errors import WorkbenchError
+from ..limits import limit_reached, limit_set, limit_words
+from . import streams
 
 #: Subcommand modules, each with ``register(subparsers)``.
 COMMANDS = ("export", "fuse", "matrix", "bench", "ablate", "tune", "report", "sweep", "lab", "prepare", "cache")
@@ -71,7 +74,7 @@ def _check_settings() -> None:
     from ..measure.fleet.spec import sweep_limits
     from ..text import max_sentences
 
-    for check in (max_bytes_setting, max_model_gb, max_sentences, sweep_limits):
+    for check in (check_cache_settings, max_bytes_setting, max_model_gb, max_sentences, sweep_limits):
         check()
 
 
@@ -106,14 +109,21 @@ _DROP_LIBRARY_LOGS = logging.NullHandler()
 
 
 def _quiet_libraries(debug: bool) -> None:
-    """Library log lines (onnx-ir's "Skipping constant folding ...", ...) stay off the terminal unless --debug:
+    """Library log lines (onnx-ir's "Skipping constant folding ...", transformers' load reports, ...) stay off the
+    terminal unless --debug:
     with no handler anywhere, Python prints every warning a library logs; a handler that drops them is
     installed at the root instead (the workbench says what matters in its own lines)."""
     root = logging.getLogger()
     if debug:
         root.removeHandler(_DROP_LIBRARY_LOGS)
-    elif not root.handlers:
+        return
+    if not root.handlers:
         root.addHandler(_DROP_LIBRARY_LOGS)
+    # transformers logs through a handler of its own (its "LOAD REPORT" table when CTranslate2's converter loads
+    # a model): read when it is imported, here and in the benchmark worker; a value the user set stays
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # tqdm's monitor thread, refused at a task limit: the workbench says what that limit stops, in its own line
+    warnings.filterwarnings("ignore", message="tqdm:disabling monitor support")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     _quiet_libraries(args.debug)
     try:
+        streams.prepare()
         _check_settings()
         before = _cache_bytes(args)
         rc = args.func(args)
@@ -136,21 +147,42 @@ def main(argv: list[str] | None = None) -> int:
     except WorkbenchError as e:
         if args.debug:
             raise
-        print(f"workbench: error: {e}", file=sys.stderr)
+        print(f"workbench: error: {_at_limit(e, args, in_force=True) or e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        if args.debug or not streams.stdout_reader_gone():
+            raise
+        return streams.end_quietly()  # `| head`: the reader has what it wanted
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
-    except MemoryError:
+    except Exception as e:  # MemoryError included
         if args.debug:
             raise
-        print("workbench: error: out of memory", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as e:
-        if args.debug or not _interrupted(e):
+        if _interrupted(e):
+            print("workbench: interrupted", file=sys.stderr)  # Ctrl-C inside a C extension's import, wrapped
+            return 130
+        line = _at_limit(e, args)
+        if line is None:
             raise
-        print("workbench: interrupted", file=sys.stderr)  # Ctrl-C inside a C extension's import, wrapped
-        return 130
+        print(f"workbench: error: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _at_limit(e: BaseException, args, *, in_force: bool = False) -> str | None:
+    """The one line for a failure at a resource limit (memory, file size, tasks), or None when it is none.
+
+    A library's own words for it ("std::bad_alloc", "Failed to write external initializers", "can't start new
+    thread") name neither the limit nor what to do. With ``in_force``, only a limit really set here counts (a
+    :class:`WorkbenchError` already says its one line otherwise).
+    """
+    kind = limit_reached(e)
+    if kind is None or (in_force and not limit_set(kind)):
+        return None
+    model = getattr(args, "model", None)
+    doing = f"`workbench {args.command}{f' {model}' if model else ''}`"
+    target = getattr(args, "output", None) or getattr(args, "out", None)
+    return limit_words(kind, doing, str(target) if target else None)
 
 
 def _interrupted(e: BaseException) -> bool:

@@ -110,7 +110,11 @@ def run(args) -> int:
     from ..models import resolve
 
     plan = common.fusion_plan(args)
-    names, skipped = _names(args)
+    names, skipped = _names(args)  # a name or --text the variants cannot take: said first, GPU or not
+    if args.provider == "cuda":  # refused before the export, as tune refuses: no GPU, no work
+        from ..ort.gpu import require_gpu
+
+        require_gpu("workbench bench --provider cuda")
     cfg = common.bench_config(args, args.provider)
     common.check_model_inputs(args, args.model)  # a non-BERT .onnx: its inputs made from their declarations
     text, answers, cfg = _texts(args, cfg, names)

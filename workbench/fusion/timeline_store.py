@@ -41,8 +41,10 @@ import onnx
 from .. import __version__
 from ..cache.identity import file_identity
 from ..cache.root import cache_root
+from ..errors import ConfigError
 from ..graph.diff import Diff
 from ..ort.parity import Parity
+from ..settings import env_folder
 from .disk import submit, unlink, write_entry, write_file, write_if_new
 from .engine_types import StepOutcome
 from .snapshot import Snapshot, fingerprint
@@ -72,11 +74,7 @@ def enabled(flag: bool | None = None) -> bool:
 
 def store_root() -> Path:
     """The folder that holds every persisted timeline."""
-    env = os.environ.get(ENV_ROOT)
-    if env:
-        return Path(env)
-
-    return cache_root() / "timelines"
+    return env_folder(ENV_ROOT) or cache_root() / "timelines"
 
 
 _VERSIONS: dict | None = None
@@ -171,6 +169,8 @@ class TimelineStore:
             out = cls(folder, store)
             out._payload = payload
             return out
+        except ConfigError:
+            raise  # a setting that names an unusable folder: the user's to fix, said in one line
         except (OSError, ValueError):
             return None
 

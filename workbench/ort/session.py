@@ -257,7 +257,7 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
         so.add_external_initializers(names, keep)
     try:
         kw = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
-        sess = ort.InferenceSession(src, so, providers=providers or None, **kw)
+        sess = _session_class()(src, so, providers=providers or None, **kw)
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if provider == "cuda" or ep:
@@ -272,6 +272,24 @@ def create_session(model: str | os.PathLike | bytes, provider: str = "cpu", *, l
     if ep and EPS[ep] not in got:  # ONNX Runtime retries a failed session on the CPU provider alone
         raise RuntimeUnavailableError(f"{EPS[ep]} asked for, but the session runs on {', '.join(got)}")
     return sess
+
+
+@functools.cache
+def _session_class():
+    """ONNX Runtime's ``InferenceSession`` without its provider fallback.
+
+    On a failed start, ONNX Runtime's Python side prints four lines to standard output and retries on the CPU
+    provider: the same failure again for a CPU session, and for a CUDA one a CPU session this module refuses
+    anyway. Without the fallback the first error is raised, and standard output stays the command's own.
+    """
+    import onnxruntime as ort
+
+    class Session(ort.InferenceSession):
+        def _create_inference_session(self, *args, **kwargs):
+            self.disable_fallback()
+            return super()._create_inference_session(*args, **kwargs)
+
+    return Session
 
 
 def run_session(sess, feeds: dict) -> list:

@@ -38,6 +38,7 @@ from ...fusion.catalog import session_optimizers_off
 from ...modelio import load_model
 from ...models import resolve
 from ...path_checks import check_output_path
+from ...settings import env_folder
 from ..harness.bench import benchmark
 from ..harness.results import Variant
 from ..variants import for_precision
@@ -83,10 +84,10 @@ def measure(model: bytes | str | os.PathLike, cfg: dict, node: str | None = None
     """Time one built model (bytes or a file) in the benchmark worker; the row with its node and machine."""
     node = node or _node_id()
     started = time.time()
-    trace = os.environ.get(TRACE_ENV)
+    trace = env_folder(TRACE_ENV)
     if trace:
-        Path(trace).mkdir(parents=True, exist_ok=True)
-        (Path(trace) / f"{config_key(cfg)}.{node}.{os.getpid()}.start").write_text(str(started))
+        trace.mkdir(parents=True, exist_ok=True)
+        (trace / f"{config_key(cfg)}.{node}.{os.getpid()}.start").write_text(str(started))
     level = "disable" if cfg.get("unfused") else "all"  # the unfused point: every ONNX Runtime optimization off
     v = Variant("point", model if isinstance(model, bytes) else str(model), provider=cfg["provider"], level=level,
                 disabled_optimizers=session_optimizers_off(frozenset(cfg["disable"])))
@@ -267,6 +268,7 @@ def run_sweep(spec: dict | str | os.PathLike, executor: str = "local", *, addres
         ModelSourceError: a model of the spec does not exist here.
     """
     cancelled = _checked(executor, retries, cancel)
+    env_folder(TRACE_ENV)  # a setting no measurement could use is the user's error, not every row's
     configs = expand(spec)  # counted before it is expanded: a spec past the limit is refused here
     if executor == "local" or (executor == "ray" and not address):
         _check_models(configs)  # a model that does not exist is the user's error, not a row's

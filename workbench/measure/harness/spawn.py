@@ -14,6 +14,7 @@ import sys
 
 from ...concurrency import new_lock
 from ...errors import BenchmarkError
+from ...limits import task_limit
 
 #: Held while a process starts with its environment set in the caller's ``os.environ``.
 ENV_LOCK = new_lock()
@@ -70,7 +71,9 @@ def died(exitcode: int | None) -> BenchmarkError:
             name = "unknown"
         hint = " (possibly out of memory)" if sig == signal.SIGKILL else ""
         return BenchmarkError(f"worker died (signal {sig}, {name}){hint}")
-    return BenchmarkError(f"worker died (exit status {exitcode}) before reporting a result")
+    tasks = task_limit()  # libgomp and OpenBLAS end the process when they cannot start their threads
+    hint = f" ({tasks} is in force here: raise it, or use fewer threads)" if tasks and exitcode else ""
+    return BenchmarkError(f"worker died (exit status {exitcode}) before reporting a result{hint}")
 
 
 __all__ = ["ENV_LOCK", "launch_context", "start", "died"]

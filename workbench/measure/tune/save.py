@@ -31,6 +31,7 @@ import onnx
 
 from ...cache.atomic import atomic_write_text
 from ...errors import ConfigError, WorkbenchError
+from ...folder_checks import st_modules
 from ...modelio import copy_model
 from ...models import ModelSource, resolve
 from ...ort.inputs import InputSpec, make_inputs
@@ -150,7 +151,7 @@ def _write_model_files(src, tmp: Path) -> bool:
         for name in ST_FILES:
             if (folder / name).is_file():
                 shutil.copyfile(folder / name, tmp / name)
-        for m in json.loads((folder / "modules.json").read_text()):
+        for m in st_modules(folder):
             sub = folder / m.get("path", "")
             if m.get("path") and sub.is_dir() and sub.resolve().parent == folder.resolve():
                 shutil.copytree(sub, tmp / m["path"])

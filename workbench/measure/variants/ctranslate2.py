@@ -29,7 +29,7 @@ from ...errors import BenchmarkError, RuntimeUnavailableError, first_line
 from ...families import ctranslate2_families, family_of
 from ...ort.inputs import InputSpec
 from ..harness.results import Variant
-from ..worker.peers import INSTALL_PEERS
+from ..worker.peers import peer_status
 from .recipe import Build, Recipe
 
 COMPUTE_TYPE = "int8"
@@ -37,11 +37,7 @@ NAME = "ctranslate2"
 
 
 def _installed(device: str = "cpu") -> tuple[bool, str]:
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        return False, f"CTranslate2 is not installed; add it with {INSTALL_PEERS}"
-    return True, ""
+    return peer_status("ctranslate2", "CTranslate2")
 
 
 def _supports(src) -> str:

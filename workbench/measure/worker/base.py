@@ -16,7 +16,10 @@ from .runners import make_runner, run_error
 
 #: Set in the worker's environment before torch or onnxruntime load.
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "TOKENIZERS_PARALLELISM": "false",
-              "TF_CPP_MIN_LOG_LEVEL": "3"}
+              "TF_CPP_MIN_LOG_LEVEL": "3",
+              # numpy's BLAS only compares answers here; its thread pool, refused at a task limit, would end the
+              # worker at import (OpenBLAS raises SIGINT when it cannot start its threads)
+              "OPENBLAS_NUM_THREADS": "1"}
 
 
 class Stopped(Exception):

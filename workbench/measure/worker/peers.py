@@ -12,13 +12,40 @@ installed (how the tests check the skip path without uninstalling it).
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 
-from ...errors import RuntimeUnavailableError
+from ...errors import RuntimeUnavailableError, first_line
 
 INSTALL_PEERS = 'pip install "bert-fusion-workbench[peers]"'
 DISABLE_ENV = "WORKBENCH_DISABLE_OPENVINO"
+
+
+def import_peer(module: str, what: str):
+    """The optional engine's module, imported; else a one-line RuntimeUnavailableError: not installed (how to
+    add it), or installed but not loading (a broken native library raises ``OSError``, ``RuntimeError``, an
+    ``ImportError`` of another library), so its variants are skipped like an absent engine's, never a traceback.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name == module:
+            raise RuntimeUnavailableError(f"{what} is not installed; add it with {INSTALL_PEERS}") from e
+        broken = e
+    except Exception as e:  # noqa: BLE001 - whatever its native part raises at load
+        broken = e
+    raise RuntimeUnavailableError(f"{what} is installed but does not load ({type(broken).__name__}: "
+                                  f"{first_line(broken)}); reinstall it with {INSTALL_PEERS}") from broken
+
+
+def peer_status(module: str, what: str) -> tuple[bool, str]:
+    """``(True, "")`` when :func:`import_peer` imports ``module``, else ``(False, its one line)``."""
+    try:
+        import_peer(module, what)
+    except RuntimeUnavailableError as e:
+        return False, str(e)
+    return True, ""
 
 
 def import_openvino():
@@ -26,11 +53,7 @@ def import_openvino():
     if os.environ.get(DISABLE_ENV):
         raise RuntimeUnavailableError(f"OpenVINO is switched off ({DISABLE_ENV} is set); unset it to compare "
                                       f"against OpenVINO")
-    try:
-        import openvino
-    except ImportError as e:
-        raise RuntimeUnavailableError(f"OpenVINO is not installed; add it with {INSTALL_PEERS}") from e
-    return openvino
+    return import_peer("openvino", "OpenVINO")
 
 
 def openvino_status() -> tuple[bool, str]:
@@ -46,11 +69,7 @@ def nncf_status() -> tuple[bool, str]:
     ok, why = openvino_status()
     if not ok:
         return ok, why
-    try:
-        import nncf  # noqa: F401
-    except ImportError:
-        return False, f"NNCF (OpenVINO's int8 quantizer) is not installed; add it with {INSTALL_PEERS}"
-    return True, ""
+    return peer_status("nncf", "NNCF (OpenVINO's int8 quantizer)")
 
 
 def compiler_status() -> tuple[bool, str]:
@@ -61,11 +80,7 @@ def compiler_status() -> tuple[bool, str]:
     if not found:
         return False, ("torch.compile's inductor compiles C++ for the CPU, and no C++ compiler (g++, c++, "
                        "clang++ or $CXX) is on the PATH")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False, "PyTorch is not installed"
-    return True, ""
+    return peer_status("torch", "PyTorch")
 
 
-__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "import_openvino", "openvino_status", "nncf_status", "compiler_status"]
+__all__ = ["INSTALL_PEERS", "DISABLE_ENV", "import_peer", "peer_status", "import_openvino", "openvino_status", "nncf_status", "compiler_status"]
