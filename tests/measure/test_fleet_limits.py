@@ -95,8 +95,11 @@ def test_tuned_plans_group_by_microarchitecture_not_brand():
     cfg = {"model": "m", "batch": 1, "seq": 8, "threads": 1, "provider": "cpu"}
     rows = [{"config": {**cfg, "plan": "default", "disable": []}, "machine": a, "p50_ms": 10.0},
             {"config": {**cfg, "plan": "without x", "disable": ["x"]}, "machine": b, "p50_ms": 9.0}]
-    assert summarize(rows)["tuned_plans"] == {"zen4 (AVX2, AVX-512)": {
-        "disable": ["x"], "evidence": [{"step": "x", "faster_without_pct": 10.0, "seq": 8, "model": "m"}]}}
+    (machine, plan), = summarize(rows)["tuned_plans"].items()
+    assert machine == "zen4 (AVX2, AVX-512)" and plan["disable"] == ["x"] and plan["unfused_evidence"] == []
+    assert plan["evidence"] == [{"step": "x", "faster_without_pct": 10.0, "seq": 8, "model": "m"}]
+    # no unfused point in this sweep: the plan ships, and says it was not checked against the unfused graph
+    assert plan["ships"] == "plan" and "not checked against the unfused graph" in plan["why"]
 
 
 BILLION_LAUGHS = "\n".join(["a: &a [1,1,1,1,1,1,1,1,1,1]"] + [

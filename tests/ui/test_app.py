@@ -362,8 +362,10 @@ def test_pane_width_comes_from_one_value_and_labels_fit(app):
     xr, width = fig.scene["xrange"], app.state.pane_width - 20
     px = width / (xr[1] - xr[0])
     rows = {}
-    for x, y, t in zip(lay.x, lay.y, fig.labels):
-        rows.setdefault(y, []).append((x, t))
+    # a node's label runs right of it; a marker's sits centred above or below it (labelpos "t"/"b"), off the row
+    pos = fig.scene["nodes"]["labelpos"]
+    for x, y, t, p in zip(lay.x, lay.y, fig.labels, pos):
+        rows.setdefault(y, []).append((x, t if p == "r" else ""))
     for items in rows.values():
         items.sort()
         for (x, t), (x2, _) in zip(items, items[1:]):
