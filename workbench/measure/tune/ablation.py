@@ -278,18 +278,8 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
     opts = ep_options(ep)  # None: the provider's own; else the execution provider every plan runs on
     variants = [Variant(n, full, provider=cfg.provider, disabled_optimizers=keep_off, options=opts)
                 for n in (FULL, AGAIN)]
-    full_ops, change = _op_counts(full), {}
-    for i, step in enumerate(todo):
-        on = step in switch_on
-        progress(f"fusing {'with' if on else 'without'} {step}", 0.1 + 0.6 * i / max(1, len(todo)))
-        p = base.with_step(step, on)
-        path = fuse_bert(exp.path, plan=p, **args)
-        ops = _op_counts(path)
-        change[step] = _change(ops, full_ops) if on else _change(full_ops, ops)
-        if on:
-            emitted[step] = next((sn.fused_here for sn in tl.set_plan(p) if sn.step == step), {})
-        variants.append(Variant(f"{'with' if on else 'without'} {step}", path, provider=cfg.provider, options=opts,
-                                disabled_optimizers=session_optimizers_off(p.disabled)))
+    change = _each_step(variants, tl, exp.path, base, full, todo, switch_on, emitted, args, cfg.provider, opts,
+                        progress)
     variants.append(Variant(UNFUSED, exp.path, provider=cfg.provider, level="disable", options=opts))
     progress("measuring", 0.75)
     w = workload or Workload.shape(cfg.batch, cfg.seq)
@@ -301,6 +291,25 @@ def fusion_ablation(model="bert-base", cfg: BenchConfig | None = None, *, plan: 
                           res.matmul_bound_ms, res.machine, dict(res.config), plan, res.floor.get("floor_ms"),
                           res.machine_load.to_dict() if res.machine_load else None, {**w.to_dict(), "ep": ep},
                           _round_by_round(res[UNFUSED], res[FULL]))
+
+
+def _each_step(variants: list, tl, export_path, base, full, todo, switch_on, emitted, args, provider, opts,
+               progress) -> dict:
+    """Append the plan without (or with) each step to ``variants``; each step's graph change (and, for a step
+    switched on, what it emitted, into ``emitted``)."""
+    full_ops, change = _op_counts(full), {}
+    for i, step in enumerate(todo):
+        on = step in switch_on
+        progress(f"fusing {'with' if on else 'without'} {step}", 0.1 + 0.6 * i / max(1, len(todo)))
+        p = base.with_step(step, on)
+        path = fuse_bert(export_path, plan=p, **args)
+        ops = _op_counts(path)
+        change[step] = _change(ops, full_ops) if on else _change(full_ops, ops)
+        if on:
+            emitted[step] = next((sn.fused_here for sn in tl.set_plan(p) if sn.step == step), {})
+        variants.append(Variant(f"{'with' if on else 'without'} {step}", path, provider=provider, options=opts,
+                                disabled_optimizers=session_optimizers_off(p.disabled)))
+    return change
 
 
 def _steps(tl, engine: str, steps: list[str] | None) -> tuple[list[str], set, dict]:
