@@ -157,20 +157,32 @@ def timed_text(src, w: Workload) -> TextBatches | None:
 
 def timed_config(src, w: Workload, cfg):
     """``(the batches to time or None, cfg)`` for ``w``: a shape sets ``cfg``'s batch and sequence; a text sizes
-    them to its largest batch and longest row (what the sessions must take) and times whole cycles of it."""
+    them to its largest batch and longest row (what the sessions must take) and times whole cycles of it, about as
+    many tokens as ``cfg``'s runs at its shape (:func:`runs_for`)."""
     text = timed_text(src, w)
     if text is None:
         return None, replace(cfg, batch=int(w.batch or cfg.batch), seq=int(w.seq))
     return text, replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches), seq=max(text.lengths),
-                         runs=runs_for(text, cfg.runs))
+                         runs=runs_for(text, cfg.runs, cfg.runs * cfg.batch * cfg.seq))
 
 
-def runs_for(text: TextBatches | None, runs: int) -> int:
-    """Timed runs for a workload: at least ``runs``, and every batch timed equally often (whole cycles)."""
+#: The fewest timed rounds of a text workload (the round-by-round ratios need a few).
+MIN_ROUNDS = 6
+
+
+def runs_for(text: TextBatches | None, runs: int, tokens: int | None = None) -> int:
+    """Timed runs for a workload: every batch timed equally often (whole cycles), at least ``runs`` or one cycle,
+    but no more cycles than ``tokens`` (the padded tokens ``runs`` at the shape would time: a workload of big
+    batches takes about the time the shape did), and at least :data:`MIN_ROUNDS`."""
     if text is None:
         return runs
     n = len(text.batches)
-    return max(1, -(-max(runs, n) // n)) * n
+    cycles = -(-max(runs, n) // n)
+    per_cycle = sum(int(b["input_ids"].size) for b in text.batches)
+    if tokens:
+        cycles = min(cycles, max(1, -(-int(tokens) // max(1, per_cycle))))
+    return max(cycles, -(-MIN_ROUNDS // n)) * n
 
 
-__all__ = ["Workload", "KINDS", "EPS", "ep_options", "app_workloads", "timed_text", "timed_config", "runs_for", "LATENCY_SENTENCES", "THROUGHPUT_BATCHES"]
+__all__ = ["Workload", "KINDS", "EPS", "ep_options", "app_workloads", "timed_text", "timed_config", "runs_for",
+           "LATENCY_SENTENCES", "THROUGHPUT_BATCHES", "MIN_ROUNDS"]
