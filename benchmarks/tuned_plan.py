@@ -46,7 +46,8 @@ def corpus(n: int = 200, seed: int = 0) -> list[str]:
     for _ in range(n):
         parts = [rng.choice(BUILTIN_SENTENCES) for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 4, 6)))]
         words = " ".join(parts).split()
-        out.append(" ".join(words[:rng.randint(2, len(words))]) if rng.random() < 0.3 else " ".join(words))
+        cut = rng.random() < 0.3 and len(words) > 2
+        out.append(" ".join(words[:rng.randint(2, len(words))]) if cut else " ".join(words))
     return out
 
 
