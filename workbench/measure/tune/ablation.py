@@ -137,6 +137,9 @@ class AblationResult:
         """The result as a markdown table with the machine and the tuned plan."""
         c = self.config
         on = (self.workload or {}).get("words") or f"batch {c.get('batch')}, sequence {c.get('seq')}"
+        timed, total = (c.get("text") or {}).get("sentences"), (self.workload or {}).get("sentences")
+        if timed and total and timed < total:
+            on += f" ({timed} of them timed, spread over their lengths)"
         if (self.workload or {}).get("ep"):
             on += f", on ONNX Runtime's {self.workload['ep']} execution provider"
         lines = [f"Measured {measured + ' ' if measured else ''}on: {machine_line(self.machine)}", "",

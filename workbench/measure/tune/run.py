@@ -196,19 +196,18 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
     res, thr, ship, machine_load = _measure(vs, tg, plans, cfg, ref, lat, idx, loads, src, answers, shipped,
                                             timeout, say)
     timed = {s.name for s in res.variants}
-    every = vs + [v for v in tg.variants.values() if v.name not in {x.name for x in vs}][:1]
-    rows = sorted((row(v.name, res[v.name] if v.name in timed else None, thr.get(v.name), ship.get(v.name),
-                       size_mb(v, exp.path)) for v in every), key=lambda r: registry.order(r.name))
-    if plans and "tuned" not in {r.name for r in rows}:  # the tuned graph is another variant's in every workload
-        rows.append(row("tuned", None, None, None, None))
-    by = {r.name: r for r in rows}
-    if "tuned" in by:
-        fill_row(by["tuned"], by, tg, loads if lat is not None else ("latency",))
+    rows = [row(v.name, res[v.name] if v.name in timed else None, thr.get(v.name), ship.get(v.name),
+                size_mb(v, exp.path)) for v in vs]
+    if plans:  # the tuned graph: its own figures where it has one, the same graph's figures where it is another's
+        own = next(iter(tg.variants.values()), None)
+        rows.append(row("tuned", res["tuned"] if "tuned" in timed else None, thr.get("tuned"), ship.get("tuned"),
+                        size_mb(own, exp.path) if own is not None else None))
+        fill_row(rows[-1], {r.name: r for r in rows}, tg, loads if lat is not None else ("latency",))
+    rows.sort(key=lambda r: registry.order(r.name))
     recs = _recommend(rows, loads if lat is not None else ("latency",), res, bool(src.random_weights))
     say("done", 1.0)
-    first = next(iter(plans), None)
-    shown = tg.shipped_plan(first, plans[first]) if first is not None else plan
-    first = plans.get(first)
+    kind = next(iter(plans), None)  # the plan shown as `plan`: the first workload's, after the final check
+    shown, first = (tg.shipped_plan(kind, plans[kind]), plans[kind]) if kind else (plan, None)
     return TuneResult(
         model=src.describe(), source=src.name, recommended=recs, workloads=list(recs), variants=rows,
         skipped=[Skipped(s["name"], s["why"]) for s in skipped], machine=res.machine, rates=res.rates,
@@ -218,7 +217,7 @@ def tune(model="bert-base", *, text=None, cfg: BenchConfig | None = None, plan=N
         reference=ref, plan=_plan_json(shown), ablation=first.ablation if first is not None else None,
         plans=tg.to_json(plans) if plans else None, threads=cfg.threads, shipped=bool(shipped),
         machine_load=machine_load.to_dict(), random_weights=bool(src.random_weights),
-        **_variant_facts(every, tg))
+        **_variant_facts(vs, tg))
 
 
 def _plan_json(p) -> dict:
