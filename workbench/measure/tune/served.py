@@ -160,12 +160,14 @@ def timed_text(src, w: Workload) -> TextBatches | None:
 def timed_config(src, w: Workload, cfg):
     """``(the batches to time or None, cfg)`` for ``w``: a shape sets ``cfg``'s batch and sequence; a text sizes
     them to its largest batch and longest row (what the sessions must take) and times whole cycles of it, about as
-    many tokens as ``cfg``'s runs at its shape (:func:`runs_for`)."""
+    many tokens as ``cfg``'s runs at its shape (:func:`runs_for`), after one warm-up round (every batch once)."""
     text = timed_text(src, w)
     if text is None:
         return None, replace(cfg, batch=int(w.batch or cfg.batch), seq=int(w.seq))
+    # The warm-up's first round runs every batch once (each plan's answers on the text), which warms every shape:
+    # no second round is needed.
     return text, replace(cfg, batch=max(int(b["input_ids"].shape[0]) for b in text.batches), seq=max(text.lengths),
-                         runs=runs_for(text, cfg.runs, cfg.runs * cfg.batch * cfg.seq))
+                         runs=runs_for(text, cfg.runs, cfg.runs * cfg.batch * cfg.seq), warmup=1)
 
 
 #: The fewest timed rounds of a text workload (the round-by-round ratios need a few).
