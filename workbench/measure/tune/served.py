@@ -171,7 +171,7 @@ def timed_config(src, w: Workload, cfg):
 
 
 #: The fewest timed rounds of a text workload (the round-by-round ratios need a few).
-MIN_ROUNDS = 6
+MIN_ROUNDS = 4
 
 
 def runs_for(text: TextBatches | None, runs: int, tokens: int | None = None) -> int:
