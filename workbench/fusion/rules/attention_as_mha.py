@@ -17,42 +17,23 @@ a Split in the graph, the bias added while transposing to heads inside the kerne
 from __future__ import annotations
 
 from ..lazy import ir
-from ..rule import Match, Rewrite, Rule
-from .packed_attention import Builder, PackedAttention, project, read_packed
+from ..rule import Match, Rewrite
+from .packed_attention import PackedAttention, PackedAttentionAlternative, project
 
 
-class AttentionAsMhaRule(Rule):
+class AttentionAsMhaRule(PackedAttentionAlternative):
     """Each packed ``Attention`` → its projection + ``MultiHeadAttention`` (separate Q, K, V)."""
 
     name = "attention_as_mha"
     title = "Attention run as MultiHeadAttention (alternative kernel, workbench rule)"
-    matches = ("each packed com.microsoft.Attention the attention step wrote (no KV cache, bidirectional, equal Q, K "
-               "and V sizes; a [B] end-position, [B, L] or [B, S, L] mask index, or a float attention bias)")
+    matches = PackedAttentionAlternative.matches_packed
     rewrites = ("Attention(x, W, b, mask_index | attention_bias)  =>  Split(MatMul(x, W)) -> "
                 "MultiHeadAttention(q, k, v, b, key_padding_mask | attention_bias)")
     emits = "MultiHeadAttention"
-    prerequisites = ("attention",)
     effect = ("another of ONNX Runtime's attention kernels for the same answers: separate Q, K and V, the bias "
               "added inside; off by default, for a plan to keep where it is faster on the workload")
-    default_on = False
-    alternative_to = "attention"
-    # Last in the ort chain: ORT's embed_layer_norm and postprocess steps rewire Attention's mask input by op type.
-    after = {"ort": "bias_skip_layer_norm", "onnxscript": "attention"}
-    anchors = ("Attention",)
-    anchor_domain = "com.microsoft"
     absent = "nothing to run as MultiHeadAttention: no packed com.microsoft.Attention (the attention step writes it)"
     label = "attention_as_mha"
-    unfused_note = "packed Attention nodes were left as they are; the reasons say why"
-
-    def begin(self, model) -> None:
-        self._b = Builder(model.graph)
-
-    def end(self) -> None:
-        self._b = None
-
-    def match(self, node) -> Match:
-        p, why = read_packed(node, self._b.mask_kinds)
-        return Match(p=p) if p is not None else Match.fail(why)
 
     def rewrite(self, m: Match) -> Rewrite:
         p: PackedAttention = m.p

@@ -22,47 +22,38 @@ op's meaning (``opset_raise.raise_blockers``: an op whose definition changed bet
 from __future__ import annotations
 
 from ..lazy import ir
-from ..rule import Match, Rewrite, Rule
+from ..rule import Match, Rewrite
 from .opset_raise import raise_blockers
-from .packed_attention import Builder, PackedAttention, float_bias, keep_mask, project, read_packed
+from .packed_attention import PackedAttention, PackedAttentionAlternative, float_bias, keep_mask, project
 
 #: The opset of ONNX's standard Attention.
 STANDARD_ATTENTION_OPSET = 23
 
 
-class AttentionAsStandardRule(Rule):
+class AttentionAsStandardRule(PackedAttentionAlternative):
     """Each packed ``Attention`` → its projection + ONNX's standard ``Attention`` (opset 23), opset raised."""
 
     name = "attention_as_standard"
     title = "Attention run as ONNX's standard Attention, opset 23 (alternative kernel, workbench rule)"
-    matches = ("each packed com.microsoft.Attention the attention step wrote (no KV cache, bidirectional, equal Q, K "
-               "and V sizes; a [B] end-position, [B, L] or [B, S, L] mask index, or a float attention bias), in a "
-               "model whose other ONNX ops mean the same at opset 23")
+    matches = PackedAttentionAlternative.matches_packed[:-1] + ("), in a model whose other ONNX ops mean the same "
+                                                                 "at opset 23")
     rewrites = ("Attention(x, W, b, mask_index | attention_bias)  =>  Split(MatMul(x, W) + b) -> "
                 "Attention(q, k, v, attn_mask) [opset 23, q_num_heads = kv_num_heads = N]")
     emits = "Attention"
-    prerequisites = ("attention",)
     effect = ("ONNX Runtime's kernel for ONNX's own attention op (opset 23) for the same answers; the model's opset "
               "is raised to 23; off by default, for a plan to keep where it is faster on the workload")
-    default_on = False
-    alternative_to = "attention"
-    # Last in the ort chain: ORT's embed_layer_norm and postprocess steps read an "Attention" node's fourth input
-    # as the contrib op's mask index, whatever its domain.
-    after = {"ort": "bias_skip_layer_norm", "onnxscript": "attention"}
-    anchors = ("Attention",)
-    anchor_domain = "com.microsoft"
     absent = ("nothing to run as the standard Attention: no packed com.microsoft.Attention (the attention step "
               "writes it)")
     label = "attention_as_standard"
-    unfused_note = "packed Attention nodes were left as they are; the reasons say why"
 
     def begin(self, model) -> None:
-        self._model, self._b, self._count = model, Builder(model.graph), 0
+        super().begin(model)
+        self._model, self._count = model, 0
         blockers = raise_blockers(model, STANDARD_ATTENTION_OPSET)
         opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
-        self._blocked = (f"{{node}} stays: the model's opset {opset} cannot be raised to "
-                         f"{STANDARD_ATTENTION_OPSET} for ONNX's standard Attention without changing what other ops "
-                         f"compute: {'; '.join(blockers)}") if blockers else ""
+        self.blocked = (f"{{node}} stays: the model's opset {opset} cannot be raised to "
+                        f"{STANDARD_ATTENTION_OPSET} for ONNX's standard Attention without changing what other ops "
+                        f"compute: {'; '.join(blockers)}") if blockers else ""
 
     def end(self) -> None:
         if self._count:
@@ -71,12 +62,6 @@ class AttentionAsStandardRule(Rule):
             model.opset_imports[""] = max(STANDARD_ATTENTION_OPSET, model.opset_imports.get("", 0))
             model.ir_version = max(model.ir_version or 0, 11)  # IR 11 goes with opset 23 (onnx 1.18)
         self._model = self._b = None
-
-    def match(self, node) -> Match:
-        if self._blocked:
-            return Match.fail(self._blocked, node)
-        p, why = read_packed(node, self._b.mask_kinds)
-        return Match(p=p) if p is not None else Match.fail(why)
 
     def rewrite(self, m: Match) -> Rewrite:
         p: PackedAttention = m.p

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..graph_utils import const, dims, initializer, node_label, same_dim
 from ..lazy import ir
+from ..rule import Match, Rule
 
 #: Mask kinds: the key end positions [B], the raw [B, L] mask, a [B, S, L] mask; "" none.
 END, RAW, FULL = "end", "raw", "3d"
@@ -215,3 +216,35 @@ def float_bias(b: Builder, p: PackedAttention):
     if d is not None and len(d) == 4 and xd is not None and same_dim(d[2], xd[1]) and d[2] != 1:
         return bias
     return b.shared(("bias", id(bias)), lambda: b.over_queries(bias, p.x))
+
+
+class PackedAttentionAlternative(Rule):
+    """What the rules that run a packed ``Attention`` on another kernel share: opt-in, after the attention step
+    (last in the ort chain: ORT's embed_layer_norm and postprocess steps rewire an ``Attention`` node's mask input
+    by op type, whatever its domain), anchored on the contrib op, each match read by :func:`read_packed`.
+    A subclass sets its catalog row and ``rewrite``; ``blocked`` (set in ``begin``) refuses every node with its
+    words."""
+
+    prerequisites = ("attention",)
+    default_on = False
+    alternative_to = "attention"
+    after = {"ort": "bias_skip_layer_norm", "onnxscript": "attention"}
+    anchors = ("Attention",)
+    anchor_domain = "com.microsoft"
+    matches_packed = ("each packed com.microsoft.Attention the attention step wrote (no KV cache, bidirectional, "
+                      "equal Q, K and V sizes; a [B] end-position, [B, L] or [B, S, L] mask index, or a float "
+                      "attention bias)")
+    unfused_note = "packed Attention nodes were left as they are; the reasons say why"
+    blocked = ""
+
+    def begin(self, model) -> None:
+        self._b = Builder(model.graph)
+
+    def end(self) -> None:
+        self._b = None
+
+    def match(self, node) -> Match:
+        if self.blocked:
+            return Match.fail(self.blocked, node)
+        p, why = read_packed(node, self._b.mask_kinds)
+        return Match(p=p) if p is not None else Match.fail(why)
