@@ -62,7 +62,7 @@ def facts(s: dict) -> list[tuple[str, str]]:
             parts.append(f"{variant_label(name)} {ms(t)}" + (f" ({faster(x)})" if x else ""))
         out.append((f"Latency (p50, {_shape(lat['config'])})", "; ".join(parts)))
     if s.get("fused_loses"):
-        out.append(("Fusion loses here, profiled", s["fused_loses"]))
+        out.append(("Fusion loses here", s["fused_loses"]))
     if s.get("engine"):
         out.append(("Faster engine here", s["engine"]))
     if s.get("busy"):

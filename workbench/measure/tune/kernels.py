@@ -170,8 +170,20 @@ def fused_loses(src, variants, res, cfg, text) -> dict | None:
     pcfg = replace(cfg, warmup=max(2, cfg.warmup), runs=max(5, min(cfg.runs, 20)))
     got = {k: v.op_type_totals() for k, v in profile_many([by["fused"], by["unfused"]], pcfg, feeds=feeds).items()}
     cost = kernel_cost("", {}, got["fused"], got["unfused"], shape_words(feeds, cfg.batch, cfg.seq))
-    return {**cost.to_dict(), "speed": round(speed, 4)}
+    return {**cost.to_dict(), "speed": round(speed, 4), "words": loss_words(cost, speed)}
 
 
-__all__ = ["KernelCost", "kernel_cost", "shape_words", "median_batch", "losing_kernels", "fused_loses", "PROFILED",
-           "LOSS"]
+def loss_words(cost: KernelCost, speed: float) -> str:
+    """The fused graph's loss and its profile in one line. Where the profile's fused kernels took less than what
+    they replaced, the line says the time went elsewhere rather than blame them (a profile adds a little to every
+    node, so the unfused graph's many small ops weigh more in it than in a timed run)."""
+    head = f"the fused graph ran at {speed:.2f}x the unfused graph's speed, round by round"
+    if cost.loses:
+        return f"{head}; profiled, {cost.words()}"
+    return (f"{head}, yet in the profile its kernels took {cost.fused_total:.0f} µs per run against "
+            f"{cost.replaced_total:.0f} µs for what they replaced ({cost.shape}): the time is lost outside the fused "
+            f"kernels or the run was noisy; `workbench ablate` names a losing step")
+
+
+__all__ = ["KernelCost", "kernel_cost", "shape_words", "median_batch", "losing_kernels", "fused_loses", "loss_words",
+           "PROFILED", "LOSS"]
