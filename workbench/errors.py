@@ -48,6 +48,16 @@ class RuntimeUnavailableError(WorkbenchError):
     """An execution provider (e.g. CUDA) was asked for but cannot be used."""
 
 
+def availability(check, *args) -> tuple[bool, str]:
+    """``(True, "")`` when ``check(*args)`` runs, ``(False, its one line)`` when it raises
+    :class:`RuntimeUnavailableError`: the ``(ok, why)`` every engine's and provider's status gives."""
+    try:
+        check(*args)
+    except RuntimeUnavailableError as e:
+        return False, str(e)
+    return True, ""
+
+
 class BenchmarkError(WorkbenchError):
     """A benchmark could not run (bad shape, out of memory, worker died)."""
 

@@ -23,7 +23,7 @@ import platform
 import sys
 from importlib import metadata
 
-from ..errors import RuntimeUnavailableError, first_line
+from ..errors import RuntimeUnavailableError, availability, first_line
 
 PACKAGE = "onnxruntime-ep-openvino"
 #: The provider's name in ``get_providers()`` and on its devices.
@@ -106,11 +106,7 @@ def cpu_device():
 
 def status() -> tuple[bool, str]:
     """``(ok, why)``: the OpenVINO execution provider can run a session on this CPU."""
-    try:
-        cpu_device()
-    except RuntimeUnavailableError as e:
-        return False, str(e)
-    return True, ""
+    return availability(cpu_device)
 
 
 def load_config(settings: dict | None) -> dict:

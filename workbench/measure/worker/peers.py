@@ -16,7 +16,7 @@ import importlib
 import os
 import shutil
 
-from ...errors import RuntimeUnavailableError, first_line
+from ...errors import RuntimeUnavailableError, availability, first_line
 
 INSTALL_PEERS = 'pip install "bert-fusion-workbench[peers]"'
 DISABLE_ENV = "WORKBENCH_DISABLE_OPENVINO"
@@ -41,11 +41,7 @@ def import_peer(module: str, what: str):
 
 def peer_status(module: str, what: str) -> tuple[bool, str]:
     """``(True, "")`` when :func:`import_peer` imports ``module``, else ``(False, its one line)``."""
-    try:
-        import_peer(module, what)
-    except RuntimeUnavailableError as e:
-        return False, str(e)
-    return True, ""
+    return availability(import_peer, module, what)
 
 
 def import_openvino():
@@ -57,11 +53,7 @@ def import_openvino():
 
 
 def openvino_status() -> tuple[bool, str]:
-    try:
-        import_openvino()
-    except RuntimeUnavailableError as e:
-        return False, str(e)
-    return True, ""
+    return availability(import_openvino)
 
 
 def nncf_status() -> tuple[bool, str]:
